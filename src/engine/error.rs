@@ -1,0 +1,31 @@
+//! What the core can report besides its normal outcomes.
+
+/// # Errors
+/// Every core operation returns these; normal outcomes (held, full, not found)
+/// are values, not errors.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Redis did not answer in time or the connection failed; the operation may or
+    /// may not have happened, and callers undo what they can.
+    #[error("redis is unavailable: {0}")]
+    Unavailable(String),
+    /// Redis answered something no script of ours replies.
+    #[error("unexpected reply from redis: {0}")]
+    Protocol(String),
+    /// The service is stopping and no longer waits.
+    #[error("the service is shutting down")]
+    ShuttingDown,
+    /// The cap on concurrent waiters is reached.
+    #[error("too many requests are waiting already")]
+    TooManyWaiters,
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(err: redis::RedisError) -> Self {
+        if err.kind() == redis::ErrorKind::Parse {
+            Self::Protocol(err.to_string())
+        } else {
+            Self::Unavailable(err.to_string())
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Bearer tokens: `BATON_API_TOKENS` guard `/locks` and `/semaphores`,
+//! `BATON_ADMIN_TOKENS` may also force-release. Compared in constant time,
+//! never logged.
+
+use axum::extract::Request;
+use axum::Extension;
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use subtle::{Choice, ConstantTimeEq};
+
+use crate::error::AppError;
+
+/// The configured tokens.
+pub struct Auth {
+    api: Vec<Vec<u8>>,
+    admin: Vec<Vec<u8>>,
+}
+
+/// What the caller proved, put in the request's extensions by [`require_token`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// No valid token, on a service whose API is open.
+    Anonymous,
+    /// A valid API token.
+    User,
+    /// A valid admin token.
+    Admin,
+}
+
+impl Auth {
+    pub fn new(api: &[String], admin: &[String]) -> Self {
+        let bytes = |tokens: &[String]| tokens.iter().map(|t| t.as_bytes().to_vec()).collect();
+        Self {
+            api: bytes(api),
+            admin: bytes(admin),
+        }
+    }
+
+    /// No tokens at all: everything is open, force-release included.
+    pub fn is_open(&self) -> bool {
+        self.api.is_empty() && self.admin.is_empty()
+    }
+
+    /// Whether the API itself needs a token.
+    pub fn requires_token(&self) -> bool {
+        !self.api.is_empty()
+    }
+
+    /// What a request with `presented` (the bearer token, if any) may do.
+    ///
+    /// # Errors
+    /// [`AppError::Unauthorized`] when the API needs a token and none valid was given.
+    pub fn access(&self, presented: Option<&[u8]>) -> Result<Access, AppError> {
+        let presented = presented.unwrap_or_default();
+        let is_admin = !presented.is_empty() && matches_any(&self.admin, presented);
+        let is_user = !presented.is_empty() && matches_any(&self.api, presented);
+        if is_admin {
+            Ok(Access::Admin)
+        } else if is_user {
+            Ok(Access::User)
+        } else if self.requires_token() {
+            Err(AppError::Unauthorized)
+        } else {
+            Ok(Access::Anonymous)
+        }
+    }
+
+    /// Whether `access` may force-release a lock.
+    ///
+    /// # Errors
+    /// 401 without a token, 403 with a token that is not an admin token.
+    pub fn allow_force_release(&self, access: Access) -> Result<(), AppError> {
+        match access {
+            Access::Admin => Ok(()),
+            _ if self.is_open() => Ok(()),
+            Access::Anonymous => Err(AppError::Unauthorized),
+            Access::User => Err(AppError::Forbidden),
+        }
+    }
+}
+
+/// Compares against every token, without stopping at the first match.
+fn matches_any(tokens: &[Vec<u8>], presented: &[u8]) -> bool {
+    let mut found = Choice::from(0);
+    for token in tokens {
+        found |= token.as_slice().ct_eq(presented);
+    }
+    found.into()
+}
+
+fn bearer(request: &Request) -> Option<&[u8]> {
+    let value = request.headers().get(AUTHORIZATION)?.as_bytes();
+    let (scheme, token) = value.split_at_checked(7)?;
+    scheme
+        .eq_ignore_ascii_case(b"bearer ")
+        .then(|| token.trim_ascii())
+}
+
+/// Middleware for `/locks` and `/semaphores`: answers 401 unless the request
+/// may use the API, and records its [`Access`] for the handlers.
+pub async fn require_token(
+    Extension(auth): Extension<std::sync::Arc<Auth>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match auth.access(bearer(&request)) {
+        Ok(access) => {
+            request.extensions_mut().insert(access);
+            next.run(request).await
+        }
+        Err(err) => err.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth(api: &[&str], admin: &[&str]) -> Auth {
+        let owned = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        Auth::new(&owned(api), &owned(admin))
+    }
+
+    #[test]
+    fn open_service_lets_everyone_do_everything() {
+        let auth = auth(&[], &[]);
+        let access = auth.access(None).unwrap();
+        assert_eq!(access, Access::Anonymous);
+        assert!(auth.allow_force_release(access).is_ok());
+    }
+
+    #[test]
+    fn api_tokens_are_required_and_checked() {
+        let auth = auth(&["alpha", "beta"], &["root"]);
+        assert!(matches!(auth.access(None), Err(AppError::Unauthorized)));
+        assert!(matches!(auth.access(Some(b"alph")), Err(AppError::Unauthorized)));
+        assert_eq!(auth.access(Some(b"beta")).unwrap(), Access::User);
+        assert_eq!(auth.access(Some(b"root")).unwrap(), Access::Admin);
+    }
+
+    #[test]
+    fn force_release_needs_an_admin_token() {
+        let auth = auth(&["alpha"], &["root"]);
+        assert!(matches!(
+            auth.allow_force_release(Access::User),
+            Err(AppError::Forbidden)
+        ));
+        assert!(auth.allow_force_release(Access::Admin).is_ok());
+        let admin_only = super::tests::auth(&[], &["root"]);
+        assert!(matches!(
+            admin_only.allow_force_release(Access::Anonymous),
+            Err(AppError::Unauthorized)
+        ));
+    }
+}
