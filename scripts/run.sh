@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs baton on a new machine: builds it, makes sure there is a Redis to use,
+# and serves in the foreground until Ctrl-C or SIGTERM.
+#
+# When BATON_REDIS_URL is unset and no Redis answers on 127.0.0.1:6379, starts
+# a private redis-server (installing Debian's package if missing) with its data
+# under .data/ and append-only persistence, and stops it again on exit.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+. scripts/lib.sh
+
+command -v cargo >/dev/null || { echo "cargo is needed: install Rust from rustup" >&2; exit 1; }
+echo "building baton (release)..." >&2
+cargo build --release --quiet
+
+redis_pid=""
+stop_redis() {
+  if [ -n "$redis_pid" ]; then
+    kill "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+  fi
+}
+trap stop_redis EXIT
+
+if [ -z "${BATON_REDIS_URL:-}" ]; then
+  ensure_redis
+  if redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    echo "using the Redis on 127.0.0.1:6379" >&2
+  else
+    port=${BATON_DEV_REDIS_PORT:-6379}
+    mkdir -p .data
+    echo "starting a private redis-server on 127.0.0.1:$port (data in .data/)" >&2
+    redis-server --bind 127.0.0.1 --port "$port" --dir "$ROOT/.data" \
+      --appendonly yes --appendfsync everysec --save "" \
+      --logfile "$ROOT/.data/redis.log" &
+    redis_pid=$!
+    wait_for_redis "$port"
+    export BATON_REDIS_URL="redis://127.0.0.1:$port"
+  fi
+fi
+
+# Not exec: the trap must stop the private Redis after baton exits.
+target/release/baton &
+baton_pid=$!
+forward() { kill -TERM "$baton_pid" 2>/dev/null || true; }
+trap forward INT TERM
+status=0
+wait "$baton_pid" || status=$?
+# wait returns early when a trapped signal arrives; wait for baton itself.
+if kill -0 "$baton_pid" 2>/dev/null; then
+  wait "$baton_pid" || status=$?
+fi
+stop_redis
+trap - EXIT
+exit "$status"
