@@ -1,0 +1,299 @@
+//! Semaphore scripts, branch by branch, and their guarantees: never more than
+//! `limit` holders, one script call per acquisition, first come first served.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::helpers::{lease_path, problem, settings_for, unique_prefix, RedisServer, TestApp};
+
+async fn take(app: &TestApp, name: &str, body: &str) -> Value {
+    let response = app.post(&format!("/semaphores/{name}"), body).await;
+    assert_eq!(response.status(), 201, "acquire {name}");
+    response.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn slots_are_granted_up_to_the_limit_then_409_with_holders_and_limit() {
+    let app = TestApp::spawn().await;
+    let first = app.post("/semaphores/pool", r#"{"limit": 2, "owner": "a"}"#).await;
+    assert_eq!(first.status(), 201);
+    let location = first.headers()["location"].to_str().unwrap().to_owned();
+    let first: Value = first.json().await.unwrap();
+    assert_eq!(location, lease_path("semaphores", &first));
+    assert_eq!(first["limit"], 2);
+    assert_eq!(first["owner"], "a");
+    assert_eq!(first["ttl_ms"], 30_000);
+    let second = take(&app, "pool", r#"{"limit": 2}"#).await;
+    assert!(second["fencing_token"].as_u64() > first["fencing_token"].as_u64());
+
+    let response = app.post("/semaphores/pool", r#"{"limit": 2}"#).await;
+
+    assert!(response.headers().contains_key("retry-after"));
+    let body = problem(response, 409, "semaphore-full").await;
+    assert_eq!(body["holders"], 2);
+    assert_eq!(body["limit"], 2);
+}
+
+#[tokio::test]
+async fn limit_is_required_and_bounded() {
+    let app = TestApp::spawn().await;
+    for body in ["", "{}", r#"{"limit": 0}"#, r#"{"limit": 100001}"#, r#"{"limit": -1}"#, r#"{"limit": "2"}"#] {
+        let response = app.post("/semaphores/bounded", body).await;
+        let problem = problem(response, 400, "invalid-request").await;
+        assert!(problem["detail"].as_str().unwrap().contains("limit"), "{body}: {problem}");
+    }
+    take(&app, "bounded", r#"{"limit": 100000}"#).await;
+}
+
+#[tokio::test]
+async fn expired_leases_are_dropped_and_free_their_slots() {
+    let app = TestApp::spawn().await;
+    let short = take(&app, "lapsing", r#"{"limit": 1, "ttl_ms": 100}"#).await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+
+    let next = take(&app, "lapsing", r#"{"limit": 1}"#).await;
+
+    assert!(next["fencing_token"].as_u64() > short["fencing_token"].as_u64());
+    let status: Value = app.get("/semaphores/lapsing").await.json().await.unwrap();
+    assert_eq!(status["holders"], 1);
+    problem(app.get(&lease_path("semaphores", &short)).await, 404, "lease-not-found").await;
+}
+
+#[tokio::test]
+async fn a_refresh_in_time_keeps_the_lease() {
+    let app = TestApp::spawn().await;
+    let lease = take(&app, "kept", r#"{"limit": 1, "ttl_ms": 500}"#).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let response = app
+        .patch(&lease_path("semaphores", &lease), r#"{"ttl_ms": 5000}"#)
+        .await;
+
+    assert_eq!(response.status(), 200);
+    let refreshed: Value = response.json().await.unwrap();
+    assert_eq!(refreshed["ttl_ms"], 5000);
+    assert_eq!(refreshed["limit"], 1);
+    assert_eq!(refreshed["fencing_token"], lease["fencing_token"]);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    problem(app.post("/semaphores/kept", r#"{"limit": 1}"#).await, 409, "semaphore-full").await;
+    let empty = app.patch(&lease_path("semaphores", &lease), "").await;
+    let empty: Value = empty.json().await.unwrap();
+    assert_eq!(empty["ttl_ms"], 5000, "an empty refresh reuses the lease's ttl");
+}
+
+#[tokio::test]
+async fn a_refresh_too_late_is_refused_and_does_not_bring_the_lease_back() {
+    let app = TestApp::spawn().await;
+    let lease = take(&app, "late", r#"{"limit": 1, "ttl_ms": 100}"#).await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+
+    let response = app
+        .patch(&lease_path("semaphores", &lease), r#"{"ttl_ms": 60000}"#)
+        .await;
+
+    problem(response, 404, "lease-not-found").await;
+    let status: Value = app.get("/semaphores/late").await.json().await.unwrap();
+    assert_eq!(status["holders"], 0);
+    take(&app, "late", r#"{"limit": 1}"#).await;
+}
+
+#[tokio::test]
+async fn releasing_twice_returns_404_and_a_foreign_id_changes_nothing() {
+    let app = TestApp::spawn().await;
+    let lease = take(&app, "twice", r#"{"limit": 3}"#).await;
+    problem(
+        app.delete(&format!("/semaphores/twice/{}", uuid::Uuid::new_v4())).await,
+        404,
+        "lease-not-found",
+    )
+    .await;
+    let status: Value = app.get("/semaphores/twice").await.json().await.unwrap();
+    assert_eq!(status["holders"], 1);
+
+    assert_eq!(app.delete(&lease_path("semaphores", &lease)).await.status(), 204);
+    problem(app.delete(&lease_path("semaphores", &lease)).await, 404, "lease-not-found").await;
+    let status: Value = app.get("/semaphores/twice").await.json().await.unwrap();
+    assert_eq!(status["holders"], 0);
+}
+
+#[tokio::test]
+async fn status_lists_owners_tokens_and_time_left_in_grant_order_without_ids() {
+    let app = TestApp::spawn().await;
+    let empty: Value = app.get("/semaphores/listed").await.json().await.unwrap();
+    assert_eq!(empty, json!({"name": "listed", "holders": 0, "leases": []}));
+    let a = take(&app, "listed", r#"{"limit": 3, "owner": "a", "ttl_ms": 20000}"#).await;
+    let b = take(&app, "listed", r#"{"limit": 3, "ttl_ms": 10000}"#).await;
+
+    let response = app.get("/semaphores/listed").await;
+
+    let text = response.text().await.unwrap();
+    for lease in [&a, &b] {
+        assert!(!text.contains(lease["id"].as_str().unwrap()), "status shows an id");
+    }
+    let status: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(status["holders"], 2);
+    assert_eq!(status["limit"], 3);
+    assert_eq!(status["leases"][0]["owner"], "a");
+    assert_eq!(status["leases"][0]["fencing_token"], a["fencing_token"]);
+    assert!(status["leases"][1].get("owner").is_none());
+    assert_eq!(status["leases"][1]["fencing_token"], b["fencing_token"]);
+    assert!(status["leases"][0]["expires_in_ms"].as_u64().unwrap() > 19_000);
+    assert!(status["leases"][1]["expires_in_ms"].as_u64().unwrap() <= 10_000);
+}
+
+#[tokio::test]
+async fn each_acquisition_is_judged_against_its_own_limit() {
+    let app = TestApp::spawn().await;
+    take(&app, "mixed", r#"{"limit": 2}"#).await;
+    take(&app, "mixed", r#"{"limit": 2}"#).await;
+
+    problem(app.post("/semaphores/mixed", r#"{"limit": 2}"#).await, 409, "semaphore-full").await;
+    take(&app, "mixed", r#"{"limit": 3}"#).await;
+
+    let status: Value = app.get("/semaphores/mixed").await.json().await.unwrap();
+    assert_eq!(status["holders"], 3);
+    assert_eq!(status["limit"], 3, "status reports the latest acquisition's limit");
+}
+
+#[tokio::test]
+async fn one_acquisition_costs_one_script_call_free_or_full() {
+    let redis = RedisServer::start();
+    let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
+    take(&app, "counted", r#"{"limit": 1}"#).await;
+
+    let before = redis.script_calls();
+    take(&app, "counted-2", r#"{"limit": 1}"#).await;
+    let free = redis.script_calls() - before;
+
+    let before = redis.script_calls();
+    problem(app.post("/semaphores/counted", r#"{"limit": 1}"#).await, 409, "semaphore-full").await;
+    let full = redis.script_calls() - before;
+
+    assert_eq!(free, 1, "script calls for a free slot");
+    assert_eq!(full, 1, "script calls when full");
+    // The first call of a script on a fresh Redis also loads it (NOSCRIPT, then
+    // EVALSHA again); count the steady state.
+    app.acquire_lock("warm-up", "{}").await;
+    let lock_before = redis.script_calls();
+    app.acquire_lock("counted-lock", "{}").await;
+    assert_eq!(redis.script_calls() - lock_before, 1, "script calls for a lock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_waiting_clients_never_hold_more_than_the_limit_and_all_get_through() {
+    const LIMIT: usize = 3;
+    const CLIENTS: usize = 12;
+    const ROUNDS: usize = 3;
+    let redis = crate::helpers::shared_redis();
+    let first = TestApp::spawn().await;
+    let second = first.sibling_of(&redis.url()).await;
+    let holding = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let app = if i % 2 == 0 { &first } else { &second };
+            let (client, base) = (app.client.clone(), app.base.clone());
+            let (holding, most) = (holding.clone(), most.clone());
+            tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let response = client
+                        .post(format!("{base}/semaphores/crowd"))
+                        .body(format!(r#"{{"limit": {LIMIT}, "wait_ms": 30000, "ttl_ms": 10000}}"#))
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(response.status(), 201);
+                    let lease: Value = response.json().await.unwrap();
+                    let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    holding.fetch_sub(1, Ordering::SeqCst);
+                    let released = client
+                        .delete(format!("{base}{}", lease_path("semaphores", &lease)))
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(released.status(), 204);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("client got through");
+    }
+
+    let most = most.load(Ordering::SeqCst);
+    assert!(most <= LIMIT, "{most} holders at once, limit {LIMIT}");
+    assert!(most >= 2, "the semaphore was actually shared ({most} at most)");
+}
+
+#[tokio::test]
+async fn queued_waiters_are_admitted_in_the_order_they_started_waiting() {
+    let app = TestApp::spawn().await;
+    let holder = take(&app, "fair", r#"{"limit": 1, "ttl_ms": 30000}"#).await;
+    let admitted = Arc::new(Mutex::new(Vec::new()));
+
+    let mut waiters = Vec::new();
+    for i in 0..5 {
+        let (client, base, admitted) = (app.client.clone(), app.base.clone(), admitted.clone());
+        waiters.push(tokio::spawn(async move {
+            let response = client
+                .post(format!("{base}/semaphores/fair"))
+                .body(r#"{"limit": 1, "wait_ms": 20000}"#)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 201);
+            let lease: Value = response.json().await.unwrap();
+            admitted.lock().unwrap().push((i, lease["fencing_token"].as_u64().unwrap()));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            client
+                .delete(format!("{base}{}", lease_path("semaphores", &lease)))
+                .send()
+                .await
+                .unwrap();
+        }));
+        // Each waiter is queued before the next one starts.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A newcomer that will not wait must not overtake the queue either.
+    problem(app.post("/semaphores/fair", r#"{"limit": 1}"#).await, 409, "semaphore-full").await;
+
+    let started = Instant::now();
+    assert_eq!(app.delete(&lease_path("semaphores", &holder)).await.status(), 204);
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+
+    let admitted = admitted.lock().unwrap();
+    let order: Vec<usize> = admitted.iter().map(|(i, _)| *i).collect();
+    assert_eq!(order, [0, 1, 2, 3, 4]);
+    assert!(admitted.windows(2).all(|w| w[0].1 < w[1].1), "tokens follow the order");
+    assert!(started.elapsed() < Duration::from_secs(3), "hand-offs took {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_waiter_that_gives_up_leaves_the_queue_for_those_behind_it() {
+    let app = TestApp::spawn().await;
+    let holder = take(&app, "impatient", r#"{"limit": 1}"#).await;
+    let (client, base) = (app.client.clone(), app.base.clone());
+    let quitter = tokio::spawn(async move {
+        client
+            .post(format!("{base}/semaphores/impatient"))
+            .body(r#"{"limit": 1, "wait_ms": 200}"#)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(quitter.await.unwrap(), 409);
+
+    app.delete(&lease_path("semaphores", &holder)).await;
+
+    take(&app, "impatient", r#"{"limit": 1}"#).await;
+}

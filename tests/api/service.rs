@@ -1,0 +1,113 @@
+//! Health, readiness, metrics, the OpenAPI document and Swagger UI.
+
+use serde_json::Value;
+
+use crate::helpers::{free_port, problem, settings_for, unique_prefix, TestApp};
+
+#[tokio::test]
+async fn healthz_and_readyz_answer_200_with_redis_up() {
+    let app = TestApp::spawn().await;
+    assert_eq!(app.get("/healthz").await.status(), 200);
+    assert_eq!(app.get("/readyz").await.status(), 200);
+}
+
+#[tokio::test]
+async fn without_redis_readyz_is_503_healthz_200_and_calls_503_promptly() {
+    let nowhere = format!("redis://127.0.0.1:{}", free_port());
+    let app = TestApp::spawn_with(settings_for(&nowhere, &unique_prefix())).await;
+
+    assert_eq!(app.get("/healthz").await.status(), 200);
+    let response = app.get("/readyz").await;
+    assert!(response.headers().contains_key("retry-after"));
+    problem(response, 503, "redis-unavailable").await;
+    let started = std::time::Instant::now();
+    let response = app.post("/locks/offline", r#"{"wait_ms": 5000}"#).await;
+    problem(response, 503, "redis-unavailable").await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn the_committed_openapi_document_is_what_the_code_generates() {
+    let generated = baton::openapi::document_json();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json");
+    if std::env::var_os("BATON_UPDATE_OPENAPI").is_some() {
+        std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi")).unwrap();
+        std::fs::write(path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "openapi/openapi.json is stale: run `BATON_UPDATE_OPENAPI=1 cargo test --test api openapi` and commit it"
+    );
+}
+
+#[tokio::test]
+async fn the_service_serves_the_openapi_document() {
+    let app = TestApp::spawn().await;
+
+    let response = app.get("/openapi.json").await;
+
+    assert_eq!(response.status(), 200);
+    let doc: Value = response.json().await.unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+    for path in [
+        "/locks",
+        "/locks/{name}",
+        "/locks/{name}/{id}",
+        "/semaphores/{name}",
+        "/semaphores/{name}/{id}",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ] {
+        assert!(doc["paths"].get(path).is_some(), "{path} is documented");
+    }
+    let acquire = &doc["paths"]["/locks/{name}"]["post"]["responses"];
+    for status in ["201", "400", "409", "413", "503"] {
+        assert!(acquire.get(status).is_some(), "POST /locks/{{name}} documents {status}");
+    }
+    assert!(doc["components"]["securitySchemes"].get("bearer").is_some());
+    assert_eq!(doc, serde_json::from_str::<Value>(&baton::openapi::document_json()).unwrap());
+}
+
+#[tokio::test]
+async fn swagger_ui_is_served_by_the_service_itself() {
+    let app = TestApp::spawn().await;
+
+    let page = app.get("/docs").await;
+
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("swagger-ui"));
+    assert!(!html.contains("http://") && !html.contains("https://"), "the page names no other host");
+    for asset in ["swagger-ui.css", "swagger-ui-bundle.js", "swagger-initializer.js"] {
+        let response = app.get(&format!("/docs/{asset}")).await;
+        assert_eq!(response.status(), 200, "{asset}");
+    }
+    let init = app.get("/docs/swagger-initializer.js").await.text().await.unwrap();
+    assert!(init.contains("/openapi.json"));
+    assert!(init.contains("\"validatorUrl\": \"none\""), "no online validator: {init}");
+}
+
+#[tokio::test]
+async fn metrics_count_requests_by_route_and_acquisitions() {
+    let app = TestApp::spawn().await;
+    let lease = app.acquire_lock("measured", "{}").await;
+    app.post("/locks/measured", "{}").await;
+    app.delete(&crate::helpers::lease_path("locks", &lease)).await;
+
+    let response = app.get("/metrics").await;
+
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    for needle in [
+        "baton_http_requests_total{method=\"POST\",route=\"/locks/{name}\",status=\"201\"}",
+        "baton_http_requests_total{method=\"POST\",route=\"/locks/{name}\",status=\"409\"}",
+        "baton_acquisitions_total{kind=\"lock\",outcome=\"acquired\"}",
+        "baton_acquisitions_total{kind=\"lock\",outcome=\"busy\"}",
+        "baton_contention_total{kind=\"lock\"}",
+        "baton_acquire_wait_seconds_bucket",
+    ] {
+        assert!(text.contains(needle), "metrics lack {needle}:\n{text}");
+    }
+}
