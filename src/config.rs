@@ -80,7 +80,9 @@ impl Settings {
             return Err("BATON_MAX_WAIT_MS must be at most 86400000 (a day)".into());
         }
         if settings.redis_timeout.is_zero() || settings.request_timeout.is_zero() {
-            return Err("BATON_REDIS_TIMEOUT_MS and BATON_REQUEST_TIMEOUT_MS must be above 0".into());
+            return Err(
+                "BATON_REDIS_TIMEOUT_MS and BATON_REQUEST_TIMEOUT_MS must be above 0".into(),
+            );
         }
         Ok(settings)
     }
@@ -135,8 +137,11 @@ mod tests {
 
     #[test]
     fn tokens_are_comma_separated_and_trimmed() {
-        let s = settings(&[("BATON_API_TOKENS", " a, b ,,c"), ("BATON_ADMIN_TOKENS", "root")])
-            .unwrap();
+        let s = settings(&[
+            ("BATON_API_TOKENS", " a, b ,,c"),
+            ("BATON_ADMIN_TOKENS", "root"),
+        ])
+        .unwrap();
         assert_eq!(s.api_tokens, ["a", "b", "c"]);
         assert_eq!(s.admin_tokens, ["root"]);
     }
@@ -157,6 +162,9 @@ mod tests {
             redact_url("rediss://app:s3cret@redis:6380"),
             "rediss://app:***@redis:6380"
         );
-        assert_eq!(redact_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
     }
 }

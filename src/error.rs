@@ -189,7 +189,9 @@ impl AppError {
         let (status, title) = PROBLEM_TYPES
             .iter()
             .find(|(s, ..)| *s == slug)
-            .map_or((500, "Internal error"), |(_, status, title, _)| (*status, *title));
+            .map_or((500, "Internal error"), |(_, status, title, _)| {
+                (*status, *title)
+            });
         let mut problem = Problem {
             kind: problem_type(slug),
             title: title.into(),
@@ -240,11 +242,10 @@ pub fn problem_type(slug: &str) -> String {
 
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
-        match &self {
-            Self::Engine(err @ (engine::Error::Unavailable(_) | engine::Error::Protocol(_))) => {
-                tracing::error!(%err, "request failed");
-            }
-            _ => {}
+        if let Self::Engine(err @ (engine::Error::Unavailable(_) | engine::Error::Protocol(_))) =
+            &self
+        {
+            tracing::warn!(%err, "request failed");
         }
         let problem = self.problem();
         let status =

@@ -110,15 +110,14 @@ fn swagger_file(path: &str) -> Response {
             if path == "index.html" && !file.gzpipped {
                 // Served at /docs as well as /docs/: resolve the relative asset
                 // links against /docs/ either way.
-                let html = String::from_utf8_lossy(&bytes)
-                    .replacen("<head>", "<head>\n    <base href=\"/docs/\" />", 1);
+                let html = String::from_utf8_lossy(&bytes).replacen(
+                    "<head>",
+                    "<head>\n    <base href=\"/docs/\" />",
+                    1,
+                );
                 bytes = html.into_bytes();
             }
-            let mut response = (
-                [(header::CONTENT_TYPE, file.content_type)],
-                bytes,
-            )
-                .into_response();
+            let mut response = ([(header::CONTENT_TYPE, file.content_type)], bytes).into_response();
             if file.gzpipped {
                 response.headers_mut().insert(
                     header::CONTENT_ENCODING,

@@ -68,16 +68,14 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(Extension(BodyLimit(body_limit)))
         .layer(Extension(auth))
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|req: &Request| {
-                // The route template only: paths carry lease ids, never logged.
-                let route = req
-                    .extensions()
-                    .get::<MatchedPath>()
-                    .map_or("unmatched", MatchedPath::as_str);
-                tracing::info_span!("request", method = %req.method(), route)
-            }),
-        )
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            // The route template only: paths carry lease ids, never logged.
+            let route = req
+                .extensions()
+                .get::<MatchedPath>()
+                .map_or("unmatched", MatchedPath::as_str);
+            tracing::info_span!("request", method = %req.method(), route)
+        }))
         .layer(CatchPanicLayer::custom(|_| {
             AppError::Engine(crate::engine::Error::Protocol("panic".into())).into_response()
         }))
@@ -215,7 +213,9 @@ impl Application {
     /// # Panics
     /// Never for a bound TCP listener.
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr().expect("a bound listener has an address")
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
     }
 
     /// Serves until `shutdown` resolves; then stops accepting, answers waiters

@@ -56,7 +56,10 @@ mod tests {
     #[test]
     fn keeps_a_url() {
         let url = "https://ci.example.com/jobs/42".to_string();
-        assert_eq!(Owner::parse(Some(url.clone())).unwrap().unwrap().as_str(), url);
+        assert_eq!(
+            Owner::parse(Some(url.clone())).unwrap().unwrap().as_str(),
+            url
+        );
     }
 
     #[test]

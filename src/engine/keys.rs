@@ -109,7 +109,10 @@ mod tests {
         let keys = Keys::new("t[1]*:");
         let prefix = NamePrefix::parse("ci.").unwrap();
         assert_eq!(keys.lock_scan_pattern(&prefix), r"t\[1\]\*:{lock:ci.*}");
-        assert_eq!(keys.lock_name_of("t[1]*:{lock:ci.deploy}"), Some("ci.deploy"));
+        assert_eq!(
+            keys.lock_name_of("t[1]*:{lock:ci.deploy}"),
+            Some("ci.deploy")
+        );
         assert_eq!(keys.lock_name_of("t[1]*:{lock:ci.deploy}:fence"), None);
     }
 }

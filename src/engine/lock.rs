@@ -243,8 +243,12 @@ impl Locks {
         }
         names.sort();
         names.dedup();
-        let statuses = futures_util::future::try_join_all(names.iter().map(|n| self.status(n))).await?;
-        Ok(statuses.into_iter().filter(|s| s.holder.is_some()).collect())
+        let statuses =
+            futures_util::future::try_join_all(names.iter().map(|n| self.status(n))).await?;
+        Ok(statuses
+            .into_iter()
+            .filter(|s| s.holder.is_some())
+            .collect())
     }
 }
 

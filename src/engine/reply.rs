@@ -22,7 +22,9 @@ impl Reply {
     pub fn int(&self, i: usize) -> Result<i64, Error> {
         match self.0.get(i) {
             Some(Value::Int(n)) => Ok(*n),
-            other => Err(Error::Protocol(format!("field {i}: expected an integer, got {other:?}"))),
+            other => Err(Error::Protocol(format!(
+                "field {i}: expected an integer, got {other:?}"
+            ))),
         }
     }
 
@@ -37,7 +39,9 @@ impl Reply {
             Some(Value::BulkString(bytes)) => String::from_utf8(bytes.clone())
                 .map_err(|_| Error::Protocol(format!("field {i}: not UTF-8"))),
             Some(Value::SimpleString(s)) => Ok(s.clone()),
-            other => Err(Error::Protocol(format!("field {i}: expected text, got {other:?}"))),
+            other => Err(Error::Protocol(format!(
+                "field {i}: expected text, got {other:?}"
+            ))),
         }
     }
 }

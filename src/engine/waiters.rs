@@ -205,6 +205,9 @@ impl Subscriber {
                         }
                     }
                     tracing::warn!("lost the subscription to release events; reconnecting");
+                    // Waiters try again now: they get Redis's answer (or 503)
+                    // instead of sleeping through an outage.
+                    waiters.wake_all();
                 }
                 Ok(Err(err)) => tracing::warn!(%err, "cannot subscribe to release events"),
                 Err(_) => tracing::warn!("subscribing to release events timed out"),

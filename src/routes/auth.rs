@@ -3,10 +3,10 @@
 //! never logged.
 
 use axum::extract::Request;
-use axum::Extension;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use subtle::{Choice, ConstantTimeEq};
 
 use crate::error::AppError;
@@ -134,7 +134,10 @@ mod tests {
     fn api_tokens_are_required_and_checked() {
         let auth = auth(&["alpha", "beta"], &["root"]);
         assert!(matches!(auth.access(None), Err(AppError::Unauthorized)));
-        assert!(matches!(auth.access(Some(b"alph")), Err(AppError::Unauthorized)));
+        assert!(matches!(
+            auth.access(Some(b"alph")),
+            Err(AppError::Unauthorized)
+        ));
         assert_eq!(auth.access(Some(b"beta")).unwrap(), Access::User);
         assert_eq!(auth.access(Some(b"root")).unwrap(), Access::Admin);
     }

@@ -58,7 +58,10 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, AppEr
     responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
 pub async fn metrics() -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         crate::telemetry::render_metrics(),
     )
 }

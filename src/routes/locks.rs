@@ -11,8 +11,8 @@ use utoipa_axum::routes;
 
 use super::extract::{LeasePath, NamePath};
 use super::problems::{
-    Forbidden, InvalidRequest, LeaseNotFound, LockHeld, LockNotHeld, PayloadTooLarge,
-    Unauthorized, Unavailable,
+    Forbidden, InvalidRequest, LeaseNotFound, LockHeld, LockNotHeld, PayloadTooLarge, Unauthorized,
+    Unavailable,
 };
 use super::{rfc3339_ms, Access, AppState, JsonBody};
 use crate::domain::{NamePrefix, Owner, Ttl, WaitTime};
@@ -35,12 +35,16 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub struct AcquireLock {
     /// Lease lifetime in ms unless refreshed: 1 to 86400000, default 30000.
     #[schema(minimum = 1, maximum = 86_400_000, default = 30_000)]
+    #[serde(default, deserialize_with = "super::extract::whole_number")]
     pub ttl_ms: Option<u64>,
-    /// How long to wait for the lock, in ms: 0 (default) to the server's maximum.
-    #[schema(minimum = 0, default = 0)]
+    /// How long to wait for the lock, in ms: 0 (default) to the server's maximum
+    /// (`BATON_MAX_WAIT_MS`, 300000 unless configured otherwise).
+    #[schema(minimum = 0, maximum = 300_000, default = 0)]
+    #[serde(default, deserialize_with = "super::extract::whole_number")]
     pub wait_ms: Option<u64>,
-    /// Who holds the lease, shown in status (e.g. a CI job URL); at most 200 characters.
-    #[schema(max_length = 200)]
+    /// Who holds the lease, shown in status (e.g. a CI job URL); at most 200 characters,
+    /// none of them a control character.
+    #[schema(max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
     pub owner: Option<String>,
 }
 
@@ -51,6 +55,7 @@ pub struct AcquireLock {
 pub struct Refresh {
     /// New lifetime from now, in ms: 1 to 86400000; default: the lease's own ttl.
     #[schema(minimum = 1, maximum = 86_400_000)]
+    #[serde(default, deserialize_with = "super::extract::whole_number")]
     pub ttl_ms: Option<u64>,
 }
 
@@ -179,8 +184,9 @@ fn created(location: String, body: impl Serialize) -> Response {
 #[utoipa::path(
     post,
     path = "/locks/{name}",
+    operation_id = "acquire_lock",
     tag = "locks",
-    params(("name" = String, Path, description = "Lock name: 1 to 200 of A-Z a-z 0-9 . _ - :", example = "deploy-prod")),
+    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Lock name: 1 to 200 of A-Z a-z 0-9 . _ - :", example = "deploy-prod")),
     request_body(content = Option<AcquireLock>, description = "May be empty: all defaults", content_type = "application/json"),
     responses(
         (status = 201, description = "Acquired", body = LockLeaseBody,
@@ -221,9 +227,10 @@ pub async fn acquire(
 #[utoipa::path(
     patch,
     path = "/locks/{name}/{id}",
+    operation_id = "refresh_lock",
     tag = "locks",
     params(
-        ("name" = String, Path, description = "Lock name", example = "deploy-prod"),
+        ("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Lock name", example = "deploy-prod"),
         ("id" = String, Path, format = Uuid, description = "Lease id from the acquisition"),
     ),
     request_body(content = Option<Refresh>, description = "May be empty: the lease's own ttl", content_type = "application/json"),
@@ -257,9 +264,10 @@ pub async fn refresh(
 #[utoipa::path(
     delete,
     path = "/locks/{name}/{id}",
+    operation_id = "release_lock",
     tag = "locks",
     params(
-        ("name" = String, Path, description = "Lock name", example = "deploy-prod"),
+        ("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Lock name", example = "deploy-prod"),
         ("id" = String, Path, format = Uuid, description = "Lease id from the acquisition"),
     ),
     responses(
@@ -288,9 +296,10 @@ pub async fn release(
 #[utoipa::path(
     get,
     path = "/locks/{name}/{id}",
+    operation_id = "check_lock",
     tag = "locks",
     params(
-        ("name" = String, Path, description = "Lock name", example = "deploy-prod"),
+        ("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Lock name", example = "deploy-prod"),
         ("id" = String, Path, format = Uuid, description = "Lease id from the acquisition"),
     ),
     responses(
@@ -320,8 +329,9 @@ pub async fn check(
 #[utoipa::path(
     get,
     path = "/locks/{name}",
+    operation_id = "lock_status",
     tag = "locks",
-    params(("name" = String, Path, description = "Lock name", example = "deploy-prod")),
+    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Lock name", example = "deploy-prod")),
     responses(
         (status = 200, description = "Status", body = LockStatusBody),
         (status = 400, response = InvalidRequest),
@@ -344,6 +354,7 @@ pub async fn status(
 #[utoipa::path(
     get,
     path = "/locks",
+    operation_id = "list_locks",
     tag = "locks",
     params(ListQuery),
     responses(
@@ -374,8 +385,9 @@ pub async fn list(
 #[utoipa::path(
     delete,
     path = "/locks/{name}",
+    operation_id = "force_release_lock",
     tag = "locks",
-    params(("name" = String, Path, description = "Lock name", example = "deploy-prod")),
+    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Lock name", example = "deploy-prod")),
     responses(
         (status = 204, description = "Released"),
         (status = 400, response = InvalidRequest),

@@ -36,6 +36,9 @@ pub(crate) fn rfc3339_ms(epoch_ms: u64) -> String {
 mod tests {
     #[test]
     fn formats_redis_time_as_rfc3339() {
-        assert_eq!(super::rfc3339_ms(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(
+            super::rfc3339_ms(1_700_000_000_123),
+            "2023-11-14T22:13:20.123Z"
+        );
     }
 }

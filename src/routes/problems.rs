@@ -11,7 +11,9 @@ use crate::error::{problem_type, AppError, PROBLEM_TYPES};
 
 fn retry_after() -> Header {
     HeaderBuilder::new()
-        .schema(Some(utoipa::openapi::schema::Object::with_type(Type::Integer)))
+        .schema(Some(utoipa::openapi::schema::Object::with_type(
+            Type::Integer,
+        )))
         .description(Some("Seconds to wait before trying again"))
         .build()
 }

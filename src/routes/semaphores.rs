@@ -32,16 +32,21 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[schema(example = json!({"limit": 4, "ttl_ms": 60000, "wait_ms": 10000, "owner": "worker-7"}))]
 pub struct AcquireSemaphore {
     /// At most this many leases are held at once: 1 to 100000. Required.
-    #[schema(minimum = 1, maximum = 100_000, required = true)]
+    #[schema(value_type = u64, minimum = 1, maximum = 100_000, required = true)]
+    #[serde(default, deserialize_with = "super::extract::whole_number")]
     pub limit: Option<u64>,
     /// Lease lifetime in ms unless refreshed: 1 to 86400000, default 30000.
     #[schema(minimum = 1, maximum = 86_400_000, default = 30_000)]
+    #[serde(default, deserialize_with = "super::extract::whole_number")]
     pub ttl_ms: Option<u64>,
-    /// How long to wait in line for a slot, in ms: 0 (default) to the server's maximum.
-    #[schema(minimum = 0, default = 0)]
+    /// How long to wait in line for a slot, in ms: 0 (default) to the server's maximum
+    /// (`BATON_MAX_WAIT_MS`, 300000 unless configured otherwise).
+    #[schema(minimum = 0, maximum = 300_000, default = 0)]
+    #[serde(default, deserialize_with = "super::extract::whole_number")]
     pub wait_ms: Option<u64>,
-    /// Who holds the lease, shown in status; at most 200 characters.
-    #[schema(max_length = 200)]
+    /// Who holds the lease, shown in status; at most 200 characters,
+    /// none of them a control character.
+    #[schema(max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
     pub owner: Option<String>,
 }
 
@@ -144,8 +149,9 @@ impl From<SemaphoreStatus> for SemaphoreStatusBody {
 #[utoipa::path(
     post,
     path = "/semaphores/{name}",
+    operation_id = "acquire_semaphore",
     tag = "semaphores",
-    params(("name" = String, Path, description = "Semaphore name: 1 to 200 of A-Z a-z 0-9 . _ - :", example = "migrations")),
+    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Semaphore name: 1 to 200 of A-Z a-z 0-9 . _ - :", example = "migrations")),
     request_body(content = AcquireSemaphore, content_type = "application/json"),
     responses(
         (status = 201, description = "Acquired", body = SemaphoreLeaseBody,
@@ -202,9 +208,10 @@ pub async fn acquire(
 #[utoipa::path(
     patch,
     path = "/semaphores/{name}/{id}",
+    operation_id = "refresh_semaphore",
     tag = "semaphores",
     params(
-        ("name" = String, Path, description = "Semaphore name", example = "migrations"),
+        ("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Semaphore name", example = "migrations"),
         ("id" = String, Path, format = Uuid, description = "Lease id from the acquisition"),
     ),
     request_body(content = Option<Refresh>, description = "May be empty: the lease's own ttl", content_type = "application/json"),
@@ -238,9 +245,10 @@ pub async fn refresh(
 #[utoipa::path(
     delete,
     path = "/semaphores/{name}/{id}",
+    operation_id = "release_semaphore",
     tag = "semaphores",
     params(
-        ("name" = String, Path, description = "Semaphore name", example = "migrations"),
+        ("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Semaphore name", example = "migrations"),
         ("id" = String, Path, format = Uuid, description = "Lease id from the acquisition"),
     ),
     responses(
@@ -269,9 +277,10 @@ pub async fn release(
 #[utoipa::path(
     get,
     path = "/semaphores/{name}/{id}",
+    operation_id = "check_semaphore",
     tag = "semaphores",
     params(
-        ("name" = String, Path, description = "Semaphore name", example = "migrations"),
+        ("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Semaphore name", example = "migrations"),
         ("id" = String, Path, format = Uuid, description = "Lease id from the acquisition"),
     ),
     responses(
@@ -302,8 +311,9 @@ pub async fn check(
 #[utoipa::path(
     get,
     path = "/semaphores/{name}",
+    operation_id = "semaphore_status",
     tag = "semaphores",
-    params(("name" = String, Path, description = "Semaphore name", example = "migrations")),
+    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Semaphore name", example = "migrations")),
     responses(
         (status = 200, description = "Status", body = SemaphoreStatusBody),
         (status = 400, response = InvalidRequest),

@@ -25,7 +25,10 @@ async fn bad_bodies_are_400_and_name_the_field() {
         let response = app.post("/locks/validated", body).await;
         let problem = problem(response, 400, "invalid-request").await;
         let detail = problem["detail"].as_str().unwrap();
-        assert!(detail.contains(field), "{body}: detail {detail:?} should name {field}");
+        assert!(
+            detail.contains(field),
+            "{body}: detail {detail:?} should name {field}"
+        );
     }
     let long_owner = format!(r#"{{"owner": "{}"}}"#, "x".repeat(201));
     let response = app.post("/locks/validated", &long_owner).await;
@@ -58,7 +61,10 @@ async fn bad_names_and_ids_are_400() {
         assert!(detail.contains(field), "{method} {path}: {detail:?}");
     }
     let longest = "n".repeat(200);
-    assert_eq!(app.post(&format!("/locks/{longest}"), "").await.status(), 201);
+    assert_eq!(
+        app.post(&format!("/locks/{longest}"), "").await.status(),
+        201
+    );
 }
 
 #[tokio::test]
@@ -66,7 +72,12 @@ async fn unknown_paths_and_methods_are_problems_too() {
     let app = TestApp::spawn().await;
     problem(app.get("/nowhere").await, 404, "not-found").await;
     problem(app.get("/locks/a/b/c").await, 404, "not-found").await;
-    problem(app.request(Method::PUT, "/locks/x", Some("{}")).await, 405, "method-not-allowed").await;
+    problem(
+        app.request(Method::PUT, "/locks/x", Some("{}")).await,
+        405,
+        "method-not-allowed",
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -44,7 +44,8 @@ impl RedisServer {
 
     fn start_with(appendonly: bool) -> Self {
         let port = free_port();
-        let dir = std::env::temp_dir().join(format!("baton-test-redis-{port}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("baton-test-redis-{port}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("redis dir");
         let mut server = Self {
             port,
@@ -58,12 +59,21 @@ impl RedisServer {
 
     fn launch(&mut self) {
         let mut cmd = Command::new("redis-server");
-        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""])
-            .args(["--appendonly", if self.appendonly { "yes" } else { "no" }])
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.args([
+            "--port",
+            &self.port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .args(["--appendonly", if self.appendonly { "yes" } else { "no" }])
+        // DEBUG SLEEP stalls Redis in the fault tests; the server is loopback-only.
+        .args(["--enable-debug-command", "yes"])
+        .arg("--dir")
+        .arg(&self.dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
         // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill
         // the server when the thread that started it is gone.
         unsafe {
@@ -72,7 +82,10 @@ impl RedisServer {
                 Ok(())
             });
         }
-        self.child = Some(cmd.spawn().expect("redis-server is installed (scripts/test.sh installs it)"));
+        self.child = Some(
+            cmd.spawn()
+                .expect("redis-server is installed (scripts/test.sh installs it)"),
+        );
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(client) = redis::Client::open(self.url()) {
@@ -128,7 +141,10 @@ impl RedisServer {
 
     /// How many commands Redis processed in all (each INFO call counts too).
     pub fn commands_processed(&self) -> u64 {
-        let info: String = redis::cmd("INFO").arg("stats").query(&mut self.conn()).expect("INFO");
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut self.conn())
+            .expect("INFO");
         info.lines()
             .find_map(|l| l.strip_prefix("total_commands_processed:"))
             .and_then(|n| n.trim().parse().ok())
@@ -277,11 +293,17 @@ pub async fn problem(response: Response, status: u16, slug: &str) -> Value {
     );
     let body: Value = response.json().await.expect("problem json");
     assert!(
-        body["type"].as_str().unwrap_or_default().ends_with(&format!("/problems/{slug}")),
+        body["type"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with(&format!("/problems/{slug}")),
         "type of {body}"
     );
     assert_eq!(body["status"], status);
-    assert!(body["title"].is_string() && body["detail"].is_string(), "{body}");
+    assert!(
+        body["title"].is_string() && body["detail"].is_string(),
+        "{body}"
+    );
     body
 }
 

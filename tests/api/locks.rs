@@ -12,7 +12,10 @@ async fn acquiring_a_free_lock_returns_201_a_lease_and_its_location() {
     let app = TestApp::spawn().await;
 
     let response = app
-        .post("/locks/deploy-prod", r#"{"ttl_ms": 5000, "owner": "ci job 42"}"#)
+        .post(
+            "/locks/deploy-prod",
+            r#"{"ttl_ms": 5000, "owner": "ci job 42"}"#,
+        )
         .await;
 
     assert_eq!(response.status(), 201);
@@ -146,7 +149,12 @@ async fn a_foreign_id_can_neither_release_nor_refresh_and_changes_nothing() {
     let foreign = format!("/locks/mine/{}", uuid::Uuid::new_v4());
 
     problem(app.delete(&foreign).await, 404, "lease-not-found").await;
-    problem(app.patch(&foreign, r#"{"ttl_ms": 99999}"#).await, 404, "lease-not-found").await;
+    problem(
+        app.patch(&foreign, r#"{"ttl_ms": 99999}"#).await,
+        404,
+        "lease-not-found",
+    )
+    .await;
     problem(app.get(&foreign).await, 404, "lease-not-found").await;
 
     let status: Value = app.get("/locks/mine").await.json().await.unwrap();
@@ -168,7 +176,12 @@ async fn an_expired_lease_frees_the_lock_and_its_id_is_refused() {
 
     let status: Value = app.get("/locks/short").await.json().await.unwrap();
     assert_eq!(status["held"], false);
-    problem(app.delete(&lease_path("locks", &lease)).await, 404, "lease-not-found").await;
+    problem(
+        app.delete(&lease_path("locks", &lease)).await,
+        404,
+        "lease-not-found",
+    )
+    .await;
     let next = app.acquire_lock("short", "{}").await;
     assert!(next["fencing_token"].as_u64() > lease["fencing_token"].as_u64());
 }
@@ -238,7 +251,12 @@ async fn checking_a_lease_shows_it_while_held_and_404_after() {
     assert_eq!(seen["fencing_token"], lease["fencing_token"]);
     assert_eq!(seen["ttl_ms"], 30_000);
     app.delete(&lease_path("locks", &lease)).await;
-    problem(app.get(&lease_path("locks", &lease)).await, 404, "lease-not-found").await;
+    problem(
+        app.get(&lease_path("locks", &lease)).await,
+        404,
+        "lease-not-found",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -299,6 +317,11 @@ async fn force_release_frees_a_held_lock_and_404s_a_free_one() {
     assert_eq!(response.status(), 204);
     let status: Value = app.get("/locks/stuck").await.json().await.unwrap();
     assert_eq!(status["held"], false);
-    problem(app.patch(&lease_path("locks", &lease), "").await, 404, "lease-not-found").await;
+    problem(
+        app.patch(&lease_path("locks", &lease), "").await,
+        404,
+        "lease-not-found",
+    )
+    .await;
     problem(app.delete("/locks/stuck").await, 404, "lock-not-held").await;
 }

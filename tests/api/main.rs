@@ -2,8 +2,10 @@
 
 mod helpers;
 
+mod auth;
 mod errors;
 mod locks;
+mod outages;
 mod semaphores;
 mod service;
 mod waiting;

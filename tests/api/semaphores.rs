@@ -18,7 +18,9 @@ async fn take(app: &TestApp, name: &str, body: &str) -> Value {
 #[tokio::test]
 async fn slots_are_granted_up_to_the_limit_then_409_with_holders_and_limit() {
     let app = TestApp::spawn().await;
-    let first = app.post("/semaphores/pool", r#"{"limit": 2, "owner": "a"}"#).await;
+    let first = app
+        .post("/semaphores/pool", r#"{"limit": 2, "owner": "a"}"#)
+        .await;
     assert_eq!(first.status(), 201);
     let location = first.headers()["location"].to_str().unwrap().to_owned();
     let first: Value = first.json().await.unwrap();
@@ -40,10 +42,20 @@ async fn slots_are_granted_up_to_the_limit_then_409_with_holders_and_limit() {
 #[tokio::test]
 async fn limit_is_required_and_bounded() {
     let app = TestApp::spawn().await;
-    for body in ["", "{}", r#"{"limit": 0}"#, r#"{"limit": 100001}"#, r#"{"limit": -1}"#, r#"{"limit": "2"}"#] {
+    for body in [
+        "",
+        "{}",
+        r#"{"limit": 0}"#,
+        r#"{"limit": 100001}"#,
+        r#"{"limit": -1}"#,
+        r#"{"limit": "2"}"#,
+    ] {
         let response = app.post("/semaphores/bounded", body).await;
         let problem = problem(response, 400, "invalid-request").await;
-        assert!(problem["detail"].as_str().unwrap().contains("limit"), "{body}: {problem}");
+        assert!(
+            problem["detail"].as_str().unwrap().contains("limit"),
+            "{body}: {problem}"
+        );
     }
     take(&app, "bounded", r#"{"limit": 100000}"#).await;
 }
@@ -59,7 +71,12 @@ async fn expired_leases_are_dropped_and_free_their_slots() {
     assert!(next["fencing_token"].as_u64() > short["fencing_token"].as_u64());
     let status: Value = app.get("/semaphores/lapsing").await.json().await.unwrap();
     assert_eq!(status["holders"], 1);
-    problem(app.get(&lease_path("semaphores", &short)).await, 404, "lease-not-found").await;
+    problem(
+        app.get(&lease_path("semaphores", &short)).await,
+        404,
+        "lease-not-found",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -78,10 +95,18 @@ async fn a_refresh_in_time_keeps_the_lease() {
     assert_eq!(refreshed["limit"], 1);
     assert_eq!(refreshed["fencing_token"], lease["fencing_token"]);
     tokio::time::sleep(Duration::from_millis(400)).await;
-    problem(app.post("/semaphores/kept", r#"{"limit": 1}"#).await, 409, "semaphore-full").await;
+    problem(
+        app.post("/semaphores/kept", r#"{"limit": 1}"#).await,
+        409,
+        "semaphore-full",
+    )
+    .await;
     let empty = app.patch(&lease_path("semaphores", &lease), "").await;
     let empty: Value = empty.json().await.unwrap();
-    assert_eq!(empty["ttl_ms"], 5000, "an empty refresh reuses the lease's ttl");
+    assert_eq!(
+        empty["ttl_ms"], 5000,
+        "an empty refresh reuses the lease's ttl"
+    );
 }
 
 #[tokio::test]
@@ -105,7 +130,8 @@ async fn releasing_twice_returns_404_and_a_foreign_id_changes_nothing() {
     let app = TestApp::spawn().await;
     let lease = take(&app, "twice", r#"{"limit": 3}"#).await;
     problem(
-        app.delete(&format!("/semaphores/twice/{}", uuid::Uuid::new_v4())).await,
+        app.delete(&format!("/semaphores/twice/{}", uuid::Uuid::new_v4()))
+            .await,
         404,
         "lease-not-found",
     )
@@ -113,8 +139,16 @@ async fn releasing_twice_returns_404_and_a_foreign_id_changes_nothing() {
     let status: Value = app.get("/semaphores/twice").await.json().await.unwrap();
     assert_eq!(status["holders"], 1);
 
-    assert_eq!(app.delete(&lease_path("semaphores", &lease)).await.status(), 204);
-    problem(app.delete(&lease_path("semaphores", &lease)).await, 404, "lease-not-found").await;
+    assert_eq!(
+        app.delete(&lease_path("semaphores", &lease)).await.status(),
+        204
+    );
+    problem(
+        app.delete(&lease_path("semaphores", &lease)).await,
+        404,
+        "lease-not-found",
+    )
+    .await;
     let status: Value = app.get("/semaphores/twice").await.json().await.unwrap();
     assert_eq!(status["holders"], 0);
 }
@@ -124,14 +158,22 @@ async fn status_lists_owners_tokens_and_time_left_in_grant_order_without_ids() {
     let app = TestApp::spawn().await;
     let empty: Value = app.get("/semaphores/listed").await.json().await.unwrap();
     assert_eq!(empty, json!({"name": "listed", "holders": 0, "leases": []}));
-    let a = take(&app, "listed", r#"{"limit": 3, "owner": "a", "ttl_ms": 20000}"#).await;
+    let a = take(
+        &app,
+        "listed",
+        r#"{"limit": 3, "owner": "a", "ttl_ms": 20000}"#,
+    )
+    .await;
     let b = take(&app, "listed", r#"{"limit": 3, "ttl_ms": 10000}"#).await;
 
     let response = app.get("/semaphores/listed").await;
 
     let text = response.text().await.unwrap();
     for lease in [&a, &b] {
-        assert!(!text.contains(lease["id"].as_str().unwrap()), "status shows an id");
+        assert!(
+            !text.contains(lease["id"].as_str().unwrap()),
+            "status shows an id"
+        );
     }
     let status: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(status["holders"], 2);
@@ -150,12 +192,20 @@ async fn each_acquisition_is_judged_against_its_own_limit() {
     take(&app, "mixed", r#"{"limit": 2}"#).await;
     take(&app, "mixed", r#"{"limit": 2}"#).await;
 
-    problem(app.post("/semaphores/mixed", r#"{"limit": 2}"#).await, 409, "semaphore-full").await;
+    problem(
+        app.post("/semaphores/mixed", r#"{"limit": 2}"#).await,
+        409,
+        "semaphore-full",
+    )
+    .await;
     take(&app, "mixed", r#"{"limit": 3}"#).await;
 
     let status: Value = app.get("/semaphores/mixed").await.json().await.unwrap();
     assert_eq!(status["holders"], 3);
-    assert_eq!(status["limit"], 3, "status reports the latest acquisition's limit");
+    assert_eq!(
+        status["limit"], 3,
+        "status reports the latest acquisition's limit"
+    );
 }
 
 #[tokio::test]
@@ -169,7 +219,12 @@ async fn one_acquisition_costs_one_script_call_free_or_full() {
     let free = redis.script_calls() - before;
 
     let before = redis.script_calls();
-    problem(app.post("/semaphores/counted", r#"{"limit": 1}"#).await, 409, "semaphore-full").await;
+    problem(
+        app.post("/semaphores/counted", r#"{"limit": 1}"#).await,
+        409,
+        "semaphore-full",
+    )
+    .await;
     let full = redis.script_calls() - before;
 
     assert_eq!(free, 1, "script calls for a free slot");
@@ -179,7 +234,11 @@ async fn one_acquisition_costs_one_script_call_free_or_full() {
     app.acquire_lock("warm-up", "{}").await;
     let lock_before = redis.script_calls();
     app.acquire_lock("counted-lock", "{}").await;
-    assert_eq!(redis.script_calls() - lock_before, 1, "script calls for a lock");
+    assert_eq!(
+        redis.script_calls() - lock_before,
+        1,
+        "script calls for a lock"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -202,7 +261,9 @@ async fn many_waiting_clients_never_hold_more_than_the_limit_and_all_get_through
                 for _ in 0..ROUNDS {
                     let response = client
                         .post(format!("{base}/semaphores/crowd"))
-                        .body(format!(r#"{{"limit": {LIMIT}, "wait_ms": 30000, "ttl_ms": 10000}}"#))
+                        .body(format!(
+                            r#"{{"limit": {LIMIT}, "wait_ms": 30000, "ttl_ms": 10000}}"#
+                        ))
                         .send()
                         .await
                         .unwrap();
@@ -228,7 +289,10 @@ async fn many_waiting_clients_never_hold_more_than_the_limit_and_all_get_through
 
     let most = most.load(Ordering::SeqCst);
     assert!(most <= LIMIT, "{most} holders at once, limit {LIMIT}");
-    assert!(most >= 2, "the semaphore was actually shared ({most} at most)");
+    assert!(
+        most >= 2,
+        "the semaphore was actually shared ({most} at most)"
+    );
 }
 
 #[tokio::test]
@@ -249,7 +313,10 @@ async fn queued_waiters_are_admitted_in_the_order_they_started_waiting() {
                 .unwrap();
             assert_eq!(response.status(), 201);
             let lease: Value = response.json().await.unwrap();
-            admitted.lock().unwrap().push((i, lease["fencing_token"].as_u64().unwrap()));
+            admitted
+                .lock()
+                .unwrap()
+                .push((i, lease["fencing_token"].as_u64().unwrap()));
             tokio::time::sleep(Duration::from_millis(20)).await;
             client
                 .delete(format!("{base}{}", lease_path("semaphores", &lease)))
@@ -261,10 +328,20 @@ async fn queued_waiters_are_admitted_in_the_order_they_started_waiting() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // A newcomer that will not wait must not overtake the queue either.
-    problem(app.post("/semaphores/fair", r#"{"limit": 1}"#).await, 409, "semaphore-full").await;
+    problem(
+        app.post("/semaphores/fair", r#"{"limit": 1}"#).await,
+        409,
+        "semaphore-full",
+    )
+    .await;
 
     let started = Instant::now();
-    assert_eq!(app.delete(&lease_path("semaphores", &holder)).await.status(), 204);
+    assert_eq!(
+        app.delete(&lease_path("semaphores", &holder))
+            .await
+            .status(),
+        204
+    );
     for waiter in waiters {
         waiter.await.unwrap();
     }
@@ -272,8 +349,15 @@ async fn queued_waiters_are_admitted_in_the_order_they_started_waiting() {
     let admitted = admitted.lock().unwrap();
     let order: Vec<usize> = admitted.iter().map(|(i, _)| *i).collect();
     assert_eq!(order, [0, 1, 2, 3, 4]);
-    assert!(admitted.windows(2).all(|w| w[0].1 < w[1].1), "tokens follow the order");
-    assert!(started.elapsed() < Duration::from_secs(3), "hand-offs took {:?}", started.elapsed());
+    assert!(
+        admitted.windows(2).all(|w| w[0].1 < w[1].1),
+        "tokens follow the order"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "hand-offs took {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]

@@ -23,7 +23,11 @@ async fn without_redis_readyz_is_503_healthz_200_and_calls_503_promptly() {
     let started = std::time::Instant::now();
     let response = app.post("/locks/offline", r#"{"wait_ms": 5000}"#).await;
     problem(response, 503, "redis-unavailable").await;
-    assert!(started.elapsed() < std::time::Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -64,10 +68,16 @@ async fn the_service_serves_the_openapi_document() {
     }
     let acquire = &doc["paths"]["/locks/{name}"]["post"]["responses"];
     for status in ["201", "400", "409", "413", "503"] {
-        assert!(acquire.get(status).is_some(), "POST /locks/{{name}} documents {status}");
+        assert!(
+            acquire.get(status).is_some(),
+            "POST /locks/{{name}} documents {status}"
+        );
     }
     assert!(doc["components"]["securitySchemes"].get("bearer").is_some());
-    assert_eq!(doc, serde_json::from_str::<Value>(&baton::openapi::document_json()).unwrap());
+    assert_eq!(
+        doc,
+        serde_json::from_str::<Value>(&baton::openapi::document_json()).unwrap()
+    );
 }
 
 #[tokio::test]
@@ -79,14 +89,29 @@ async fn swagger_ui_is_served_by_the_service_itself() {
     assert_eq!(page.status(), 200);
     let html = page.text().await.unwrap();
     assert!(html.contains("swagger-ui"));
-    assert!(!html.contains("http://") && !html.contains("https://"), "the page names no other host");
-    for asset in ["swagger-ui.css", "swagger-ui-bundle.js", "swagger-initializer.js"] {
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "the page names no other host"
+    );
+    for asset in [
+        "swagger-ui.css",
+        "swagger-ui-bundle.js",
+        "swagger-initializer.js",
+    ] {
         let response = app.get(&format!("/docs/{asset}")).await;
         assert_eq!(response.status(), 200, "{asset}");
     }
-    let init = app.get("/docs/swagger-initializer.js").await.text().await.unwrap();
+    let init = app
+        .get("/docs/swagger-initializer.js")
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(init.contains("/openapi.json"));
-    assert!(init.contains("\"validatorUrl\": \"none\""), "no online validator: {init}");
+    assert!(
+        init.contains("\"validatorUrl\": \"none\""),
+        "no online validator: {init}"
+    );
 }
 
 #[tokio::test]
@@ -94,7 +119,8 @@ async fn metrics_count_requests_by_route_and_acquisitions() {
     let app = TestApp::spawn().await;
     let lease = app.acquire_lock("measured", "{}").await;
     app.post("/locks/measured", "{}").await;
-    app.delete(&crate::helpers::lease_path("locks", &lease)).await;
+    app.delete(&crate::helpers::lease_path("locks", &lease))
+        .await;
 
     let response = app.get("/metrics").await;
 

@@ -24,7 +24,11 @@ async fn a_waiter_is_woken_by_the_release_within_milliseconds() {
                     .send()
                     .await
                     .unwrap();
-                (Instant::now(), response.status().as_u16(), response.json::<Value>().await.unwrap())
+                (
+                    Instant::now(),
+                    response.status().as_u16(),
+                    response.json::<Value>().await.unwrap(),
+                )
             })
         };
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -38,10 +42,18 @@ async fn a_waiter_is_woken_by_the_release_within_milliseconds() {
     wakeups.sort();
     let median = wakeups[wakeups.len() / 2];
     let worst = wakeups[wakeups.len() - 1];
-    println!("wake-up after release (DELETE sent -> waiter's 201): median {median:?}, max {worst:?}");
+    println!(
+        "wake-up after release (DELETE sent -> waiter's 201): median {median:?}, max {worst:?}"
+    );
     // Generous slack for a shared 2-core machine; the design goal is a few ms.
-    assert!(median < Duration::from_millis(50), "median wake-up {median:?}");
-    assert!(worst < Duration::from_millis(500), "slowest wake-up {worst:?}");
+    assert!(
+        median < Duration::from_millis(50),
+        "median wake-up {median:?}"
+    );
+    assert!(
+        worst < Duration::from_millis(500),
+        "slowest wake-up {worst:?}"
+    );
 }
 
 #[tokio::test]
@@ -99,13 +111,19 @@ async fn a_waiter_on_one_instance_is_woken_by_a_release_on_another() {
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let released_at = Instant::now();
-    assert_eq!(first.delete(&lease_path("locks", &held)).await.status(), 204);
+    assert_eq!(
+        first.delete(&lease_path("locks", &held)).await.status(),
+        204
+    );
 
     let (acquired_at, status) = waiter.await.unwrap();
     assert_eq!(status, 201);
     let latency = acquired_at - released_at;
     println!("cross-instance wake-up: {latency:?}");
-    assert!(latency < Duration::from_millis(500), "woken after {latency:?}");
+    assert!(
+        latency < Duration::from_millis(500),
+        "woken after {latency:?}"
+    );
 }
 
 #[tokio::test]
@@ -135,7 +153,10 @@ async fn a_waiting_request_sends_redis_nothing_until_it_is_woken() {
     let scripts_after = redis.script_calls();
     let commands_after = redis.commands_processed();
 
-    assert_eq!(scripts_after, scripts_before, "scripts run while 5 requests waited");
+    assert_eq!(
+        scripts_after, scripts_before,
+        "scripts run while 5 requests waited"
+    );
     // Only our own two INFO calls.
     assert!(
         commands_after - commands_before <= 2,
@@ -226,7 +247,11 @@ async fn shutdown_answers_waiters_at_once_with_503() {
 
     app.shutdown().await.expect("clean shutdown");
 
-    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
     let response = waiter.await.unwrap();
     problem(response, 503, "shutting-down").await;
 }
