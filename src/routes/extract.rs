@@ -39,6 +39,12 @@ where
         if trimmed.is_empty() || trimmed == b"null" {
             return Ok(Self(T::default()));
         }
+        // serde would read a struct from an array too (`[60000]` as ttl_ms).
+        if trimmed.first() == Some(&b'[') {
+            return Err(AppError::Invalid(
+                "body: invalid type: array, expected a JSON object".into(),
+            ));
+        }
         let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut deserializer)
             .map_err(|err| AppError::Invalid(describe(&err)))?;

@@ -4,14 +4,13 @@
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
-use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::problems::Unavailable;
-use super::AppState;
+use super::{AppState, Json};
 use crate::error::AppError;
 
 pub fn router() -> OpenApiRouter<AppState> {

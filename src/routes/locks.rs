@@ -3,7 +3,7 @@
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Extension;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -14,7 +14,7 @@ use super::problems::{
     Forbidden, InvalidRequest, LeaseNotFound, LockHeld, LockNotHeld, PayloadTooLarge, Unauthorized,
     Unavailable,
 };
-use super::{rfc3339_ms, Access, AppState, JsonBody};
+use super::{rfc3339_ms, Access, AppState, Json, JsonBody};
 use crate::domain::{NamePrefix, Owner, Ttl, WaitTime};
 use crate::engine::{LockLease, LockStatus};
 use crate::error::AppError;

@@ -26,6 +26,34 @@ pub struct AppState {
     pub auth: Arc<Auth>,
 }
 
+/// A JSON response body that ends in a newline, so that `curl` output in a
+/// terminal or a log stays one answer per line.
+pub struct Json<T>(pub T);
+
+impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
+    fn into_response(self) -> axum::response::Response {
+        json_response(&self.0, "application/json")
+    }
+}
+
+/// `value` as a JSON body of `content_type`, newline-terminated.
+pub(crate) fn json_response(
+    value: &impl serde::Serialize,
+    content_type: &'static str,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match serde_json::to_vec(value) {
+        Ok(mut body) => {
+            body.push(b'\n');
+            ([(axum::http::header::CONTENT_TYPE, content_type)], body).into_response()
+        }
+        Err(err) => {
+            tracing::error!(%err, "cannot serialize a response");
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
 /// RFC 3339 UTC with milliseconds, from milliseconds since the Unix epoch.
 pub(crate) fn rfc3339_ms(epoch_ms: u64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(epoch_ms);

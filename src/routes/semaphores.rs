@@ -3,7 +3,6 @@
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -14,7 +13,7 @@ use super::locks::{parse_owner, parse_ttl, parse_wait, Refresh};
 use super::problems::{
     InvalidRequest, LeaseNotFound, PayloadTooLarge, SemaphoreFull, Unauthorized, Unavailable,
 };
-use super::{rfc3339_ms, AppState, JsonBody};
+use super::{rfc3339_ms, AppState, Json, JsonBody};
 use crate::domain::{Limit, Owner};
 use crate::engine::{SemaphoreLease, SemaphoreStatus};
 use crate::error::AppError;

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The README's curl session, run verbatim (only the address changed) against a
+# real service, with its output checked.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+start_stack
+
+# The first ```sh block after the heading "## A session with curl".
+session=$(awk '/^## A session with curl/ {found=1} found && /^```sh$/ {inblock=1; next}
+               inblock && /^```$/ {exit} inblock {print}' "$ROOT/README.md")
+[ -n "$session" ] || { fail "README has a curl session"; finish; exit 1; }
+session=${session//BATON=http:\/\/127.0.0.1:8080/BATON=$BATON_URL}
+
+out=$(cd "$TEST_TMP" && bash -c "$session" 2>&1)
+echo "$out" | sed 's/^/    /'
+
+check() { if grep -q -- "$2" <<<"$out"; then pass "$1"; else fail "$1 (no '$2')"; fi; }
+check "alice acquires" '"owner":"alice","fencing_token"'
+check "status shows the holder" '"held":true,"owner":"alice"'
+check "bob is refused after waiting" '"type":"/problems/lock-held"'
+check "alice refreshes" '"ttl_ms":120000'
+check "alice releases" 'release: 204'
+check "bob was woken and holds it" '"held":true,"owner":"bob"'
+check "two semaphore slots, then full" '"type":"/problems/semaphore-full"'
+check "semaphore status lists two holders" '"holders":2'
+if grep -q '"id"' <<<"$(grep '"held"' <<<"$out")"; then
+  fail "status shows a lease id"
+else
+  pass "status never shows a lease id"
+fi
+finish
