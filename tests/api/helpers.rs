@@ -37,7 +37,8 @@ impl RedisServer {
         Self::start_with(false)
     }
 
-    /// Starts one with append-only persistence, so it keeps its data across restarts.
+    /// Starts one with append-only persistence (fsync on every write), so it
+    /// keeps its data across restarts, even a kill.
     pub fn start_persistent() -> Self {
         Self::start_with(true)
     }
@@ -68,6 +69,8 @@ impl RedisServer {
             "",
         ])
         .args(["--appendonly", if self.appendonly { "yes" } else { "no" }])
+        // Persistent servers fsync every write, so a kill loses nothing.
+        .args(["--appendfsync", "always"])
         // DEBUG SLEEP stalls Redis in the fault tests; the server is loopback-only.
         .args(["--enable-debug-command", "yes"])
         .arg("--dir")

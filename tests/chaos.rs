@@ -1,0 +1,463 @@
+//! Chaos test of mutual exclusion: two baton processes on one persistent Redis,
+//! many clients contending for a few locks and a semaphore through both, while
+//! the test kills and restarts Redis and the baton processes. A checker then
+//! asserts that no two leases of a lock overlapped, the semaphore never went
+//! over its limit, fencing tokens never went backwards (across Redis restarts
+//! too), and every request got its lease or a clear error.
+
+#[allow(dead_code)]
+#[path = "api/helpers.rs"]
+mod helpers;
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use helpers::{free_port, RedisServer};
+use serde_json::Value;
+use tokio::sync::watch;
+
+const CHAOS_FOR: Duration = Duration::from_secs(40);
+const LOCKS: [&str; 3] = ["deploy-a", "deploy-b", "deploy-c"];
+const SEMAPHORE: &str = "workers";
+const LIMIT: usize = 2;
+const LOCK_CLIENTS: usize = 9;
+const SEMAPHORE_CLIENTS: usize = 5;
+const TTL_MS: u64 = 2000;
+
+/// One baton process on a fixed port, so a restart comes back where it was.
+struct Instance {
+    port: u16,
+    redis_url: String,
+    prefix: String,
+    child: Option<Child>,
+}
+
+impl Instance {
+    fn start(redis_url: &str, prefix: &str) -> Self {
+        let mut instance = Self {
+            port: free_port(),
+            redis_url: redis_url.to_owned(),
+            prefix: prefix.to_owned(),
+            child: None,
+        };
+        instance.launch();
+        instance
+    }
+
+    fn launch(&mut self) {
+        let child = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .env("BATON_LISTEN", format!("127.0.0.1:{}", self.port))
+            .env("BATON_REDIS_URL", &self.redis_url)
+            .env("BATON_KEY_PREFIX", &self.prefix)
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("baton binary");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "baton did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL, as a crash.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, as an orchestrator stopping it; waits for the exit status.
+    fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        // SAFETY: sending a signal to our own child process.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        child.wait().ok()
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A lease as a client held it: from its 201 to the moment the client sent
+/// its release (or the lease's expiry, if sooner).
+#[derive(Debug, Clone)]
+struct Hold {
+    name: String,
+    token: u64,
+    /// When the acquisition was sent: it was granted after this.
+    requested: SystemTime,
+    start: SystemTime,
+    end: SystemTime,
+}
+
+#[derive(Default)]
+struct Record {
+    holds: Vec<Hold>,
+    outcomes: BTreeMap<String, u64>,
+    violations: Vec<String>,
+}
+
+impl Record {
+    fn count(&mut self, outcome: impl Into<String>) {
+        *self.outcomes.entry(outcome.into()).or_default() += 1;
+    }
+}
+
+/// Classifies a non-201 answer: a clear error is a problem+json with a known
+/// status; anything else is a violation.
+async fn classify(response: reqwest::Response) -> Result<String, String> {
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    let slug = body["type"]
+        .as_str()
+        .unwrap_or_default()
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    if content_type == "application/problem+json" && matches!(status, 404 | 409 | 503) {
+        Ok(format!("{status} {slug}"))
+    } else {
+        Err(format!("unclear answer {status} {content_type}: {body}"))
+    }
+}
+
+async fn client_loop(
+    id: usize,
+    bases: Vec<String>,
+    record: Arc<Mutex<Record>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(8))
+        .build()
+        .unwrap();
+    let (kind, name, body) = if id < LOCK_CLIENTS {
+        let name = LOCKS[id % LOCKS.len()];
+        (
+            "locks",
+            name,
+            format!(r#"{{"ttl_ms": {TTL_MS}, "wait_ms": 1000, "owner": "client-{id}"}}"#),
+        )
+    } else {
+        (
+            "semaphores",
+            SEMAPHORE,
+            format!(
+                r#"{{"limit": {LIMIT}, "ttl_ms": {TTL_MS}, "wait_ms": 1000, "owner": "client-{id}"}}"#
+            ),
+        )
+    };
+    let mut turn = id;
+    while !*stop.borrow() {
+        turn += 1;
+        let base = &bases[turn % bases.len()];
+        let requested = SystemTime::now();
+        let sent = client
+            .post(format!("{base}/{kind}/{name}"))
+            .body(body.clone())
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(err) if err.is_timeout() => {
+                record
+                    .lock()
+                    .unwrap()
+                    .violations
+                    .push(format!("acquire hung: {err}"));
+                continue;
+            }
+            Err(_) => {
+                // The instance is down: a clear error for the client.
+                record.lock().unwrap().count("connection refused");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        if response.status() != 201 {
+            let outcome = classify(response).await;
+            {
+                let mut record = record.lock().unwrap();
+                match outcome {
+                    Ok(outcome) => record.count(format!("acquire {outcome}")),
+                    Err(violation) => record.violations.push(violation),
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        }
+        let start = SystemTime::now();
+        let lease: Value = response.json().await.unwrap();
+        let token = lease["fencing_token"].as_u64().unwrap();
+        let expires = humantime::parse_rfc3339(lease["expires_at"].as_str().unwrap()).unwrap();
+        record.lock().unwrap().count("acquire 201");
+        // The critical section.
+        tokio::time::sleep(Duration::from_millis(5 + (turn as u64 % 20))).await;
+        let end = SystemTime::now().min(expires);
+        record.lock().unwrap().holds.push(Hold {
+            name: name.to_owned(),
+            token,
+            requested,
+            start,
+            end,
+        });
+        // Release, through either instance, until some answer comes.
+        let path = format!("/{kind}/{name}/{}", lease["id"].as_str().unwrap());
+        for attempt in 0..20 {
+            let base = &bases[(turn + attempt) % bases.len()];
+            match client.delete(format!("{base}{path}")).send().await {
+                Ok(response) if response.status() == 204 => {
+                    record.lock().unwrap().count("release 204");
+                    break;
+                }
+                Ok(response) => {
+                    let outcome = classify(response).await;
+                    let mut record = record.lock().unwrap();
+                    match outcome {
+                        Ok(outcome) if outcome.starts_with("404") => {
+                            record.count(format!("release {outcome}"));
+                            break;
+                        }
+                        Ok(outcome) => record.count(format!("release {outcome}")),
+                        Err(violation) => {
+                            record.violations.push(violation);
+                            break;
+                        }
+                    }
+                }
+                Err(_) => record.lock().unwrap().count("connection refused"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if stop.has_changed().unwrap_or(true) && *stop.borrow_and_update() {
+            break;
+        }
+    }
+}
+
+fn check(record: &mut Record) {
+    let mut by_name: BTreeMap<String, Vec<Hold>> = BTreeMap::new();
+    for hold in &record.holds {
+        by_name
+            .entry(hold.name.clone())
+            .or_default()
+            .push(hold.clone());
+    }
+    for (name, holds) in &mut by_name {
+        holds.sort_by_key(|h| h.start);
+        let limit = if name == SEMAPHORE { LIMIT } else { 1 };
+        // Sweep: how many holds are open at each start.
+        let mut events: Vec<(SystemTime, i32)> = Vec::new();
+        for h in holds.iter() {
+            events.push((h.start, 1));
+            events.push((h.end, -1));
+        }
+        // Ends before starts at the same instant: touching holds do not overlap.
+        events.sort_by_key(|(t, delta)| (*t, *delta));
+        let mut open = 0;
+        for (at, delta) in events {
+            open += delta;
+            if open > limit as i32 {
+                record
+                    .violations
+                    .push(format!("{name}: {open} holders at {at:?}, limit {limit}"));
+            }
+        }
+        // An acquisition sent after another hold ended was granted after that
+        // one, so it must carry a larger token (across Redis restarts too).
+        let mut tokens = std::collections::HashSet::new();
+        for h in holds.iter() {
+            if !tokens.insert(h.token) {
+                record
+                    .violations
+                    .push(format!("{name}: token {} granted twice", h.token));
+            }
+        }
+        let mut by_end = holds.clone();
+        by_end.sort_by_key(|h| h.end);
+        let mut by_request = holds.clone();
+        by_request.sort_by_key(|h| h.requested);
+        let mut max_ended = 0u64;
+        let mut j = 0;
+        for h in &by_request {
+            while j < by_end.len() && by_end[j].end < h.requested {
+                max_ended = max_ended.max(by_end[j].token);
+                j += 1;
+            }
+            if h.token <= max_ended {
+                record.violations.push(format!(
+                    "{name}: token {} after a finished hold with token {max_ended}",
+                    h.token
+                ));
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mutual_exclusion_holds_through_redis_restarts_and_baton_crashes() {
+    let mut redis = RedisServer::start_persistent();
+    let prefix = helpers::unique_prefix();
+    let mut instances = [
+        Instance::start(&redis.url(), &prefix),
+        Instance::start(&redis.url(), &prefix),
+    ];
+    let bases: Vec<String> = instances.iter().map(Instance::base).collect();
+    let record = Arc::new(Mutex::new(Record::default()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+
+    let clients: Vec<_> = (0..LOCK_CLIENTS + SEMAPHORE_CLIENTS)
+        .map(|id| {
+            tokio::spawn(client_loop(
+                id,
+                bases.clone(),
+                record.clone(),
+                stop_rx.clone(),
+            ))
+        })
+        .collect();
+
+    let mut faults: BTreeMap<&str, u32> = BTreeMap::new();
+    let started = Instant::now();
+    let mut round = 0;
+    while started.elapsed() < CHAOS_FOR {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        round += 1;
+        match round % 3 {
+            0 => {
+                tokio::task::block_in_place(|| redis.kill());
+                tokio::time::sleep(Duration::from_millis(700)).await;
+                tokio::task::block_in_place(|| redis.restart());
+                *faults.entry("redis killed and restarted").or_default() += 1;
+            }
+            1 => {
+                let victim = &mut instances[round % 2];
+                tokio::task::block_in_place(|| victim.kill());
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::task::block_in_place(|| victim.launch());
+                *faults
+                    .entry("baton killed (SIGKILL) and restarted")
+                    .or_default() += 1;
+            }
+            _ => {
+                let victim = &mut instances[round % 2];
+                let status = tokio::task::block_in_place(|| victim.terminate());
+                assert!(
+                    status.is_some_and(|s| s.success()),
+                    "SIGTERM exit status {status:?}"
+                );
+                tokio::task::block_in_place(|| victim.launch());
+                *faults
+                    .entry("baton stopped (SIGTERM, exit 0) and restarted")
+                    .or_default() += 1;
+            }
+        }
+    }
+    stop_tx.send(true).unwrap();
+    for client in clients {
+        tokio::time::timeout(Duration::from_secs(30), client)
+            .await
+            .expect("every client stops")
+            .expect("client task");
+    }
+
+    let mut record = record.lock().unwrap();
+    check(&mut record);
+    println!(
+        "chaos: {:?} with {} lock clients on {} locks and {} semaphore clients (limit {LIMIT})",
+        CHAOS_FOR,
+        LOCK_CLIENTS,
+        LOCKS.len(),
+        SEMAPHORE_CLIENTS
+    );
+    println!("holds checked: {}", record.holds.len());
+    for (fault, n) in &faults {
+        println!("fault: {fault}: {n}");
+    }
+    for (outcome, n) in &record.outcomes {
+        println!("outcome: {outcome}: {n}");
+    }
+    println!("violations: {}", record.violations.len());
+    for v in record.violations.iter().take(20) {
+        println!("  {v}");
+    }
+    assert!(
+        record.violations.is_empty(),
+        "{} violations",
+        record.violations.len()
+    );
+    assert!(record.holds.len() > 100, "too few holds to mean anything");
+    assert!(faults.values().sum::<u32>() >= 6, "too few faults injected");
+}
+
+#[test]
+fn the_checker_catches_overlaps_excess_holders_and_backward_tokens() {
+    let at = |ms: u64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
+    let hold = |name: &str, token, requested, start, end| Hold {
+        name: name.into(),
+        token,
+        requested: at(requested),
+        start: at(start),
+        end: at(end),
+    };
+    let mut fine = Record {
+        holds: vec![
+            hold("deploy-a", 1, 0, 10, 20),
+            hold("deploy-a", 2, 5, 20, 30),
+            hold(SEMAPHORE, 5, 0, 0, 50),
+            hold(SEMAPHORE, 6, 0, 10, 60),
+        ],
+        ..Record::default()
+    };
+    check(&mut fine);
+    assert!(fine.violations.is_empty(), "{:?}", fine.violations);
+
+    let mut overlap = Record {
+        holds: vec![
+            hold("deploy-a", 1, 0, 10, 20),
+            hold("deploy-a", 2, 0, 15, 30),
+        ],
+        ..Record::default()
+    };
+    check(&mut overlap);
+    assert_eq!(overlap.violations.len(), 1, "{:?}", overlap.violations);
+
+    let mut crowded = Record {
+        holds: (0..3).map(|i| hold(SEMAPHORE, 10 + i, 0, 10, 20)).collect(),
+        ..Record::default()
+    };
+    check(&mut crowded);
+    assert!(!crowded.violations.is_empty());
+
+    let mut backwards = Record {
+        holds: vec![
+            hold("deploy-b", 9, 0, 10, 20),
+            hold("deploy-b", 3, 25, 30, 40),
+        ],
+        ..Record::default()
+    };
+    check(&mut backwards);
+    assert_eq!(backwards.violations.len(), 1, "{:?}", backwards.violations);
+}
