@@ -83,9 +83,11 @@ impl Locks {
             self.try_acquire(name, id, ttl, owner.as_ref())
         })
         .await;
-        // Whatever happened is known now, except after an error mid-call.
-        if outcome.is_ok() {
-            guard.disarm();
+        match &outcome {
+            // Known outcomes: acquired, held, or never tried.
+            Ok(_) | Err(Error::ShuttingDown | Error::TooManyWaiters) => guard.disarm(),
+            // The script may have run: the guard releases in the background.
+            Err(_) => drop(guard),
         }
         let outcome = outcome?;
         record_acquisition("lock", &outcome, attempts, started.elapsed());

@@ -105,13 +105,14 @@ impl Semaphores {
         .await;
         match &outcome {
             // Gave up while queued: leave the queue now, so the next in line moves up.
-            Ok(Err(_)) if !wait.as_duration().is_zero() => {
+            Ok(Err(_)) | Err(Error::ShuttingDown) if !wait.as_duration().is_zero() => {
                 guard.disarm();
                 if let Err(err) = self.release(name, id).await {
                     tracing::warn!(%err, "could not leave a semaphore queue; its deadline will");
                 }
             }
-            Ok(_) => guard.disarm(),
+            // Acquired, or refused before queueing.
+            Ok(_) | Err(Error::ShuttingDown | Error::TooManyWaiters) => guard.disarm(),
             // The outcome is unknown: the guard undoes it in the background.
             Err(_) => drop(guard),
         }
