@@ -12,7 +12,7 @@ cd "$ROOT"
 
 command -v cargo >/dev/null || { echo "cargo is needed: install Rust from rustup" >&2; exit 1; }
 echo "building baton (release)..." >&2
-cargo build --release --locked --quiet --bin baton
+cargo build --release --locked --bin baton
 
 redis_pid=""
 stop_redis() {
