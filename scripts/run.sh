@@ -23,21 +23,25 @@ stop_redis() {
 }
 trap stop_redis EXIT
 
+# BATON_DEV_REDIS_PORT (default 6379) and BATON_DATA_DIR (default .data) move
+# the Redis this script looks for and starts, e.g. for tests.
 if [ -z "${BATON_REDIS_URL:-}" ]; then
   ensure_redis
-  if redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
-    echo "using the Redis on 127.0.0.1:6379" >&2
+  port=${BATON_DEV_REDIS_PORT:-6379}
+  if redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1; then
+    echo "using the Redis on 127.0.0.1:$port" >&2
   else
-    port=${BATON_DEV_REDIS_PORT:-6379}
-    mkdir -p .data
-    echo "starting a private redis-server on 127.0.0.1:$port (data in .data/)" >&2
-    redis-server --bind 127.0.0.1 --port "$port" --dir "$ROOT/.data" \
+    data=${BATON_DATA_DIR:-$ROOT/.data}
+    mkdir -p "$data"
+    data=$(cd "$data" && pwd)
+    echo "starting a private redis-server on 127.0.0.1:$port (data in $data)" >&2
+    redis-server --bind 127.0.0.1 --port "$port" --dir "$data" \
       --appendonly yes --appendfsync everysec --save "" \
-      --logfile "$ROOT/.data/redis.log" &
+      --logfile "$data/redis.log" &
     redis_pid=$!
     wait_for_redis "$port"
-    export BATON_REDIS_URL="redis://127.0.0.1:$port"
   fi
+  export BATON_REDIS_URL="redis://127.0.0.1:$port"
 fi
 
 # Not exec: the trap must stop the private Redis after baton exits.
@@ -47,10 +51,13 @@ forward() { kill -TERM "$baton_pid" 2>/dev/null || true; }
 trap forward INT TERM
 status=0
 wait "$baton_pid" || status=$?
-# wait returns early when a trapped signal arrives; wait for baton itself.
-if kill -0 "$baton_pid" 2>/dev/null; then
+# A trapped signal ends `wait` early with 128+n; wait again for baton's own
+# status (bash keeps it even once baton has exited).
+for _ in 1 2 3; do
+  [ "$status" -gt 128 ] || break
+  status=0
   wait "$baton_pid" || status=$?
-fi
+done
 stop_redis
 trap - EXIT
 exit "$status"

@@ -112,12 +112,7 @@ pub enum AppError {
 impl AppError {
     /// A field-level validation failure; `field` leads the detail.
     pub fn field(field: &str, err: Invalid) -> Self {
-        let message = err.0;
-        if message.starts_with(field) {
-            Self::Invalid(message)
-        } else {
-            Self::Invalid(format!("{field}: {message}"))
-        }
+        Self::Invalid(format!("{field}: {}", err.0))
     }
 
     fn slug(&self) -> &'static str {
@@ -165,7 +160,9 @@ impl AppError {
                 holders,
                 limit,
                 ..
-            } => format!("semaphore '{name}' is full: {holders} leases held, limit {limit}"),
+            } => format!(
+                "semaphore '{name}' is full: {holders} of {limit} slots held"
+            ),
             Self::PayloadTooLarge { limit } => {
                 format!("the request body is over the limit of {limit} bytes")
             }

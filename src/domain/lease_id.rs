@@ -21,7 +21,7 @@ impl LeaseId {
     pub fn parse(raw: &str) -> Result<Self, Invalid> {
         Uuid::try_parse(raw)
             .map(Self)
-            .map_err(|_| Invalid("id must be a lease id (a UUID)".into()))
+            .map_err(|_| Invalid("must be a lease id (a UUID)".into()))
     }
 
     /// The full id, for the holder's response and for Redis only.

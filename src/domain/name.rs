@@ -20,16 +20,16 @@ impl Name {
     /// When the name is empty, too long or has a character outside the set.
     pub fn parse(raw: &str) -> Result<Self, Invalid> {
         if raw.is_empty() {
-            return Err(Invalid("name must not be empty".into()));
+            return Err(Invalid("must not be empty".into()));
         }
         if raw.chars().count() > MAX_NAME_LEN {
             return Err(Invalid(format!(
-                "name must be at most {MAX_NAME_LEN} characters"
+                "must be at most {MAX_NAME_LEN} characters"
             )));
         }
         if let Some(bad) = raw.chars().find(|&c| !is_name_char(c)) {
             return Err(Invalid(format!(
-                "name may only contain A-Z a-z 0-9 . _ - : (found {bad:?})"
+                "may only contain A-Z a-z 0-9 . _ - : (found {bad:?})"
             )));
         }
         Ok(Self(raw.to_owned()))
@@ -62,12 +62,12 @@ impl NamePrefix {
     pub fn parse(raw: &str) -> Result<Self, Invalid> {
         if raw.chars().count() > MAX_NAME_LEN {
             return Err(Invalid(format!(
-                "prefix must be at most {MAX_NAME_LEN} characters"
+                "must be at most {MAX_NAME_LEN} characters"
             )));
         }
         if let Some(bad) = raw.chars().find(|&c| !is_name_char(c)) {
             return Err(Invalid(format!(
-                "prefix may only contain A-Z a-z 0-9 . _ - : (found {bad:?})"
+                "may only contain A-Z a-z 0-9 . _ - : (found {bad:?})"
             )));
         }
         Ok(Self(raw.to_owned()))

@@ -18,10 +18,7 @@ impl Ttl {
         if (1..=Self::MAX_MS).contains(&ms) {
             Ok(Self(Duration::from_millis(ms)))
         } else {
-            Err(Invalid(format!(
-                "ttl_ms must be between 1 and {}",
-                Self::MAX_MS
-            )))
+            Err(Invalid(format!("must be between 1 and {}", Self::MAX_MS)))
         }
     }
 
@@ -52,7 +49,7 @@ impl WaitTime {
             Ok(Self(Duration::from_millis(ms)))
         } else {
             Err(Invalid(format!(
-                "wait_ms must be between 0 and {max_ms} (the server's maximum)"
+                "must be between 0 and {max_ms} (the server's maximum)"
             )))
         }
     }
@@ -79,10 +76,7 @@ impl Limit {
         if (1..=u64::from(Self::MAX)).contains(&n) {
             Ok(Self(n as u32))
         } else {
-            Err(Invalid(format!(
-                "limit must be between 1 and {}",
-                Self::MAX
-            )))
+            Err(Invalid(format!("must be between 1 and {}", Self::MAX)))
         }
     }
 
@@ -109,7 +103,7 @@ mod tests {
         assert_eq!(WaitTime::from_ms(0, 10).unwrap().as_ms(), 0);
         assert_eq!(WaitTime::from_ms(10, 10).unwrap().as_ms(), 10);
         let err = WaitTime::from_ms(11, 10).unwrap_err();
-        assert!(err.0.contains("wait_ms"));
+        assert!(err.0.contains("the server's maximum"));
     }
 
     #[test]

@@ -20,11 +20,11 @@ impl Owner {
         };
         if raw.chars().count() > MAX_OWNER_LEN {
             return Err(Invalid(format!(
-                "owner must be at most {MAX_OWNER_LEN} characters"
+                "must be at most {MAX_OWNER_LEN} characters"
             )));
         }
         if raw.chars().any(char::is_control) {
-            return Err(Invalid("owner must not contain control characters".into()));
+            return Err(Invalid("must not contain control characters".into()));
         }
         Ok(Some(Self(raw)))
     }

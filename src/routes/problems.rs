@@ -74,7 +74,7 @@ problem!(
     InvalidRequest,
     "invalid-request",
     "Malformed JSON, an unknown or out-of-range field, or a bad name or id",
-    "ttl_ms: ttl_ms must be between 1 and 86400000"
+    "ttl_ms: must be between 1 and 86400000"
 );
 problem!(
     Unauthorized,
@@ -112,7 +112,7 @@ problem!(
     SemaphoreFull,
     "semaphore-full",
     "No slot came free within `wait_ms`",
-    "semaphore 'migrations' is full: 4 leases held, limit 4",
+    "semaphore 'migrations' is full: 4 of 4 slots held",
     json!({"holders": 4, "limit": 4}),
     true
 );

@@ -170,7 +170,7 @@ pub async fn acquire(
 ) -> Result<Response, AppError> {
     let limit = body
         .limit
-        .ok_or_else(|| AppError::Invalid("limit: limit is required".into()))
+        .ok_or_else(|| AppError::Invalid("limit: is required".into()))
         .and_then(|n| Limit::new(n).map_err(|e| AppError::field("limit", e)))?;
     let ttl = parse_ttl(body.ttl_ms)?.unwrap_or_default();
     let wait = parse_wait(body.wait_ms, state.settings.max_wait_ms)?;
