@@ -11,6 +11,21 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':')
 }
 
+/// At most 200 characters, all of them name characters (possibly none).
+fn check_name_chars(raw: &str) -> Result<(), Invalid> {
+    if raw.chars().count() > MAX_NAME_LEN {
+        return Err(Invalid(format!(
+            "must be at most {MAX_NAME_LEN} characters"
+        )));
+    }
+    match raw.chars().find(|&c| !is_name_char(c)) {
+        Some(bad) => Err(Invalid(format!(
+            "may only contain A-Z a-z 0-9 . _ - : (found {bad:?})"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// 1 to 200 characters from `A-Z a-z 0-9 . _ - :`.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Name(String);
@@ -22,16 +37,7 @@ impl Name {
         if raw.is_empty() {
             return Err(Invalid("must not be empty".into()));
         }
-        if raw.chars().count() > MAX_NAME_LEN {
-            return Err(Invalid(format!(
-                "must be at most {MAX_NAME_LEN} characters"
-            )));
-        }
-        if let Some(bad) = raw.chars().find(|&c| !is_name_char(c)) {
-            return Err(Invalid(format!(
-                "may only contain A-Z a-z 0-9 . _ - : (found {bad:?})"
-            )));
-        }
+        check_name_chars(raw)?;
         Ok(Self(raw.to_owned()))
     }
 
@@ -60,16 +66,7 @@ impl NamePrefix {
     /// # Errors
     /// When the prefix is too long or has a character no name can have.
     pub fn parse(raw: &str) -> Result<Self, Invalid> {
-        if raw.chars().count() > MAX_NAME_LEN {
-            return Err(Invalid(format!(
-                "must be at most {MAX_NAME_LEN} characters"
-            )));
-        }
-        if let Some(bad) = raw.chars().find(|&c| !is_name_char(c)) {
-            return Err(Invalid(format!(
-                "may only contain A-Z a-z 0-9 . _ - : (found {bad:?})"
-            )));
-        }
+        check_name_chars(raw)?;
         Ok(Self(raw.to_owned()))
     }
 

@@ -267,6 +267,22 @@ impl TestApp {
         self.request(Method::PATCH, path, Some(body)).await
     }
 
+    /// Sends `POST path` with `body` in the background (a waiting client);
+    /// resolves to the answer and when it arrived.
+    pub fn post_in_background(&self, path: &str, body: &str) -> JoinHandle<Answer> {
+        let request = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .body(body.to_owned());
+        tokio::spawn(async move {
+            let response = request.send().await.expect("request sent");
+            Answer {
+                at: Instant::now(),
+                response,
+            }
+        })
+    }
+
     /// Acquires lock `name` and returns the lease body; panics unless 201.
     pub async fn acquire_lock(&self, name: &str, body: &str) -> Value {
         let response = self.post(&format!("/locks/{name}"), body).await;
@@ -281,6 +297,12 @@ impl Drop for TestApp {
             let _ = stop.send(());
         }
     }
+}
+
+/// An answer to a request sent in the background.
+pub struct Answer {
+    pub at: Instant,
+    pub response: Response,
 }
 
 /// The JSON body of a problem response, after checking its content type and status.

@@ -66,24 +66,14 @@ async fn a_waiter_answers_503_when_redis_goes_away_and_waiting_resumes_after() {
     let mut redis = RedisServer::start();
     let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
     app.acquire_lock("outage", r#"{"ttl_ms": 60000}"#).await;
-    let waiter = {
-        let (client, base) = (app.client.clone(), app.base.clone());
-        tokio::spawn(async move {
-            let started = Instant::now();
-            let response = client
-                .post(format!("{base}/locks/outage"))
-                .body(r#"{"wait_ms": 60000}"#)
-                .send()
-                .await
-                .unwrap();
-            (started.elapsed(), response)
-        })
-    };
+    let started = Instant::now();
+    let waiter = app.post_in_background("/locks/outage", r#"{"wait_ms": 60000}"#);
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     redis.kill();
 
-    let (took, response) = waiter.await.unwrap();
+    let answer = waiter.await.unwrap();
+    let (took, response) = (answer.at - started, answer.response);
     problem(response, 503, "redis-unavailable").await;
     assert!(
         took < Duration::from_secs(4),
@@ -152,16 +142,7 @@ async fn an_acquisition_cut_off_by_a_slow_redis_is_undone_once_redis_answers() {
 async fn a_waiter_whose_client_disconnects_stops_waiting_and_takes_nothing() {
     let app = TestApp::spawn().await;
     let held = app.acquire_lock("abandoned", r#"{"ttl_ms": 60000}"#).await;
-    let gone = {
-        let (client, base) = (app.client.clone(), app.base.clone());
-        tokio::spawn(async move {
-            client
-                .post(format!("{base}/locks/abandoned"))
-                .body(r#"{"wait_ms": 30000, "ttl_ms": 60000}"#)
-                .send()
-                .await
-        })
-    };
+    let gone = app.post_in_background("/locks/abandoned", r#"{"wait_ms": 30000, "ttl_ms": 60000}"#);
     tokio::time::sleep(Duration::from_millis(200)).await;
     gone.abort();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -185,16 +166,7 @@ async fn a_semaphore_waiter_whose_client_disconnects_leaves_the_queue() {
         .json()
         .await
         .unwrap();
-    let gone = {
-        let (client, base) = (app.client.clone(), app.base.clone());
-        tokio::spawn(async move {
-            client
-                .post(format!("{base}/semaphores/abandoned"))
-                .body(r#"{"limit": 1, "wait_ms": 30000}"#)
-                .send()
-                .await
-        })
-    };
+    let gone = app.post_in_background("/semaphores/abandoned", r#"{"limit": 1, "wait_ms": 30000}"#);
     tokio::time::sleep(Duration::from_millis(200)).await;
     gone.abort();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -213,18 +185,7 @@ async fn beyond_the_cap_on_waiters_a_waiter_gets_503_with_retry_after() {
     let app = TestApp::spawn_with(settings).await;
     let held = app.acquire_lock("capped", r#"{"ttl_ms": 60000}"#).await;
     let waiters: Vec<_> = (0..2)
-        .map(|_| {
-            let (client, base) = (app.client.clone(), app.base.clone());
-            tokio::spawn(async move {
-                client
-                    .post(format!("{base}/locks/capped"))
-                    .body(r#"{"wait_ms": 10000}"#)
-                    .send()
-                    .await
-                    .unwrap()
-                    .status()
-            })
-        })
+        .map(|_| app.post_in_background("/locks/capped", r#"{"wait_ms": 10000}"#))
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
 
@@ -236,7 +197,7 @@ async fn beyond_the_cap_on_waiters_a_waiter_gets_503_with_retry_after() {
     problem(no_wait, 409, "lock-held").await;
     app.delete(&lease_path("locks", &held)).await;
     for waiter in waiters {
-        let status = waiter.await.unwrap();
+        let status = waiter.await.unwrap().response.status();
         assert!(status == 201 || status == 409);
     }
 }

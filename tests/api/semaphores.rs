@@ -364,18 +364,10 @@ async fn queued_waiters_are_admitted_in_the_order_they_started_waiting() {
 async fn a_waiter_that_gives_up_leaves_the_queue_for_those_behind_it() {
     let app = TestApp::spawn().await;
     let holder = take(&app, "impatient", r#"{"limit": 1}"#).await;
-    let (client, base) = (app.client.clone(), app.base.clone());
-    let quitter = tokio::spawn(async move {
-        client
-            .post(format!("{base}/semaphores/impatient"))
-            .body(r#"{"limit": 1, "wait_ms": 200}"#)
-            .send()
-            .await
-            .unwrap()
-            .status()
-    });
+    let quitter =
+        app.post_in_background("/semaphores/impatient", r#"{"limit": 1, "wait_ms": 200}"#);
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(quitter.await.unwrap(), 409);
+    assert_eq!(quitter.await.unwrap().response.status(), 409);
 
     app.delete(&lease_path("semaphores", &holder)).await;
 

@@ -15,27 +15,13 @@ async fn a_waiter_is_woken_by_the_release_within_milliseconds() {
     let mut wakeups = Vec::new();
     for _ in 0..10 {
         let held = app.acquire_lock("relay", r#"{"ttl_ms": 30000}"#).await;
-        let waiter = {
-            let (client, base) = (app.client.clone(), app.base.clone());
-            tokio::spawn(async move {
-                let response = client
-                    .post(format!("{base}/locks/relay"))
-                    .body(r#"{"wait_ms": 10000}"#)
-                    .send()
-                    .await
-                    .unwrap();
-                (
-                    Instant::now(),
-                    response.status().as_u16(),
-                    response.json::<Value>().await.unwrap(),
-                )
-            })
-        };
+        let waiter = app.post_in_background("/locks/relay", r#"{"wait_ms": 10000}"#);
         tokio::time::sleep(Duration::from_millis(100)).await;
         let released_at = Instant::now();
         assert_eq!(app.delete(&lease_path("locks", &held)).await.status(), 204);
-        let (acquired_at, status, lease) = waiter.await.unwrap();
-        assert_eq!(status, 201);
+        let answer = waiter.await.unwrap();
+        assert_eq!(answer.response.status(), 201);
+        let (acquired_at, lease): (_, Value) = (answer.at, answer.response.json().await.unwrap());
         wakeups.push(acquired_at - released_at);
         app.delete(&lease_path("locks", &lease)).await;
     }
@@ -96,18 +82,7 @@ async fn a_waiter_on_one_instance_is_woken_by_a_release_on_another() {
     let first = TestApp::spawn().await;
     let second = first.sibling_of(&redis.url()).await;
     let held = first.acquire_lock("shared", r#"{"ttl_ms": 30000}"#).await;
-    let waiter = {
-        let (client, base) = (second.client.clone(), second.base.clone());
-        tokio::spawn(async move {
-            let response = client
-                .post(format!("{base}/locks/shared"))
-                .body(r#"{"wait_ms": 10000}"#)
-                .send()
-                .await
-                .unwrap();
-            (Instant::now(), response.status().as_u16())
-        })
-    };
+    let waiter = second.post_in_background("/locks/shared", r#"{"wait_ms": 10000}"#);
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let released_at = Instant::now();
@@ -116,9 +91,9 @@ async fn a_waiter_on_one_instance_is_woken_by_a_release_on_another() {
         204
     );
 
-    let (acquired_at, status) = waiter.await.unwrap();
-    assert_eq!(status, 201);
-    let latency = acquired_at - released_at;
+    let answer = waiter.await.unwrap();
+    assert_eq!(answer.response.status(), 201);
+    let latency = answer.at - released_at;
     println!("cross-instance wake-up: {latency:?}");
     assert!(
         latency < Duration::from_millis(500),
@@ -132,18 +107,7 @@ async fn a_waiting_request_sends_redis_nothing_until_it_is_woken() {
     let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
     let held = app.acquire_lock("quiet", r#"{"ttl_ms": 60000}"#).await;
     let waiters: Vec<_> = (0..5)
-        .map(|_| {
-            let (client, base) = (app.client.clone(), app.base.clone());
-            tokio::spawn(async move {
-                client
-                    .post(format!("{base}/locks/quiet"))
-                    .body(r#"{"wait_ms": 20000}"#)
-                    .send()
-                    .await
-                    .unwrap()
-                    .status()
-            })
-        })
+        .map(|_| app.post_in_background("/locks/quiet", r#"{"wait_ms": 20000}"#))
         .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
 
@@ -165,7 +129,7 @@ async fn a_waiting_request_sends_redis_nothing_until_it_is_woken() {
     );
     app.delete(&lease_path("locks", &held)).await;
     for waiter in waiters {
-        let status = waiter.await.unwrap();
+        let status = waiter.await.unwrap().response.status();
         assert!(status == 201 || status == 409, "{status}");
     }
 }
@@ -231,17 +195,7 @@ async fn contenders_never_overlap_all_get_their_turn_and_tokens_follow_the_turns
 async fn shutdown_answers_waiters_at_once_with_503() {
     let mut app = TestApp::spawn().await;
     app.acquire_lock("closing", r#"{"ttl_ms": 60000}"#).await;
-    let waiter = {
-        let (client, base) = (app.client.clone(), app.base.clone());
-        tokio::spawn(async move {
-            client
-                .post(format!("{base}/locks/closing"))
-                .body(r#"{"wait_ms": 60000}"#)
-                .send()
-                .await
-                .unwrap()
-        })
-    };
+    let waiter = app.post_in_background("/locks/closing", r#"{"wait_ms": 60000}"#);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
 
@@ -252,6 +206,6 @@ async fn shutdown_answers_waiters_at_once_with_503() {
         "took {:?}",
         started.elapsed()
     );
-    let response = waiter.await.unwrap();
+    let response = waiter.await.unwrap().response;
     problem(response, 503, "shutting-down").await;
 }
