@@ -83,6 +83,23 @@ pub fn document_json() -> String {
     json
 }
 
+/// The document as this service serves it: `wait_ms` bounded by the
+/// configured `BATON_MAX_WAIT_MS` rather than its default.
+pub fn document_json_with_max_wait(max_wait_ms: u64) -> String {
+    let mut doc = serde_json::to_value(document()).expect("the OpenAPI document serializes");
+    for schema in ["AcquireLock", "AcquireSemaphore"] {
+        if let Some(wait) = doc
+            .pointer_mut(&format!("/components/schemas/{schema}/properties/wait_ms"))
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            wait.insert("maximum".into(), max_wait_ms.into());
+        }
+    }
+    let mut json = serde_json::to_string_pretty(&doc).expect("the OpenAPI document serializes");
+    json.push('\n');
+    json
+}
+
 static SWAGGER_CONFIG: LazyLock<Arc<Config<'static>>> = LazyLock::new(|| {
     Arc::new(
         Config::new(["/openapi.json"])

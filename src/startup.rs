@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
@@ -45,48 +45,49 @@ pub fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .split_for_parts()
 }
 
-static OPENAPI_JSON: LazyLock<String> = LazyLock::new(openapi::document_json);
-
 /// The whole HTTP service over `state`: a plain function, so tests can drive it.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.settings.max_body_bytes;
     let deadline = state.settings.request_deadline();
     let auth = state.auth.clone();
+    let document = bytes::Bytes::from(openapi::document_json_with_max_wait(
+        state.settings.max_wait_ms,
+    ));
     let (api, _) = api_routes();
-    api.route("/openapi.json", get(openapi_json))
-        .route("/docs", get(openapi::swagger_index))
-        .route("/docs/", get(openapi::swagger_index))
-        .route("/docs/{*file}", get(openapi::swagger_asset))
-        .route("/problems/{slug}", get(problems::describe))
-        .fallback(|| async { AppError::NotFound })
-        .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
-        .with_state(state)
-        .layer(middleware::from_fn(record_metrics))
-        .layer(middleware::from_fn(move |req: Request, next: Next| {
-            enforce_deadline(deadline, req, next)
-        }))
-        .layer(DefaultBodyLimit::max(body_limit))
-        .layer(Extension(BodyLimit(body_limit)))
-        .layer(Extension(auth))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-            // The route template only: paths carry lease ids, never logged.
-            let route = req
-                .extensions()
-                .get::<MatchedPath>()
-                .map_or("unmatched", MatchedPath::as_str);
-            tracing::info_span!("request", method = %req.method(), route)
-        }))
-        .layer(CatchPanicLayer::custom(|_| {
-            AppError::Engine(crate::engine::Error::Protocol("panic".into())).into_response()
-        }))
-}
-
-async fn openapi_json() -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        OPENAPI_JSON.as_str(),
+    api.route(
+        "/openapi.json",
+        get(move || async move {
+            (
+                [(header::CONTENT_TYPE, "application/json")],
+                document.clone(),
+            )
+        }),
     )
-        .into_response()
+    .route("/docs", get(openapi::swagger_index))
+    .route("/docs/", get(openapi::swagger_index))
+    .route("/docs/{*file}", get(openapi::swagger_asset))
+    .route("/problems/{slug}", get(problems::describe))
+    .fallback(|| async { AppError::NotFound })
+    .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
+    .with_state(state)
+    .layer(middleware::from_fn(record_metrics))
+    .layer(middleware::from_fn(move |req: Request, next: Next| {
+        enforce_deadline(deadline, req, next)
+    }))
+    .layer(DefaultBodyLimit::max(body_limit))
+    .layer(Extension(BodyLimit(body_limit)))
+    .layer(Extension(auth))
+    .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+        // The route template only: paths carry lease ids, never logged.
+        let route = req
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or("unmatched", MatchedPath::as_str);
+        tracing::info_span!("request", method = %req.method(), route)
+    }))
+    .layer(CatchPanicLayer::custom(|_| {
+        AppError::Engine(crate::engine::Error::Protocol("panic".into())).into_response()
+    }))
 }
 
 /// Requests by route, method and status, and their duration.

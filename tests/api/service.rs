@@ -81,6 +81,20 @@ async fn the_service_serves_the_openapi_document() {
 }
 
 #[tokio::test]
+async fn the_served_document_states_the_configured_maximum_wait() {
+    let mut settings = settings_for(&crate::helpers::shared_redis().url(), &unique_prefix());
+    settings.max_wait_ms = 5000;
+    let app = TestApp::spawn_with(settings).await;
+
+    let doc: Value = app.get("/openapi.json").await.json().await.unwrap();
+
+    for schema in ["AcquireLock", "AcquireSemaphore"] {
+        let wait = &doc["components"]["schemas"][schema]["properties"]["wait_ms"];
+        assert_eq!(wait["maximum"], 5000, "{schema}");
+    }
+}
+
+#[tokio::test]
 async fn swagger_ui_is_served_by_the_service_itself() {
     let app = TestApp::spawn().await;
 
