@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for scripts/*.sh and the shell tests. Source it; it defines
 # functions only.
 
@@ -36,8 +37,8 @@ wait_for_http() {
 
 # Waits until redis-cli -p PORT answers PING, up to 10 seconds.
 wait_for_redis() {
-  local port=$1 i
-  for i in $(seq 100); do
+  local port=$1
+  for _ in $(seq 100); do
     redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
     sleep 0.1
   done

@@ -47,6 +47,7 @@ fi
 # Not exec: the trap must stop the private Redis after baton exits.
 target/release/baton &
 baton_pid=$!
+# shellcheck disable=SC2317 # called by the trap below
 forward() { kill -TERM "$baton_pid" 2>/dev/null || true; }
 trap forward INT TERM
 status=0

@@ -16,25 +16,39 @@ cargo fmt --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 
+echo "== shellcheck"
+command -v shellcheck >/dev/null || ensure_packages shellcheck
+shellcheck scripts/*.sh scripts/with-lock tests/shell/*.sh tests/*/run.sh
+
 echo "== cargo build"
 cargo build --quiet --all-targets
 
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
 echo "== cargo test"
-cargo test --quiet
+cargo test --quiet 2>&1 | tee -a "$log"
 
 status=0
 for t in tests/shell/*_test.sh; do
   [ -e "$t" ] || continue
   echo "== $t"
-  bash "$t" || status=1
+  bash "$t" 2>&1 | tee -a "$log" || status=1
 done
 for t in tests/*/run.sh; do
   [ -e "$t" ] || continue
   echo "== $t"
-  bash "$t" || status=1
+  bash "$t" 2>&1 | tee -a "$log" || status=1
 done
+
+# One closing line for everything: cargo's "test result" lines and the
+# "N passed, N failed" lines of the shell, browser and fuzz tests.
+passed=$(sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed.*/\1/p; s/^([0-9]+) passed, [0-9]+ failed$/\1/p' "$log" | awk '{ n += $1 } END { print n + 0 }')
+failed=$(sed -nE 's/^test result: [a-zA-Z]+\. [0-9]+ passed; ([0-9]+) failed.*/\1/p; s/^[0-9]+ passed, ([0-9]+) failed$/\1/p' "$log" | awk '{ n += $1 } END { print n + 0 }')
 if [ "$status" -ne 0 ]; then
+  echo "all: ${passed:-0} passed, ${failed:-0} failed"
   echo "some shell, browser or fuzz tests failed" >&2
   exit 1
 fi
 echo "== all checks passed"
+echo "all: ${passed:-0} passed, ${failed:-0} failed"

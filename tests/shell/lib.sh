@@ -1,9 +1,10 @@
+# shellcheck shell=bash
 # Test harness for shell tests: a private redis-server and baton on free ports,
 # both stopped when the test exits. Source it, then call `start_stack`.
 # Exposes BATON_URL, REDIS_PORT, BATON_PID, REDIS_PID.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# shellcheck source=../../scripts/lib.sh
+# shellcheck source-path=SCRIPTDIR/../../scripts source=lib.sh
 . "$ROOT/scripts/lib.sh"
 
 BATON_BIN=${BATON_BIN:-$ROOT/target/debug/baton}

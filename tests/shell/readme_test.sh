@@ -2,6 +2,7 @@
 # The README's curl session, run verbatim (only the address changed) against a
 # real service, with its output checked.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 start_stack
 
@@ -12,7 +13,7 @@ session=$(awk '/^## A session with curl/ {found=1} found && /^```sh$/ {inblock=1
 session=${session//BATON=http:\/\/127.0.0.1:8080/BATON=$BATON_URL}
 
 out=$(cd "$TEST_TMP" && bash -c "$session" 2>&1)
-echo "$out" | sed 's/^/    /'
+printf '    %s\n' "${out//$'\n'/$'\n'    }"
 
 check() { if grep -q -- "$2" <<<"$out"; then pass "$1"; else fail "$1 (no '$2')"; fi; }
 check "alice acquires" '"owner":"alice","fencing_token"'

@@ -3,6 +3,7 @@
 # with append-only persistence when none answers, serves, and on SIGTERM stops
 # baton (exit 0) and its Redis.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 ensure_redis
 
@@ -20,19 +21,22 @@ else
   fail "scripts/run.sh serves"; cat "$TEST_TMP/run.log"; kill "$run_pid"; finish; exit 1
 fi
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url/locks/run-test" -d '{"ttl_ms": 60000}')
-[ "$code" = 201 ] && pass "a lock can be taken" || fail "a lock can be taken ($code)"
+if [ "$code" = 201 ]; then pass "a lock can be taken"; else fail "a lock can be taken ($code)"; fi
 if redis-cli -p "$redis_port" config get appendonly | grep -q yes; then
   pass "the private Redis persists append-only"
 else
   fail "the private Redis persists append-only"
 fi
-[ -d "$data" ] && [ -n "$(ls -A "$data")" ] && pass "its data is under BATON_DATA_DIR" \
-  || fail "its data is under BATON_DATA_DIR"
+if [ -d "$data" ] && [ -n "$(ls -A "$data")" ]; then
+  pass "its data is under BATON_DATA_DIR"
+else
+  fail "its data is under BATON_DATA_DIR"
+fi
 
 kill -TERM "$run_pid"
 status=0
 wait "$run_pid" || status=$?
-[ "$status" -eq 0 ] && pass "SIGTERM stops it with status 0" || fail "exit status $status"
+if [ "$status" -eq 0 ]; then pass "SIGTERM stops it with status 0"; else fail "exit status $status"; fi
 sleep 0.5
 if redis-cli -p "$redis_port" ping >/dev/null 2>&1; then
   fail "the private Redis is stopped"
