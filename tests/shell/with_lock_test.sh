@@ -11,9 +11,10 @@ WL="$ROOT/scripts/with-lock"
 T="$TEST_TMP/wl"
 mkdir -p "$T"
 
-# A service maximum below the wrapper's 30 s step, so that the step-down path
-# is exercised by every test that waits.
-start_stack BATON_MAX_WAIT_MS=20000
+# A service maximum below the default --wait (10m) but above 30 s: a wrapper
+# that waits with the default asks for 10 minutes, learns the maximum from the
+# 400 and waits in requests of 60 s; a --wait of 45 s is one request.
+start_stack BATON_MAX_WAIT_MS=60000
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
@@ -25,6 +26,23 @@ wait_for_file() {
     sleep 0.1
   done
   return 1
+}
+
+# Waits up to $2 seconds for file $1 to contain a line matching the regex $3.
+wait_for_line() {
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    grep -q -- "$3" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# Prints the PIDs of the processes whose environment has WLMARK=$1: the
+# wrappers started with that marker and everything they started. The test's
+# shell does not export WLMARK, so the grep below is not one of them.
+marked_processes() {
+  grep -lzx -- "WLMARK=$1" /proc/[0-9]*/environ 2>/dev/null | tr -dc '0-9\n' | tr '\n' ' '
 }
 
 # Waits up to $2 seconds for background PID $1 to end; sets RC to its status
@@ -183,6 +201,121 @@ if wait_for_file "$T/a.pid" 15; then
 else
   fail "the first wrapper never started its command: $(cat "$T/a.err")"
   kill "$a" 2>/dev/null
+fi
+
+# --- long waits: one request, a place in line, progress meanwhile -------------
+
+# A semaphore's waiters are admitted first come, first served, and each wrapper
+# waits in a single request (--wait 45 s is more than a 30 s step and less than
+# the service's 60 s maximum), so no later waiter overtakes an earlier one. A
+# waiter interrupted with SIGINT leaves the line without taking a slot.
+fair_cmd='echo "$2" >>"$1/order"; sleep 0.5'
+mkdir -p "$T/fair"
+"$WL" --limit 1 --owner fair-holder fair -- sh -c 'echo holder >>"$1/order"; : >"$1/holding"; sleep 6' \
+  sh "$T/fair" 2>"$T/fair/holder.err" &
+fh=$!
+if wait_for_file "$T/fair/holding" 15; then
+  held_at=$(now_ms)
+  "$WL" --limit 1 --wait 45 --owner fair-1 fair -- sh -c "$fair_cmd" sh "$T/fair" first \
+    2>"$T/fair/1.err" &
+  f1=$!
+  # Queued: its first progress line comes after the try that found the slot
+  # taken; its waiting request follows at once (1 s of margin).
+  wait_for_line "$T/fair/1.err" 10 "waiting for semaphore 'fair'" && sleep 1
+  # The interrupted one, queued in between; job control so that it does not
+  # ignore SIGINT as background commands otherwise do.
+  set -m
+  WLMARK=fair-int "$WL" --limit 1 --wait 45 --owner fair-int fair -- sh -c "$fair_cmd" sh "$T/fair" interrupted \
+    2>"$T/fair/int.err" &
+  fi_pid=$!
+  set +m
+  wait_for_line "$T/fair/int.err" 10 "waiting for semaphore 'fair'" && sleep 1
+  "$WL" --limit 1 --wait 45 --owner fair-2 fair -- sh -c "$fair_cmd" sh "$T/fair" second \
+    2>"$T/fair/2.err" &
+  f2=$!
+  wait_for_line "$T/fair/2.err" 10 "waiting for semaphore 'fair'" && sleep 0.5
+  start=$(now_ms)
+  queued_for=$((start - held_at))
+  kill -INT "$fi_pid"
+  wait_pid "$fi_pid" 10
+  int_rc=$RC
+  int_took=$(($(now_ms) - start))
+  sleep 0.3
+  stray=$(marked_processes fair-int)
+  wait_pid "$f1" 30
+  rc1=$RC
+  wait_pid "$f2" 30
+  rc2=$RC
+  wait_pid "$fh" 10
+  order=$(tr '\n' ' ' <"$T/fair/order")
+  # All three were queued while the slot was held (6 s) and in line.
+  if [ "$rc1" = 0 ] && [ "$rc2" = 0 ] && [ "$order" = "holder first second " ] &&
+    [ "$queued_for" -lt 6000 ]; then
+    pass "--limit 1 waiters with a long --wait are admitted in the order they queued (${order% })"
+  else
+    fail "order: '$order' (want 'holder first second'), statuses $rc1 $rc2, all queued within ${queued_for} ms of 6000;" \
+      "stderr: $(cat "$T/fair/1.err" "$T/fair/2.err")"
+  fi
+  if [ "$int_rc" = 130 ] && [ "$int_took" -lt 5000 ] && [ -z "$stray" ] &&
+    grep -q "got SIGINT while waiting for semaphore 'fair'; giving up" "$T/fair/int.err"; then
+    pass "SIGINT during a long wait ends it at once (${int_took} ms, status 130), leaving no process behind"
+  else
+    fail "SIGINT while waiting: status $int_rc after ${int_took} ms, processes left: '$stray'; stderr: $(cat "$T/fair/int.err")"
+  fi
+  status=$(curl -sS "$BATON_URL/semaphores/fair")
+  if [[ $status == *'"holders":0'* ]]; then
+    pass "the interrupted waiter took no slot and the others released theirs"
+  else
+    fail "semaphore still held after all wrappers ended: $status"
+  fi
+else
+  fail "the holder never started its command: $(cat "$T/fair/holder.err")"
+  kill "$fh" 2>/dev/null
+fi
+
+# While one long request waits, a separate status loop still says every few
+# seconds who holds the lock, and stops as soon as the request returns. A curl
+# first in PATH notes the wait_ms of each acquire request: with the default
+# --wait (10m) the wrapper tries once without waiting, asks for the whole
+# 10 minutes, learns the service's maximum (60 s) from the 400 and waits for
+# the lock in one request of 60 s.
+mkdir -p "$T/bin"
+cat >"$T/bin/curl" <<EOF
+#!/bin/sh
+for a in "\$@"; do
+  case \$a in *'"wait_ms":'*) printf '%s\n' "\$a" >>"$T/posts" ;; esac
+done
+exec $(printf '%q' "$(command -v curl)") "\$@"
+EOF
+chmod +x "$T/bin/curl"
+"$WL" --owner "slow-holder" slow -- sh -c ': >"$1"; sleep 8' sh "$T/slow.holding" 2>"$T/slow.err" &
+sh_pid=$!
+if wait_for_file "$T/slow.holding" 15; then
+  WLMARK=progress PATH="$T/bin:$PATH" "$WL" slow -- sh -c 'echo "$BATON_LEASE_ID" >"$1"' sh "$T/slow.id" \
+    2>"$T/p.err"
+  rc=$?
+  stray=$(marked_processes progress)
+  wait_pid "$sh_pid" 10
+  lines=$(grep -c "waiting for lock 'slow': held by slow-holder, expires in" "$T/p.err")
+  after=$(sed -n '/acquired lock/,$p' "$T/p.err" | grep -c "waiting for")
+  id=$(cat "$T/slow.id" 2>/dev/null)
+  # Lines at about 0 s and 5 s of a wait of about 8 s.
+  if [ "$rc" -eq 0 ] && [ "$lines" -ge 2 ] && [ "$after" -eq 0 ] && [ -n "$id" ] &&
+    ! grep -qF -- "$id" "$T/p.err" && [ -z "$stray" ]; then
+    pass "progress lines every few seconds during one long wait ($lines lines), none after acquiring, no process left"
+  else
+    fail "progress: status $rc, $lines progress lines, $after after acquiring, processes left: '$stray'; stderr: $(cat "$T/p.err")"
+  fi
+  read -r -a waits <<<"$(sed -n 's/.*"wait_ms":\([0-9]*\).*/\1/p' "$T/posts" 2>/dev/null | tr '\n' ' ')"
+  if [ "${#waits[@]}" -eq 3 ] && [ "${waits[0]}" -eq 0 ] && [ "${waits[1]}" -gt 590000 ] &&
+    [ "${waits[2]}" -eq 60000 ]; then
+    pass "acquire requests wait as long as the service allows (wait_ms: ${waits[*]})"
+  else
+    fail "acquire requests' wait_ms: '${waits[*]}', want 0, about 600000 (refused), 60000"
+  fi
+else
+  fail "the holder never started its command: $(cat "$T/slow.err")"
+  kill "$sh_pid" 2>/dev/null
 fi
 
 # --- a lease taken away -----------------------------------------------------
