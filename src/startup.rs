@@ -83,7 +83,8 @@ pub fn router(state: AppState) -> Router {
             .extensions()
             .get::<MatchedPath>()
             .map_or("unmatched", MatchedPath::as_str);
-        tracing::info_span!("request", method = %req.method(), route)
+        // Debug level: at the default `info` it costs nothing per request.
+        tracing::debug_span!("request", method = %req.method(), route)
     }))
     .layer(CatchPanicLayer::custom(|_| {
         AppError::Engine(crate::engine::Error::Protocol("panic".into())).into_response()

@@ -325,3 +325,20 @@ async fn force_release_frees_a_held_lock_and_404s_a_free_one() {
     .await;
     problem(app.delete("/locks/stuck").await, 404, "lock-not-held").await;
 }
+
+#[tokio::test]
+async fn whole_numbers_are_accepted_in_any_json_spelling_and_null_means_default() {
+    let app = TestApp::spawn().await;
+
+    let lease = app
+        .acquire_lock(
+            "spelled",
+            r#"{"ttl_ms": 5000.0, "wait_ms": 1e2, "owner": null}"#,
+        )
+        .await;
+    let defaults = app.acquire_lock("nulled", "null").await;
+
+    assert_eq!(lease["ttl_ms"], 5000);
+    assert!(lease.get("owner").is_none());
+    assert_eq!(defaults["ttl_ms"], 30_000);
+}
