@@ -6,8 +6,7 @@ use std::process::ExitCode;
 use baton::config::Settings;
 use baton::startup::Application;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     baton::telemetry::init_logging();
     let settings = match Settings::from_env() {
         Ok(settings) => settings,
@@ -16,6 +15,20 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.worker_threads)
+        .enable_all()
+        .build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(serve(settings)),
+        Err(err) => {
+            tracing::error!("cannot start the async runtime: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(settings: Settings) -> ExitCode {
     let app = match Application::build(settings).await {
         Ok(app) => app,
         Err(err) => {

@@ -17,17 +17,18 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::config::Settings;
-use crate::engine::{Engine, Keys, Store, StoreConfig, Subscriber, Waiters};
+use crate::engine::{Engine, EngineParts, Keys, Store, StoreConfig, Subscriber, Waiters};
 use crate::error::AppError;
 use crate::openapi::{self, ApiDoc};
 use crate::routes::{
-    health, locks, problems, require_token, semaphores, AppState, Auth, BodyLimit,
+    health, locks, problems, require_token, semaphores, AppParts, AppState, Auth, BodyLimit,
 };
 
 /// How long in-flight requests may take to finish after a shutdown signal.
@@ -54,57 +55,55 @@ pub fn router(state: AppState) -> Router {
         state.settings.max_wait_ms,
     ));
     let (api, _) = api_routes();
-    api.route(
-        "/openapi.json",
-        get(move || async move {
-            (
-                [(header::CONTENT_TYPE, "application/json")],
-                document.clone(),
-            )
-        }),
-    )
-    .route("/docs", get(openapi::swagger_index))
-    .route("/docs/", get(openapi::swagger_index))
-    .route("/docs/{*file}", get(openapi::swagger_asset))
-    .route("/problems/{slug}", get(problems::describe))
-    .fallback(|| async { AppError::NotFound })
-    .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
-    .with_state(state)
-    .layer(middleware::from_fn(record_metrics))
-    .layer(middleware::from_fn(move |req: Request, next: Next| {
-        enforce_deadline(deadline, req, next)
-    }))
-    .layer(DefaultBodyLimit::max(body_limit))
-    .layer(Extension(BodyLimit(body_limit)))
-    .layer(Extension(auth))
-    .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-        // The route template only: paths carry lease ids, never logged.
-        let route = req
-            .extensions()
-            .get::<MatchedPath>()
-            .map_or("unmatched", MatchedPath::as_str);
-        // Debug level: at the default `info` it costs nothing per request.
-        tracing::debug_span!("request", method = %req.method(), route)
-    }))
-    .layer(CatchPanicLayer::custom(|_| {
-        AppError::Engine(crate::engine::Error::Protocol("panic".into())).into_response()
-    }))
+    let routes = api
+        .route(
+            "/openapi.json",
+            get(move || async move {
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    document.clone(),
+                )
+            }),
+        )
+        .route("/docs", get(openapi::swagger_index))
+        .route("/docs/", get(openapi::swagger_index))
+        .route("/docs/{*file}", get(openapi::swagger_asset))
+        .route("/problems/{slug}", get(problems::describe))
+        .fallback(|| async { AppError::NotFound })
+        .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
+        .with_state(state)
+        // The one layer that needs the matched route runs inside the router.
+        .layer(middleware::from_fn(record_metrics));
+    // The others wrap the router once, rather than each of its routes.
+    let service = ServiceBuilder::new()
+        .layer(CatchPanicLayer::custom(|_| {
+            AppError::Engine(crate::engine::Error::Protocol("panic".into())).into_response()
+        }))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            // Debug level: at the default `info` it costs nothing per request.
+            // The route template is recorded later; paths carry lease ids,
+            // which are never logged.
+            tracing::debug_span!("request", method = %req.method(), route = tracing::field::Empty)
+        }))
+        .layer(Extension(auth))
+        .layer(Extension(BodyLimit(body_limit)))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn(move |req: Request, next: Next| {
+            enforce_deadline(deadline, req, next)
+        }))
+        .service(routes);
+    Router::new().fallback_service(service)
 }
 
 /// Requests by route, method and status, and their duration.
 async fn record_metrics(req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let method = req.method().to_string();
+    let method = req.method().clone();
+    let route = req.extensions().get::<MatchedPath>().cloned();
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    tracing::Span::current().record("route", route);
     let response = next.run(req).await;
-    let status = response.status().as_u16().to_string();
-    metrics::counter!("baton_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status)
-        .increment(1);
-    metrics::histogram!("baton_http_request_duration_seconds", "method" => method, "route" => route)
-        .record(started.elapsed().as_secs_f64());
+    crate::telemetry::record_request(&method, route, response.status(), started.elapsed());
     response
 }
 
@@ -152,12 +151,12 @@ impl Application {
             call_timeout: settings.redis_timeout,
         })
         .map_err(StartupError::RedisUrl)?;
-        let engine = Engine {
+        let engine = Engine::new(EngineParts {
             store: store.clone(),
-            keys: Arc::new(Keys::new(settings.key_prefix.clone())),
+            keys: Keys::new(settings.key_prefix.clone()),
             waiters: Arc::new(Waiters::new(settings.max_waiters)),
             shutdown: CancellationToken::new(),
-        };
+        });
 
         let ready = Arc::new(Notify::new());
         let subscribed = ready.clone().notified_owned();
@@ -195,13 +194,13 @@ impl Application {
             key_prefix = %settings.key_prefix,
             "baton is serving"
         );
-        let state = AppState {
+        let state = AppState::new(AppParts {
             locks: engine.locks(),
             semaphores: engine.semaphores(),
             store,
-            settings: Arc::new(settings),
+            settings,
             auth,
-        };
+        });
         Ok(Self {
             listener,
             router: router(state),
@@ -241,7 +240,9 @@ impl Application {
         let listener = self.listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
-        let serve = axum::serve(listener, self.router).with_graceful_shutdown(signal);
+        // One service for all connections, not a copy of the router per connection.
+        let serve =
+            axum::serve(listener, self.router.into_make_service()).with_graceful_shutdown(signal);
         let grace = async {
             stop.cancelled().await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;

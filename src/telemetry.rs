@@ -1,6 +1,11 @@
 //! Logs (tracing, filtered by `RUST_LOG`, default `info`) and Prometheus metrics.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{LazyLock, OnceLock, RwLock};
+use std::time::Duration;
+
+use axum::http::{Method, StatusCode};
+use metrics::{Counter, Histogram};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
@@ -39,4 +44,104 @@ pub fn render_metrics() -> String {
         .and_then(Option::as_ref)
         .map(PrometheusHandle::render)
         .unwrap_or_default()
+}
+
+/// Metric handles of one (route, method, status), looked up once and reused:
+/// the registry lookup and the label strings would otherwise cost every request.
+type RequestHandles = (Counter, Histogram);
+
+/// Route template -> (method, status) -> handles.
+type RequestHandleMap = HashMap<String, HashMap<(&'static str, u16), RequestHandles>>;
+
+static REQUEST_HANDLES: LazyLock<RwLock<RequestHandleMap>> = LazyLock::new(Default::default);
+
+/// Methods as a bounded set of label values: a client cannot grow the series.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::PUT => "PUT",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// Counts a request by route template, method and status, with its duration.
+pub fn record_request(method: &Method, route: &str, status: StatusCode, elapsed: Duration) {
+    let key = (method_label(method), status.as_u16());
+    let seconds = elapsed.as_secs_f64();
+    let cached = REQUEST_HANDLES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(route)
+        .and_then(|by_key| by_key.get(&key))
+        .map(|(counter, histogram)| {
+            counter.increment(1);
+            histogram.record(seconds);
+        });
+    if cached.is_some() {
+        return;
+    }
+    let counter = metrics::counter!("baton_http_requests_total",
+        "method" => key.0, "route" => route.to_owned(), "status" => key.1.to_string());
+    let histogram = metrics::histogram!("baton_http_request_duration_seconds",
+        "method" => key.0, "route" => route.to_owned());
+    counter.increment(1);
+    histogram.record(seconds);
+    REQUEST_HANDLES
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(route.to_owned())
+        .or_default()
+        .insert(key, (counter, histogram));
+}
+
+/// Metric handles of the acquisitions of one kind (lock or semaphore).
+struct AcquisitionHandles {
+    acquired: Counter,
+    busy: Counter,
+    contention: Counter,
+    wait_acquired: Histogram,
+    wait_busy: Histogram,
+}
+
+impl AcquisitionHandles {
+    fn new(kind: &'static str) -> Self {
+        Self {
+            acquired: metrics::counter!("baton_acquisitions_total", "kind" => kind, "outcome" => "acquired"),
+            busy: metrics::counter!("baton_acquisitions_total", "kind" => kind, "outcome" => "busy"),
+            contention: metrics::counter!("baton_contention_total", "kind" => kind),
+            wait_acquired: metrics::histogram!("baton_acquire_wait_seconds", "kind" => kind, "outcome" => "acquired"),
+            wait_busy: metrics::histogram!("baton_acquire_wait_seconds", "kind" => kind, "outcome" => "busy"),
+        }
+    }
+}
+
+static LOCK_ACQUISITIONS: LazyLock<AcquisitionHandles> =
+    LazyLock::new(|| AcquisitionHandles::new("lock"));
+static SEMAPHORE_ACQUISITIONS: LazyLock<AcquisitionHandles> =
+    LazyLock::new(|| AcquisitionHandles::new("semaphore"));
+
+/// What an acquisition of a lock or semaphore came to: its outcome, how many
+/// attempts found it busy (contention), and the time until the outcome.
+pub fn record_acquisition(semaphore: bool, acquired: bool, busy_attempts: u32, elapsed: Duration) {
+    let handles = if semaphore {
+        &SEMAPHORE_ACQUISITIONS
+    } else {
+        &LOCK_ACQUISITIONS
+    };
+    if busy_attempts > 0 {
+        handles.contention.increment(u64::from(busy_attempts));
+    }
+    let seconds = elapsed.as_secs_f64();
+    if acquired {
+        handles.acquired.increment(1);
+        handles.wait_acquired.record(seconds);
+    } else {
+        handles.busy.increment(1);
+        handles.wait_busy.record(seconds);
+    }
 }

@@ -90,7 +90,7 @@ impl Locks {
             Err(_) => drop(guard),
         }
         let outcome = outcome?;
-        record_acquisition("lock", &outcome, attempts, started.elapsed());
+        record_acquisition(Kind::Lock, &outcome, attempts, started.elapsed());
         Ok(outcome)
     }
 
@@ -268,21 +268,22 @@ fn lease_from(name: &Name, id: LeaseId, reply: &Reply) -> Result<Option<LockLeas
     }))
 }
 
-/// Acquisition metrics: outcome, contention (attempts that found it busy) and
-/// the time spent until the outcome.
+/// Acquisition metrics, by kind: outcome, contention (attempts that found it
+/// busy) and the time spent until the outcome.
 pub(super) fn record_acquisition<T, B>(
-    kind: &'static str,
+    kind: Kind,
     outcome: &Result<T, B>,
     attempts: u32,
     elapsed: Duration,
 ) {
-    let result = if outcome.is_ok() { "acquired" } else { "busy" };
-    metrics::counter!("baton_acquisitions_total", "kind" => kind, "outcome" => result).increment(1);
-    let busy_attempts = attempts - u32::from(outcome.is_ok());
-    if busy_attempts > 0 {
-        metrics::counter!("baton_contention_total", "kind" => kind)
-            .increment(u64::from(busy_attempts));
-    }
-    metrics::histogram!("baton_acquire_wait_seconds", "kind" => kind, "outcome" => result)
-        .record(elapsed.as_secs_f64());
+    let acquired = outcome.is_ok();
+    let busy_attempts = attempts - u32::from(acquired);
+    crate::telemetry::record_acquisition(kind == Kind::Semaphore, acquired, busy_attempts, elapsed);
+}
+
+/// What was acquired, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Lock,
+    Semaphore,
 }

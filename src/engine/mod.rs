@@ -24,18 +24,34 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-/// What the lock and semaphore cores share: the Redis connection, the key
-/// layout, the registry of local waiters, and the signal to stop waiting.
+/// What the lock and semaphore cores share; one pointer to clone, since every
+/// acquisition keeps a copy to undo itself with.
 #[derive(Clone)]
-pub struct Engine {
+pub struct Engine(Arc<EngineParts>);
+
+/// The parts of an [`Engine`]: the Redis connection, the key layout, the
+/// registry of local waiters, and the signal to stop waiting.
+pub struct EngineParts {
     pub store: Store,
-    pub keys: Arc<Keys>,
+    pub keys: Keys,
     pub waiters: Arc<Waiters>,
     /// Cancelled when the service shuts down: every waiter gives up at once.
     pub shutdown: CancellationToken,
 }
 
+impl std::ops::Deref for Engine {
+    type Target = EngineParts;
+
+    fn deref(&self) -> &EngineParts {
+        &self.0
+    }
+}
+
 impl Engine {
+    pub fn new(parts: EngineParts) -> Self {
+        Self(Arc::new(parts))
+    }
+
     pub fn locks(&self) -> Locks {
         Locks::new(self.clone())
     }

@@ -7,7 +7,7 @@ use crate::domain::{LeaseId, Limit, Name, Owner, Ttl, WaitTime};
 
 use super::acquire::{acquire_with_wait, Abandon, Attempt};
 use super::keys::sem_event;
-use super::lock::record_acquisition;
+use super::lock::{record_acquisition, Kind};
 use super::reply::Reply;
 use super::scripts;
 use super::{Engine, Error};
@@ -117,7 +117,7 @@ impl Semaphores {
             Err(_) => drop(guard),
         }
         let outcome = outcome?;
-        record_acquisition("semaphore", &outcome, attempts, started.elapsed());
+        record_acquisition(Kind::Semaphore, &outcome, attempts, started.elapsed());
         Ok(outcome)
     }
 

@@ -1,6 +1,7 @@
 //! The connection to Redis, with every call bounded in time so that an outage
 //! gives a prompt error instead of a hang.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -20,7 +21,7 @@ pub struct StoreConfig {
 /// A cheap handle to the multiplexed Redis connection.
 #[derive(Clone)]
 pub struct Store {
-    client: Client,
+    client: Arc<Client>,
     conn: ConnectionManager,
     call_timeout: Duration,
 }
@@ -43,7 +44,7 @@ impl Store {
             .set_response_timeout(Some(config.call_timeout));
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)?;
         Ok(Self {
-            client,
+            client: Arc::new(client),
             conn,
             call_timeout: config.call_timeout,
         })

@@ -16,14 +16,31 @@ use std::sync::Arc;
 use crate::config::Settings;
 use crate::engine::{Locks, Semaphores, Store};
 
-/// What every handler can reach.
+/// What every handler can reach; one pointer to clone per request.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<AppParts>);
+
+/// The parts of [`AppState`].
+pub struct AppParts {
     pub locks: Locks,
     pub semaphores: Semaphores,
     pub store: Store,
-    pub settings: Arc<Settings>,
+    pub settings: Settings,
     pub auth: Arc<Auth>,
+}
+
+impl AppState {
+    pub fn new(parts: AppParts) -> Self {
+        Self(Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = AppParts;
+
+    fn deref(&self) -> &AppParts {
+        &self.0
+    }
 }
 
 /// A JSON response body that ends in a newline, so that `curl` output in a
