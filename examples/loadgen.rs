@@ -1,0 +1,1454 @@
+//! A load generator written for baton's HTTP API, in the manner of redis-benchmark.
+//!
+//! ```text
+//! cargo run --release --example loadgen -- run --target 127.0.0.1:8080 \
+//!     --kind lock|sem [--limit 4] --names each|one --clients 16 --duration 5 \
+//!     [--windows 1] [--warmup 1] [--wait-ms 10000] [--ttl-ms 30000] [--hold-ms 0] \
+//!     [--max-ops N] [--redis 127.0.0.1:6379] [--baton-pid PID] [--label ul] [--out results.env]
+//! cargo run --release --example loadgen -- idle --target 127.0.0.1:8080 \
+//!     --waiters 10000 --hold 10 [--redis ...] [--baton-pid PID] [--label idle] [--out ...]
+//! cargo run --release --example loadgen -- report results.env
+//! ```
+//!
+//! `run` keeps `--clients` keep-alive HTTP/1.1 connections busy with
+//! acquire (POST) + release (DELETE) cycles, each client on its own name
+//! (`--names each`, uncontended) or all on one name (`--names one`, contended,
+//! with `--wait-ms`). After `--warmup` seconds it measures `--windows`
+//! consecutive windows of `--duration` seconds and reports the best one (the
+//! one with the most operations per second): cycles per second, acquire and
+//! release latency, and, when contended, hand-offs: the time from a holder
+//! sending its DELETE to the next holder's 201 arriving. With `--redis` it reads Redis's INFO before and after the window
+//! (script calls, commands, CPU per operation); with `--baton-pid` it reads the
+//! service's CPU time and resident memory from /proc.
+//!
+//! `idle` takes a lock and opens `--waiters` connections that each wait for it,
+//! then, once baton reports them all waiting, measures for `--hold` seconds how
+//! many commands Redis receives and how much memory baton holds.
+//!
+//! `report` turns the `label.key=value` lines that `run`, `idle` and
+//! scripts/bench.sh wrote into the table of scripts/bench.sh.
+//!
+//! The client is a minimal HTTP/1.1 client over a raw `TcpStream` (no pooling,
+//! no TLS, no chunked bodies: baton answers with `Content-Length`), so that the
+//! load generator costs as little CPU as possible next to the service it
+//! measures. It only talks to loopback addresses, and every loop is bounded in
+//! count and time.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{self, Write as _};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+
+/// Upper bounds on what one invocation may do.
+const MAX_SECONDS: u64 = 300;
+const MAX_CLIENTS: usize = 20_000;
+const MAX_OPS: u64 = 50_000_000;
+/// How many connections `idle` opens at once (the listen backlog is 1024).
+const CONNECT_BATCH: usize = 256;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((command, rest)) = args.split_first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let outcome = match command.as_str() {
+        "run" => Options::parse(rest, RUN_OPTIONS).and_then(|o| runtime()?.block_on(run(&o))),
+        "idle" => Options::parse(rest, IDLE_OPTIONS).and_then(|o| runtime()?.block_on(idle(&o))),
+        "report" => match rest {
+            [path] => report(path),
+            _ => Err("usage: loadgen report RESULTS_FILE".into()),
+        },
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown command {other:?}\n{USAGE}").into()),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("loadgen: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "usage: loadgen run --target 127.0.0.1:PORT --kind lock|sem [--limit N] \
+--names each|one --clients N --duration S [--windows N] [--warmup S] [--wait-ms MS] \
+[--ttl-ms MS] [--hold-ms MS] [--max-ops N] [--redis 127.0.0.1:PORT] [--baton-pid PID] [--label L] [--out FILE]
+       loadgen idle --target 127.0.0.1:PORT --waiters N --hold S [--redis 127.0.0.1:PORT] \
+[--baton-pid PID] [--label L] [--out FILE]
+       loadgen report FILE";
+
+const RUN_OPTIONS: &[&str] = &[
+    "target",
+    "kind",
+    "limit",
+    "names",
+    "clients",
+    "duration",
+    "warmup",
+    "wait-ms",
+    "ttl-ms",
+    "hold-ms",
+    "max-ops",
+    "windows",
+    "redis",
+    "baton-pid",
+    "label",
+    "out",
+];
+const IDLE_OPTIONS: &[&str] = &[
+    "target",
+    "waiters",
+    "hold",
+    "redis",
+    "baton-pid",
+    "label",
+    "out",
+];
+
+/// One thread: the load generator must leave the cores to baton and Redis.
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+// ---------------------------------------------------------------------------
+// Options
+
+struct Options(BTreeMap<String, String>);
+
+impl Options {
+    fn parse(args: &[String], allowed: &[&str]) -> Result<Self> {
+        let mut map = BTreeMap::new();
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let key = arg
+                .strip_prefix("--")
+                .filter(|k| allowed.contains(k))
+                .ok_or_else(|| format!("unknown option {arg:?}\n{USAGE}"))?;
+            let value = it.next().ok_or_else(|| format!("{arg} needs a value"))?;
+            map.insert(key.to_owned(), value.clone());
+        }
+        Ok(Self(map))
+    }
+
+    fn text(&self, key: &str, default: &str) -> String {
+        self.0
+            .get(key)
+            .map_or_else(|| default.to_owned(), Clone::clone)
+    }
+
+    fn number(&self, key: &str, default: u64, max: u64) -> Result<u64> {
+        let value = match self.0.get(key) {
+            None => default,
+            Some(raw) => raw
+                .parse()
+                .map_err(|_| format!("--{key} must be a whole number, not {raw:?}"))?,
+        };
+        if value > max {
+            return Err(format!("--{key} must be at most {max}").into());
+        }
+        Ok(value)
+    }
+
+    /// A loopback address: this tool never sends load anywhere else.
+    fn loopback(&self, key: &str) -> Result<Option<SocketAddr>> {
+        let Some(raw) = self.0.get(key) else {
+            return Ok(None);
+        };
+        let addr: SocketAddr = raw
+            .parse()
+            .map_err(|_| format!("--{key} must be IP:PORT, not {raw:?}"))?;
+        if !addr.ip().is_loopback() {
+            return Err(format!("--{key} must be a loopback address (127.0.0.1:PORT)").into());
+        }
+        Ok(Some(addr))
+    }
+
+    fn out(&self) -> Option<PathBuf> {
+        self.0.get("out").map(PathBuf::from)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A minimal HTTP/1.1 client
+
+struct Reply {
+    status: u16,
+    location: Option<String>,
+    body: Vec<u8>,
+}
+
+/// One keep-alive connection, reopened after an error or `Connection: close`.
+struct Conn {
+    addr: SocketAddr,
+    stream: Option<TcpStream>,
+    buf: Vec<u8>,
+    req: Vec<u8>,
+}
+
+impl Conn {
+    fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            stream: None,
+            buf: Vec::with_capacity(4096),
+            req: Vec::with_capacity(512),
+        }
+    }
+
+    async fn request(&mut self, method: &str, path: &str, body: &str) -> io::Result<Reply> {
+        if self.stream.is_none() {
+            let stream = TcpStream::connect(self.addr).await?;
+            stream.set_nodelay(true)?;
+            self.stream = Some(stream);
+            self.buf.clear();
+        }
+        self.req.clear();
+        write_request(&mut self.req, method, path, body);
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(io::Error::other("not connected"));
+        };
+        let outcome = match stream.write_all(&self.req).await {
+            Ok(()) => read_reply(stream, &mut self.buf).await,
+            Err(err) => Err(err),
+        };
+        match outcome {
+            Ok((reply, close)) => {
+                if close {
+                    self.stream = None;
+                }
+                Ok(reply)
+            }
+            Err(err) => {
+                self.stream = None;
+                Err(err)
+            }
+        }
+    }
+}
+
+fn write_request(out: &mut Vec<u8>, method: &str, path: &str, body: &str) {
+    // Writing into a Vec cannot fail.
+    let _ = write!(
+        out,
+        "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+/// Reads one response; returns it and whether the server closes the connection.
+async fn read_reply(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<(Reply, bool)> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = parse_head(&buf[..end])?;
+            let total = end + 4 + head.content_length;
+            while buf.len() < total {
+                read_more(stream, buf).await?;
+            }
+            let body = buf[end + 4..total].to_vec();
+            buf.drain(..total);
+            let reply = Reply {
+                status: head.status,
+                location: head.location,
+                body,
+            };
+            return Ok((reply, head.close));
+        }
+        if buf.len() > 64 * 1024 {
+            return Err(io::Error::other("response head too large"));
+        }
+        read_more(stream, buf).await?;
+    }
+}
+
+async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
+    buf.reserve(4096);
+    if stream.read_buf(buf).await? == 0 {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
+}
+
+struct Head {
+    status: u16,
+    content_length: usize,
+    location: Option<String>,
+    close: bool,
+}
+
+fn parse_head(raw: &[u8]) -> io::Result<Head> {
+    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+    let text = std::str::from_utf8(raw).map_err(|_| bad("response head is not UTF-8"))?;
+    let mut lines = text.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad("no status line"))?;
+    let mut head = Head {
+        status,
+        content_length: 0,
+        location: None,
+        close: false,
+    };
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            head.content_length = value.parse().map_err(|_| bad("bad content-length"))?;
+        } else if name.eq_ignore_ascii_case("location") {
+            head.location = Some(value.to_owned());
+        } else if name.eq_ignore_ascii_case("connection") {
+            head.close = value.eq_ignore_ascii_case("close");
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(bad("chunked responses are not supported"));
+        }
+    }
+    Ok(head)
+}
+
+// ---------------------------------------------------------------------------
+// Redis INFO and /proc
+
+/// A plain RESP connection for INFO, opened before the measured window.
+struct RedisInfo {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RedisInfo {
+    async fn connect(addr: SocketAddr) -> Result<Self> {
+        Ok(Self {
+            stream: TcpStream::connect(addr).await?,
+            buf: Vec::with_capacity(16 * 1024),
+        })
+    }
+
+    /// `INFO all` as a map of `key -> value`.
+    async fn info(&mut self) -> Result<BTreeMap<String, String>> {
+        self.stream
+            .write_all(b"*2\r\n$4\r\nINFO\r\n$3\r\nall\r\n")
+            .await?;
+        self.buf.clear();
+        let (len, start) = loop {
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = std::str::from_utf8(&self.buf[..end])?;
+                let len: usize = line
+                    .strip_prefix('$')
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(|| format!("unexpected INFO reply {line:?}"))?;
+                break (len, end + 2);
+            }
+            read_more(&mut self.stream, &mut self.buf).await?;
+        };
+        while self.buf.len() < start + len + 2 {
+            read_more(&mut self.stream, &mut self.buf).await?;
+        }
+        let text = std::str::from_utf8(&self.buf[start..start + len])?;
+        Ok(text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+            .collect())
+    }
+}
+
+/// What Redis had done by one moment.
+#[derive(Clone, Copy, Default)]
+struct RedisCounters {
+    /// EVALSHA plus EVAL calls: every script call, however it was sent.
+    scripts: f64,
+    /// Every command, those run inside scripts included.
+    commands: f64,
+    /// used_cpu_user + used_cpu_sys, seconds.
+    cpu: f64,
+}
+
+impl RedisCounters {
+    fn from_info(info: &BTreeMap<String, String>) -> Self {
+        let calls = |key: &str| -> f64 {
+            info.get(key)
+                .and_then(|v| v.split(',').find_map(|kv| kv.strip_prefix("calls=")))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0.0)
+        };
+        let number =
+            |key: &str| -> f64 { info.get(key).and_then(|v| v.parse().ok()).unwrap_or(0.0) };
+        Self {
+            scripts: calls("cmdstat_evalsha") + calls("cmdstat_eval"),
+            commands: number("total_commands_processed"),
+            cpu: number("used_cpu_user") + number("used_cpu_sys"),
+        }
+    }
+}
+
+/// user + system CPU seconds of a process, from /proc/PID/stat.
+fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = if ticks > 0 { ticks as f64 } else { 100.0 };
+    Some((utime + stime) / ticks)
+}
+
+/// Resident memory of a process in KiB (VmRSS).
+fn rss_kb(pid: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Everything read at the start and at the end of a measured window.
+struct Snapshot {
+    at: Instant,
+    redis: Option<RedisCounters>,
+    baton_cpu: Option<f64>,
+    own_cpu: Option<f64>,
+}
+
+async fn snapshot(redis: &mut Option<RedisInfo>, baton_pid: Option<&str>) -> Result<Snapshot> {
+    let counters = match redis {
+        Some(conn) => Some(RedisCounters::from_info(&conn.info().await?)),
+        None => None,
+    };
+    Ok(Snapshot {
+        at: Instant::now(),
+        redis: counters,
+        baton_cpu: baton_pid.and_then(cpu_seconds),
+        own_cpu: cpu_seconds("self"),
+    })
+}
+
+/// Results as `label.key=value` lines, appended to `--out` and printed.
+struct Results {
+    label: String,
+    lines: Vec<(String, String)>,
+}
+
+impl Results {
+    fn new(label: String) -> Self {
+        Self {
+            label,
+            lines: Vec::new(),
+        }
+    }
+
+    fn put(&mut self, key: &str, value: impl ToString) {
+        self.lines.push((key.to_owned(), value.to_string()));
+    }
+
+    fn put_f(&mut self, key: &str, value: f64) {
+        if value.is_finite() {
+            self.put(key, format!("{value:.3}"));
+        }
+    }
+
+    fn save(&self, out: Option<PathBuf>) -> Result<()> {
+        let mut text = String::new();
+        for (k, v) in &self.lines {
+            text.push_str(&format!("{}.{k}={v}\n", self.label));
+        }
+        print!("{text}");
+        if let Some(path) = out {
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?;
+            file.write_all(text.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Redis, baton and load-generator costs between two snapshots, per `ops`.
+    fn put_costs(&mut self, before: &Snapshot, after: &Snapshot, ops: u64, own_commands: f64) {
+        let window = after.at.duration_since(before.at).as_secs_f64();
+        let per_op = |delta: f64| {
+            if ops > 0 {
+                delta / ops as f64
+            } else {
+                f64::NAN
+            }
+        };
+        if let (Some(b), Some(a)) = (before.redis, after.redis) {
+            self.put_f("redis_scripts_per_op", per_op(a.scripts - b.scripts));
+            self.put_f(
+                "redis_commands_per_op",
+                per_op(a.commands - b.commands - own_commands),
+            );
+            self.put_f("redis_cpu_us_per_op", per_op((a.cpu - b.cpu) * 1e6));
+            self.put_f("redis_cpu_pct", (a.cpu - b.cpu) / window * 100.0);
+        }
+        if let (Some(b), Some(a)) = (before.baton_cpu, after.baton_cpu) {
+            self.put_f("baton_cpu_us_per_op", per_op((a - b) * 1e6));
+            self.put_f("baton_cpu_pct", (a - b) / window * 100.0);
+        }
+        if let (Some(b), Some(a)) = (before.own_cpu, after.own_cpu) {
+            self.put_f("loadgen_cpu_pct", (a - b) / window * 100.0);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// run: acquire + release cycles
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Lock,
+    Semaphore,
+}
+
+struct RunConfig {
+    target: SocketAddr,
+    kind: Kind,
+    limit: u64,
+    contended: bool,
+    clients: usize,
+    wait_ms: u64,
+    ttl_ms: u64,
+    hold: Duration,
+    ops_per_client: u64,
+    prefix: String,
+}
+
+/// What the clients share.
+#[derive(Default)]
+struct Shared {
+    /// The measured window operations count in: 1, 2, ...; 0 outside them.
+    window: AtomicUsize,
+    stop: AtomicBool,
+    /// When each release not yet followed by an acquisition was sent, oldest
+    /// first: the next 201 is the hand-off from the oldest of them.
+    releases: Mutex<VecDeque<Instant>>,
+}
+
+/// One client's measurements; merged at the end.
+struct Tally {
+    acquire: Histogram<u64>,
+    release: Histogram<u64>,
+    handoff: Histogram<u64>,
+    cycles: u64,
+    busy: u64,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+impl Tally {
+    fn new() -> Self {
+        let hist = || Histogram::new_with_bounds(1, 120_000_000, 3).expect("valid bounds");
+        Self {
+            acquire: hist(),
+            release: hist(),
+            handoff: hist(),
+            cycles: 0,
+            busy: 0,
+            errors: 0,
+            first_error: None,
+        }
+    }
+
+    fn error(&mut self, what: String) {
+        self.errors += 1;
+        self.first_error.get_or_insert(what);
+    }
+
+    fn merge(&mut self, other: &Self) {
+        // Same bounds everywhere, so adding cannot fail.
+        let _ = self.acquire.add(&other.acquire);
+        let _ = self.release.add(&other.release);
+        let _ = self.handoff.add(&other.handoff);
+        self.cycles += other.cycles;
+        self.busy += other.busy;
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&other.first_error);
+        }
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
+}
+
+/// One client's loop; returns its measurements per window.
+async fn client(
+    config: Arc<RunConfig>,
+    shared: Arc<Shared>,
+    index: usize,
+    windows: usize,
+) -> Vec<Tally> {
+    let mut tallies: Vec<Tally> = (0..=windows).map(|_| Tally::new()).collect();
+    let mut conn = Conn::new(config.target);
+    let name = if config.contended {
+        config.prefix.clone()
+    } else {
+        format!("{}-{index}", config.prefix)
+    };
+    let (path, body) = match config.kind {
+        Kind::Lock => (
+            format!("/locks/{name}"),
+            format!(
+                r#"{{"ttl_ms":{},"wait_ms":{}}}"#,
+                config.ttl_ms, config.wait_ms
+            ),
+        ),
+        Kind::Semaphore => (
+            format!("/semaphores/{name}"),
+            format!(
+                r#"{{"limit":{},"ttl_ms":{},"wait_ms":{}}}"#,
+                config.limit, config.ttl_ms, config.wait_ms
+            ),
+        ),
+    };
+    let pause = Duration::from_millis(20);
+    // Index 0 collects what happens outside the windows (errors included).
+    let window = |shared: &Shared| shared.window.load(Ordering::Relaxed).min(windows);
+    for _ in 0..config.ops_per_client {
+        if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let sent = Instant::now();
+        let reply = match conn.request("POST", &path, &body).await {
+            Ok(reply) => reply,
+            Err(err) => {
+                tallies[window(&shared)].error(format!("POST {path}: {err}"));
+                tokio::time::sleep(pause).await;
+                continue;
+            }
+        };
+        let acquired = Instant::now();
+        let w = window(&shared);
+        match reply.status {
+            201 => {}
+            409 => {
+                tallies[w].busy += 1;
+                continue;
+            }
+            status => {
+                tallies[w].error(format!("POST {path} answered {status}"));
+                tokio::time::sleep(pause).await;
+                continue;
+            }
+        }
+        if config.contended {
+            let released = shared
+                .releases
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front();
+            if let Some(at) = released {
+                tallies[w].handoff.saturating_record(micros(acquired - at));
+            }
+        }
+        let Some(lease) = reply.location else {
+            tallies[w].error("201 without Location".into());
+            continue;
+        };
+        if !config.hold.is_zero() {
+            tokio::time::sleep(config.hold).await;
+        }
+        let releasing = Instant::now();
+        if config.contended {
+            shared
+                .releases
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_back(releasing);
+        }
+        match conn.request("DELETE", &lease, "").await {
+            Ok(reply) if reply.status == 204 => {
+                // A cycle counts in the window it began and ended in.
+                if w == window(&shared) {
+                    let tally = &mut tallies[w];
+                    tally.acquire.saturating_record(micros(acquired - sent));
+                    tally.release.saturating_record(micros(releasing.elapsed()));
+                    tally.cycles += 1;
+                }
+            }
+            Ok(reply) => tallies[w].error(format!("DELETE {lease} answered {}", reply.status)),
+            Err(err) => tallies[w].error(format!("DELETE {lease}: {err}")),
+        }
+    }
+    tallies
+}
+
+async fn run(options: &Options) -> Result<()> {
+    let target = options.loopback("target")?.ok_or("--target is required")?;
+    let kind = match options.text("kind", "lock").as_str() {
+        "lock" => Kind::Lock,
+        "sem" | "semaphore" => Kind::Semaphore,
+        other => return Err(format!("--kind must be lock or sem, not {other:?}").into()),
+    };
+    let contended = match options.text("names", "each").as_str() {
+        "each" => false,
+        "one" => true,
+        other => return Err(format!("--names must be each or one, not {other:?}").into()),
+    };
+    let clients = options.number("clients", 16, MAX_CLIENTS as u64)?.max(1) as usize;
+    let duration = Duration::from_secs(options.number("duration", 5, MAX_SECONDS)?.max(1));
+    let windows = options.number("windows", 1, 10)?.max(1) as usize;
+    let warmup = Duration::from_secs(options.number("warmup", 1, MAX_SECONDS)?);
+    let default_wait = if contended { 10_000 } else { 0 };
+    let label = options.text("label", "run");
+    let config = Arc::new(RunConfig {
+        target,
+        kind,
+        limit: options.number("limit", 4, 100_000)?.max(1),
+        contended,
+        clients,
+        wait_ms: options.number("wait-ms", default_wait, 300_000)?,
+        ttl_ms: options.number("ttl-ms", 30_000, 86_400_000)?.max(1),
+        hold: Duration::from_millis(options.number("hold-ms", 0, 60_000)?),
+        ops_per_client: options
+            .number("max-ops", 10_000_000, MAX_OPS)?
+            .div_ceil(clients as u64),
+        prefix: format!("loadgen-{label}-{}", std::process::id()),
+    });
+    let baton_pid = options.0.get("baton-pid").cloned();
+    let mut redis = match options.loopback("redis")? {
+        Some(addr) => Some(RedisInfo::connect(addr).await?),
+        None => None,
+    };
+
+    let mut probe = Conn::new(target);
+    let ready = probe.request("GET", "/readyz", "").await?;
+    if ready.status != 200 {
+        return Err(format!("baton at {target} is not ready ({})", ready.status).into());
+    }
+
+    let shared = Arc::new(Shared::default());
+    let handles: Vec<JoinHandle<Vec<Tally>>> = (0..config.clients)
+        .map(|i| tokio::spawn(client(config.clone(), shared.clone(), i, windows)))
+        .collect();
+
+    tokio::time::sleep(warmup).await;
+    // Consecutive windows; the report keeps the best (noise on a shared
+    // machine only ever slows a window down).
+    let mut marks = vec![snapshot(&mut redis, baton_pid.as_deref()).await?];
+    let mut rss_max = 0;
+    for w in 1..=windows {
+        shared.window.store(w, Ordering::Relaxed);
+        let end = Instant::now() + duration;
+        // A window ends early when every client has done its --max-ops.
+        while Instant::now() < end && !handles.iter().all(JoinHandle::is_finished) {
+            let step = end
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(100));
+            tokio::time::sleep(step).await;
+            if let Some(kb) = baton_pid.as_deref().and_then(rss_kb) {
+                rss_max = rss_max.max(kb);
+            }
+        }
+        marks.push(snapshot(&mut redis, baton_pid.as_deref()).await?);
+    }
+    shared.window.store(0, Ordering::Relaxed);
+    shared.stop.store(true, Ordering::Relaxed);
+
+    // Every client stops after its current cycle; waiters are served in turn.
+    let drain_until = tokio::time::Instant::now()
+        + Duration::from_millis(config.wait_ms)
+        + Duration::from_secs(10);
+    let mut totals: Vec<Tally> = (0..=windows).map(|_| Tally::new()).collect();
+    for handle in handles {
+        let abort = handle.abort_handle();
+        match tokio::time::timeout_at(drain_until, handle).await {
+            Ok(Ok(tallies)) => {
+                for (total, tally) in totals.iter_mut().zip(&tallies) {
+                    total.merge(tally);
+                }
+            }
+            Ok(Err(err)) => totals[0].error(format!("client task failed: {err}")),
+            Err(_) => {
+                abort.abort();
+                totals[0].error("a client did not stop in time".into());
+            }
+        }
+    }
+
+    let ops_of = |t: &Tally| if contended { t.handoff.len() } else { t.cycles };
+    let rate = |w: usize| {
+        let secs = marks[w].at.duration_since(marks[w - 1].at).as_secs_f64();
+        ops_of(&totals[w]) as f64 / secs
+    };
+    let best = (1..=windows)
+        .max_by(|&a, &b| rate(a).total_cmp(&rate(b)))
+        .unwrap_or(1);
+    let (before, after, total) = (&marks[best - 1], &marks[best], &totals[best]);
+    let errors: u64 = totals.iter().map(|t| t.errors).sum();
+    let first_error = totals.iter().find_map(|t| t.first_error.clone());
+
+    let window = after.at.duration_since(before.at).as_secs_f64();
+    let mut results = Results::new(label);
+    results.put("kind", if kind == Kind::Lock { "lock" } else { "sem" });
+    results.put("names", if contended { "one" } else { "each" });
+    results.put("clients", config.clients);
+    if kind == Kind::Semaphore {
+        results.put("limit", config.limit);
+    }
+    results.put("wait_ms", config.wait_ms);
+    results.put("windows", windows);
+    let rates: Vec<String> = (1..=windows).map(|w| format!("{:.0}", rate(w))).collect();
+    results.put("rate_per_window", rates.join(","));
+    results.put("best_window", best);
+    results.put_f("window_s", window);
+    results.put("cycles", total.cycles);
+    results.put_f("cycles_per_s", total.cycles as f64 / window);
+    results.put("acquire_p50_us", total.acquire.value_at_quantile(0.5));
+    results.put("acquire_p99_us", total.acquire.value_at_quantile(0.99));
+    results.put("release_p50_us", total.release.value_at_quantile(0.5));
+    results.put("release_p99_us", total.release.value_at_quantile(0.99));
+    results.put("release_max_us", total.release.max());
+    if contended {
+        let handoffs = total.handoff.len();
+        results.put("handoffs", handoffs);
+        results.put_f("handoffs_per_s", handoffs as f64 / window);
+        results.put("handoff_p50_us", total.handoff.value_at_quantile(0.5));
+        results.put("handoff_p90_us", total.handoff.value_at_quantile(0.9));
+        results.put("handoff_p99_us", total.handoff.value_at_quantile(0.99));
+        results.put("handoff_max_us", total.handoff.max());
+    }
+    // Our own INFO at the start of the window is counted in it.
+    results.put_costs(before, after, ops_of(total), 1.0);
+    results.put("baton_rss_max_kb", rss_max);
+    results.put("busy", total.busy);
+    results.put("errors", errors);
+    if let Some(err) = first_error {
+        eprintln!("loadgen: {errors} errors, the first: {err}");
+    }
+    results.save(options.out())
+}
+
+// ---------------------------------------------------------------------------
+// idle: many clients waiting on one held lock
+
+/// The value of a gauge in baton's Prometheus text, if present.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        let value = rest.strip_prefix(' ')?;
+        value.trim().parse().ok()
+    })
+}
+
+async fn waiter(
+    target: SocketAddr,
+    path: Arc<str>,
+    body: Arc<str>,
+    gate: Arc<tokio::sync::Semaphore>,
+    sent: Arc<AtomicUsize>,
+    give_up: Duration,
+) -> Result<u16, String> {
+    let mut stream = {
+        let _permit = gate.acquire().await.map_err(|e| e.to_string())?;
+        let mut stream = TcpStream::connect(target)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let mut req = Vec::with_capacity(256);
+        write_request(&mut req, "POST", &path, &body);
+        stream
+            .write_all(&req)
+            .await
+            .map_err(|e| format!("send: {e}"))?;
+        stream
+    };
+    sent.fetch_add(1, Ordering::Relaxed);
+    let mut buf = Vec::new();
+    match tokio::time::timeout(give_up, read_reply(&mut stream, &mut buf)).await {
+        Ok(Ok((reply, _))) => Ok(reply.status),
+        Ok(Err(err)) => Err(format!("reply: {err}")),
+        Err(_) => Err("no reply in time".into()),
+    }
+}
+
+fn raise_fd_limit(want: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < want {
+            limit.rlim_cur = want.min(limit.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+async fn idle(options: &Options) -> Result<()> {
+    let target = options.loopback("target")?.ok_or("--target is required")?;
+    let waiters = options.number("waiters", 10_000, MAX_CLIENTS as u64)? as usize;
+    let hold = Duration::from_secs(options.number("hold", 10, MAX_SECONDS)?.max(1));
+    let label = options.text("label", "idle");
+    let baton_pid = options.0.get("baton-pid").cloned();
+    let mut redis = match options.loopback("redis")? {
+        Some(addr) => Some(RedisInfo::connect(addr).await?),
+        None => None,
+    };
+    raise_fd_limit(waiters as u64 + 256);
+
+    let name = format!("loadgen-{label}-{}", std::process::id());
+    let path = format!("/locks/{name}");
+    // Long enough to outlast the whole measurement; baton is stopped after it.
+    let wait_ms = (hold.as_millis() as u64 + 120_000).min(300_000);
+    let mut conn = Conn::new(target);
+    let holder = conn
+        .request(
+            "POST",
+            &path,
+            &format!(r#"{{"ttl_ms":{}}}"#, wait_ms + 60_000),
+        )
+        .await?;
+    let lease = match (holder.status, holder.location) {
+        (201, Some(lease)) => lease,
+        (status, _) => return Err(format!("could not take {path}: {status}").into()),
+    };
+    let rss_rest = baton_pid.as_deref().and_then(rss_kb);
+
+    let started = Instant::now();
+    let gate = Arc::new(tokio::sync::Semaphore::new(CONNECT_BATCH));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let (path_arc, body): (Arc<str>, Arc<str>) = (
+        Arc::from(path.as_str()),
+        Arc::from(format!(r#"{{"wait_ms":{wait_ms}}}"#).as_str()),
+    );
+    let give_up = Duration::from_millis(wait_ms) + Duration::from_secs(10);
+    let handles: Vec<JoinHandle<Result<u16, String>>> = (0..waiters)
+        .map(|_| {
+            tokio::spawn(waiter(
+                target,
+                path_arc.clone(),
+                body.clone(),
+                gate.clone(),
+                sent.clone(),
+                give_up,
+            ))
+        })
+        .collect();
+
+    // Wait (bounded) until baton reports every request waiting.
+    let registered_by = Instant::now() + Duration::from_secs(90);
+    let mut waiting = 0.0;
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let metrics = conn.request("GET", "/metrics", "").await?;
+        waiting =
+            gauge(&String::from_utf8_lossy(&metrics.body), "baton_waiters").unwrap_or(waiting);
+        if waiting >= waiters as f64 {
+            break;
+        }
+        let finished = handles.iter().filter(|h| h.is_finished()).count();
+        if finished > 0 || Instant::now() > registered_by {
+            for handle in &handles {
+                handle.abort();
+            }
+            return Err(format!(
+                "only {waiting} of {waiters} requests waiting ({} sent, {finished} ended early)",
+                sent.load(Ordering::Relaxed)
+            )
+            .into());
+        }
+    }
+    let ramp = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let before = snapshot(&mut redis, baton_pid.as_deref()).await?;
+    let end = Instant::now() + hold;
+    let mut rss_max = 0;
+    while Instant::now() < end {
+        let step = end
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(500));
+        tokio::time::sleep(step).await;
+        if let Some(kb) = baton_pid.as_deref().and_then(rss_kb) {
+            rss_max = rss_max.max(kb);
+        }
+    }
+    let after = snapshot(&mut redis, baton_pid.as_deref()).await?;
+    let still_waiting = handles.iter().filter(|h| !h.is_finished()).count();
+    for handle in &handles {
+        handle.abort();
+    }
+    let _ = conn.request("DELETE", &lease, "").await;
+
+    let window = after.at.duration_since(before.at).as_secs_f64();
+    let mut results = Results::new(label);
+    results.put("waiters", waiters);
+    results.put("still_waiting", still_waiting);
+    results.put_f("ramp_s", ramp.as_secs_f64());
+    results.put_f("window_s", window);
+    if let (Some(b), Some(a)) = (before.redis, after.redis) {
+        // Our own first INFO is the one command expected in the window.
+        let commands = a.commands - b.commands - 1.0;
+        results.put_f("redis_commands", commands);
+        results.put_f("redis_commands_per_s", commands / window);
+        results.put_f("redis_cpu_pct", (a.cpu - b.cpu) / window * 100.0);
+    }
+    if let (Some(b), Some(a)) = (before.baton_cpu, after.baton_cpu) {
+        results.put_f("baton_cpu_pct", (a - b) / window * 100.0);
+    }
+    if let Some(rest) = rss_rest {
+        results.put("baton_rss_rest_kb", rest);
+        results.put("baton_rss_waiting_kb", rss_max);
+        let per_waiter = (rss_max.saturating_sub(rest) * 1024) as f64 / waiters.max(1) as f64;
+        results.put_f("bytes_per_waiter", per_waiter);
+    }
+    results.save(options.out())
+}
+
+// ---------------------------------------------------------------------------
+// report: the table
+
+struct Figures(BTreeMap<String, String>);
+
+impl Figures {
+    fn load(path: &str) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+        Ok(Self(
+            text.lines()
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                .collect(),
+        ))
+    }
+
+    fn num(&self, key: &str) -> Option<f64> {
+        self.0.get(key).and_then(|v| v.parse().ok())
+    }
+
+    fn text(&self, key: &str) -> &str {
+        self.0.get(key).map_or("?", String::as_str)
+    }
+
+    /// The rate of acquire+release pairs Redis sustains: one after the other.
+    /// `which` is "" (all clients) or "c1_" (one client: a serial chain).
+    fn raw_cycles(&self, kind: &str, which: &str) -> Option<f64> {
+        let a = self.num(&format!("raw.{kind}_{which}acquire_rps"))?;
+        let r = self.num(&format!("raw.{kind}_{which}release_rps"))?;
+        Some(1.0 / (1.0 / a + 1.0 / r))
+    }
+
+    /// A release then an acquire by one client, as Redis alone does them.
+    fn raw_handoff_us(&self, kind: &str, quantile: &str) -> Option<f64> {
+        let r = self.num(&format!("raw.{kind}_c1_release_{quantile}_ms"))?;
+        let a = self.num(&format!("raw.{kind}_c1_acquire_{quantile}_ms"))?;
+        Some((r + a) * 1000.0)
+    }
+}
+
+struct Row {
+    figure: String,
+    baton: String,
+    raw: String,
+    ratio: String,
+    target: String,
+    verdict: String,
+}
+
+impl Row {
+    fn new(figure: &str, baton: String, raw: String, ratio: String) -> Self {
+        Self {
+            figure: figure.to_owned(),
+            baton,
+            raw,
+            ratio,
+            target: String::new(),
+            verdict: String::new(),
+        }
+    }
+
+    fn target(mut self, target: &str, pass: Option<bool>) -> Self {
+        self.target = target.to_owned();
+        self.verdict = match pass {
+            Some(true) => "PASS".into(),
+            Some(false) => "FAIL".into(),
+            None => "n/a".into(),
+        };
+        self
+    }
+}
+
+fn thousands(v: f64) -> String {
+    let n = v.round() as i64;
+    let digits = n.abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        out.insert(0, '-');
+    }
+    out
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "—".into(), f)
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+fn ms(us: f64) -> String {
+    format!("{:.2}", us / 1000.0)
+}
+
+fn ms_pair(p50: Option<f64>, p99: Option<f64>) -> String {
+    match (p50, p99) {
+        (Some(a), Some(b)) => format!("{} / {} ms", ms(a), ms(b)),
+        _ => "—".into(),
+    }
+}
+
+fn mib(kb: f64) -> String {
+    format!("{:.1} MiB", kb / 1024.0)
+}
+
+fn uncontended_rows(f: &Figures, label: &str, kind: &str, rows: &mut Vec<Row>) {
+    let key = |k: &str| format!("{label}.{k}");
+    let raw = |k: &str| format!("raw.{kind}_{k}");
+    let cycles = f.num(&key("cycles_per_s"));
+    let raw_cycles = f.raw_cycles(kind, "");
+    let r = ratio(cycles, raw_cycles);
+    rows.push(
+        Row::new(
+            "acquire+release cycles/s",
+            opt(cycles, thousands),
+            opt(raw_cycles, thousands),
+            opt(r, |v| format!("{v:.2}")),
+        )
+        .target(">= 0.35 x raw", r.map(|v| v >= 0.35)),
+    );
+    for op in ["acquire", "release"] {
+        let p50 = f.num(&key(&format!("{op}_p50_us")));
+        let p99 = f.num(&key(&format!("{op}_p99_us")));
+        let raw50 = f.num(&raw(&format!("{op}_p50_ms"))).map(|v| v * 1000.0);
+        let raw99 = f.num(&raw(&format!("{op}_p99_ms"))).map(|v| v * 1000.0);
+        let ratios = match (ratio(p50, raw50), ratio(p99, raw99)) {
+            (Some(a), Some(b)) => format!("{a:.1} / {b:.1}"),
+            _ => "—".into(),
+        };
+        rows.push(Row::new(
+            &format!("{op} latency p50 / p99"),
+            ms_pair(p50, p99),
+            ms_pair(raw50, raw99),
+            ratios,
+        ));
+    }
+    cost_rows(
+        f,
+        label,
+        &format!("raw.{kind}_redis_cpu_us_per_cycle"),
+        "cycle",
+        rows,
+    );
+    rows.push(Row::new(
+        "baton RSS under this load",
+        opt(f.num(&key("baton_rss_max_kb")), mib),
+        String::new(),
+        String::new(),
+    ));
+}
+
+fn cost_rows(f: &Figures, label: &str, raw_cpu_key: &str, per: &str, rows: &mut Vec<Row>) {
+    let key = |k: &str| format!("{label}.{k}");
+    let scripts = f.num(&key("redis_scripts_per_op"));
+    rows.push(Row::new(
+        &format!("Redis script calls per {per}"),
+        opt(scripts, |v| format!("{v:.2}")),
+        "2.00".into(),
+        opt(scripts.map(|v| v / 2.0), |v| format!("{v:.2}")),
+    ));
+    let cpu = f.num(&key("redis_cpu_us_per_op"));
+    let raw_cpu = f.num(raw_cpu_key);
+    rows.push(Row::new(
+        &format!("Redis CPU per {per}"),
+        opt(cpu, |v| format!("{v:.1} µs")),
+        opt(raw_cpu, |v| format!("{v:.1} µs")),
+        opt(ratio(cpu, raw_cpu), |v| format!("{v:.2}")),
+    ));
+    rows.push(Row::new(
+        &format!("baton CPU per {per}"),
+        opt(f.num(&key("baton_cpu_us_per_op")), |v| format!("{v:.1} µs")),
+        String::new(),
+        String::new(),
+    ));
+    let util = match (
+        f.num(&key("baton_cpu_pct")),
+        f.num(&key("redis_cpu_pct")),
+        f.num(&key("loadgen_cpu_pct")),
+    ) {
+        (Some(b), Some(r), Some(l)) => format!("{b:.0}% / {r:.0}% / {l:.0}%"),
+        _ => "—".into(),
+    };
+    rows.push(Row::new(
+        "CPU busy: baton / Redis / loadgen",
+        util,
+        String::new(),
+        String::new(),
+    ));
+}
+
+fn contended_rows(f: &Figures, label: &str, kind: &str, rows: &mut Vec<Row>) {
+    let key = |k: &str| format!("{label}.{k}");
+    // Raw Redis here is one client releasing then acquiring, back to back: the
+    // chain a hand-off is, without HTTP, pub/sub and baton in between.
+    let handoffs = f.num(&key("handoffs_per_s"));
+    let raw_chain = f.raw_cycles(kind, "c1_");
+    rows.push(Row::new(
+        "hand-offs/s (raw: one client, release+acquire)",
+        opt(handoffs, thousands),
+        opt(raw_chain, thousands),
+        opt(ratio(handoffs, raw_chain), |v| format!("{v:.2}")),
+    ));
+    let p50 = f.num(&key("handoff_p50_us"));
+    let p99 = f.num(&key("handoff_p99_us"));
+    let raw50 = f.raw_handoff_us(kind, "p50");
+    let raw99 = f.raw_handoff_us(kind, "p99");
+    let ratios = match (ratio(p50, raw50), ratio(p99, raw99)) {
+        (Some(a), Some(b)) => format!("{a:.1} / {b:.1}"),
+        _ => "—".into(),
+    };
+    rows.push(
+        Row::new(
+            "hand-off: DELETE sent -> next 201, p50 / p99",
+            ms_pair(p50, p99),
+            ms_pair(raw50, raw99),
+            ratios,
+        )
+        .target("p99 < 2 ms", p99.map(|v| v < 2000.0)),
+    );
+    cost_rows(
+        f,
+        label,
+        &format!("raw.{kind}_c1_redis_cpu_us_per_cycle"),
+        "hand-off",
+        rows,
+    );
+}
+
+fn print_table(rows: &[Row]) {
+    let header = Row {
+        figure: "figure".into(),
+        baton: "baton".into(),
+        raw: "raw Redis".into(),
+        ratio: "baton/raw".into(),
+        target: "target".into(),
+        verdict: "result".into(),
+    };
+    let cols: [fn(&Row) -> &str; 6] = [
+        |r| &r.figure,
+        |r| &r.baton,
+        |r| &r.raw,
+        |r| &r.ratio,
+        |r| &r.target,
+        |r| &r.verdict,
+    ];
+    let widths: Vec<usize> = cols
+        .iter()
+        .map(|col| {
+            rows.iter()
+                .chain(std::iter::once(&header))
+                .map(|r| col(r).chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |r: &Row| {
+        let cells: Vec<String> = cols
+            .iter()
+            .zip(&widths)
+            .map(|(col, w)| format!("{:<w$}", col(r), w = *w))
+            .collect();
+        println!("| {} |", cells.join(" | "));
+    };
+    line(&header);
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    println!("|-{}-|", rule.join("-|-"));
+    for row in rows {
+        if row.baton.is_empty() && row.raw.is_empty() && row.target.is_empty() {
+            // A section heading.
+            println!("| **{}** |{}", row.figure, " |".repeat(5));
+        } else {
+            line(row);
+        }
+    }
+}
+
+fn section(title: &str) -> Row {
+    Row::new(title, String::new(), String::new(), String::new())
+}
+
+fn report(path: &str) -> Result<()> {
+    let f = Figures::load(path)?;
+    let clients = f.text("meta.clients").to_owned();
+    println!(
+        "baton benchmark, {} — commit {}, {} CPUs ({}), Redis {}, {clients} clients, best of {} windows of {} s",
+        f.text("meta.date"),
+        f.text("meta.commit"),
+        f.text("meta.cpus"),
+        f.text("meta.cpu_model"),
+        f.text("meta.redis_version"),
+        f.text("meta.windows"),
+        f.text("meta.duration"),
+    );
+    println!();
+    let mut rows = Vec::new();
+    rows.push(section(&format!(
+        "Uncontended lock: {clients} clients, each its own name"
+    )));
+    uncontended_rows(&f, "ul", "lock", &mut rows);
+    rows.push(section(&format!(
+        "Uncontended semaphore (limit {}): {clients} clients, each its own name",
+        f.text("us.limit")
+    )));
+    uncontended_rows(&f, "us", "sem", &mut rows);
+    rows.push(section(&format!(
+        "Contended lock: {clients} clients on one name, wait_ms {}",
+        f.text("cl.wait_ms")
+    )));
+    contended_rows(&f, "cl", "lock", &mut rows);
+    rows.push(section(&format!(
+        "Contended semaphore (limit {}): {clients} clients on one name, wait_ms {}",
+        f.text("cs.limit"),
+        f.text("cs.wait_ms")
+    )));
+    contended_rows(&f, "cs", "sem", &mut rows);
+
+    let waiters = f.num("idle.waiters");
+    rows.push(section(&format!(
+        "Idle waiters: {} clients waiting on one held lock for {} s",
+        opt(waiters, thousands),
+        opt(f.num("idle.window_s"), |v| format!("{v:.0}"))
+    )));
+    let cps = f.num("idle.redis_commands_per_s");
+    rows.push(
+        Row::new(
+            "Redis commands/s while they wait",
+            opt(cps, |v| format!("{v:.1}")),
+            String::new(),
+            String::new(),
+        )
+        .target("0", cps.map(|v| v < 0.05)),
+    );
+    rows.push(Row::new(
+        "baton CPU while they wait",
+        opt(f.num("idle.baton_cpu_pct"), |v| format!("{v:.1}%")),
+        String::new(),
+        String::new(),
+    ));
+    rows.push(Row::new(
+        "time until all are connected and waiting",
+        opt(f.num("idle.ramp_s"), |v| format!("{v:.1} s")),
+        String::new(),
+        String::new(),
+    ));
+    let per_waiter = f.num("idle.bytes_per_waiter");
+    rows.push(
+        Row::new(
+            "baton memory per idle waiter",
+            opt(per_waiter, |v| format!("{:.1} KiB", v / 1024.0)),
+            String::new(),
+            String::new(),
+        )
+        .target("< 10 KB", per_waiter.map(|v| v < 10_000.0)),
+    );
+    rows.push(Row::new(
+        "baton RSS: before / with the waiters",
+        match (
+            f.num("idle.baton_rss_rest_kb"),
+            f.num("idle.baton_rss_waiting_kb"),
+        ) {
+            (Some(a), Some(b)) => format!("{} / {}", mib(a), mib(b)),
+            _ => "—".into(),
+        },
+        String::new(),
+        String::new(),
+    ));
+    rows.push(section("baton memory"));
+    rows.push(Row::new(
+        "RSS at rest (started, ready, idle)",
+        opt(f.num("rest.baton_rss_kb"), mib),
+        String::new(),
+        String::new(),
+    ));
+    rows.push(Row::new(
+        "RSS under the uncontended lock load",
+        opt(f.num("ul.baton_rss_max_kb"), mib),
+        String::new(),
+        String::new(),
+    ));
+    print_table(&rows);
+
+    let verdicts: Vec<&str> = rows
+        .iter()
+        .map(|r| r.verdict.as_str())
+        .filter(|v| !v.is_empty())
+        .collect();
+    let passed = verdicts.iter().filter(|v| **v == "PASS").count();
+    println!();
+    println!("targets met: {passed} of {}", verdicts.len());
+    let errors: f64 = ["ul", "us", "cl", "cs"]
+        .iter()
+        .filter_map(|l| f.num(&format!("{l}.errors")))
+        .sum();
+    if errors > 0.0 {
+        println!("WARNING: {errors} requests failed during the runs (see the log above)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_response_head() {
+        let head = parse_head(
+            b"HTTP/1.1 201 Created\r\nlocation: /locks/a/b\r\ncontent-length: 12\r\nConnection: close",
+        )
+        .unwrap();
+        assert_eq!(head.status, 201);
+        assert_eq!(head.location.as_deref(), Some("/locks/a/b"));
+        assert_eq!(head.content_length, 12);
+        assert!(head.close);
+    }
+
+    #[test]
+    fn reads_gauges_and_formats_numbers() {
+        let text = "# TYPE baton_waiters gauge\nbaton_waiters 10000\nbaton_waiters_x 1\n";
+        assert_eq!(gauge(text, "baton_waiters"), Some(10000.0));
+        assert_eq!(thousands(1_234_567.4), "1,234,567");
+        assert_eq!(thousands(12.0), "12");
+    }
+}

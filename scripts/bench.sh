@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# baton's benchmark, one command on a new machine:
+#
+#   scripts/bench.sh
+#
+# Builds release, starts a private redis-server and baton on free loopback
+# ports, measures raw Redis running baton's own Lua scripts (redis-benchmark,
+# EVALSHA), then drives baton with examples/loadgen.rs and prints one table:
+# every figure next to the raw-Redis baseline measured in the same run, and
+# PASS/FAIL against the targets. Everything it starts is stopped on exit.
+#
+# The machine is shared with whatever else runs on it, and interference only
+# ever slows a measurement down: each throughput figure is the best of
+# BENCH_WINDOWS windows (baton) or of two runs (raw Redis), with the latencies
+# and costs of that same window or run.
+#
+# Knobs (environment): BENCH_CLIENTS (16), BENCH_DURATION (4 s per window),
+# BENCH_WINDOWS (2), BENCH_RAW_REQUESTS (100000 per redis-benchmark run),
+# BENCH_WAITERS (10000), BENCH_IDLE_SECONDS (10), BENCH_STRICT=1 (exit 1 when
+# a target is missed), BENCH_BATON (another baton binary to measure, e.g. a
+# build of a branch; default: the one built here).
+# Results: target/bench/results.env (raw figures) and target/bench/report.md.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+CLIENTS=${BENCH_CLIENTS:-16}
+DURATION=${BENCH_DURATION:-4}
+WINDOWS=${BENCH_WINDOWS:-2}
+RAW_N=${BENCH_RAW_REQUESTS:-100000}
+WAITERS=${BENCH_WAITERS:-10000}
+IDLE_SECONDS=${BENCH_IDLE_SECONDS:-10}
+WAIT_MS=10000
+SEM_LIMIT=4
+
+say() { printf '== %s\n' "$*" >&2; }
+
+# --- tools ------------------------------------------------------------------
+ensure_redis
+command -v redis-benchmark >/dev/null 2>&1 || ensure_packages redis-tools
+command -v redis-cli >/dev/null 2>&1 || ensure_packages redis-tools
+command -v curl >/dev/null 2>&1 || ensure_packages curl
+command -v python3 >/dev/null 2>&1 || ensure_packages python3
+command -v cc >/dev/null 2>&1 || ensure_packages gcc
+
+# 10,000 waiting clients are 10,000 sockets in the load generator and as many
+# in baton: raise the open-files limit (both inherit it from this shell).
+need=$((WAITERS + 1024))
+if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$need" ]; then
+  ulimit -Hn "$need" 2>/dev/null || true
+fi
+hard=$(ulimit -Hn)
+if [ "$hard" = unlimited ] || [ "$hard" -ge "$need" ]; then
+  ulimit -n "$need"
+else
+  ulimit -n "$hard"
+  WAITERS=$((hard - 1024))
+  say "open-files limit is $hard: measuring $WAITERS idle waiters instead of ${BENCH_WAITERS:-10000}"
+fi
+
+# --- build --------------------------------------------------------------------
+say "cargo build --release (baton and examples/loadgen)"
+cargo build --release --quiet --bin baton --example loadgen
+BATON=${BENCH_BATON:-$ROOT/target/release/baton}
+LOADGEN=$ROOT/target/release/examples/loadgen
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/baton-bench.XXXXXX")
+OUT=$ROOT/target/bench
+mkdir -p "$OUT"
+RESULTS=$OUT/results.env
+: >"$RESULTS"
+
+PIDS=()
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- Redis ----------------------------------------------------------------------
+REDIS_PORT=$(free_port)
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+  --dir "$WORK" --logfile "$WORK/redis.log" &
+PIDS+=($!)
+wait_for_redis "$REDIS_PORT"
+rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
+redis_cpu() { rcli info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { printf "%.6f", s }'; }
+
+{
+  echo "meta.date=$(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "meta.commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src 2>/dev/null || echo '+changes')"
+  echo "meta.cpus=$(nproc)"
+  echo "meta.cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+  echo "meta.redis_version=$(redis-server --version | sed -E 's/.* v=([^ ]+).*/\1/')"
+  echo "meta.clients=$CLIENTS"
+  echo "meta.duration=$DURATION"
+  echo "meta.windows=$WINDOWS"
+} >>"$RESULTS"
+
+# --- baseline: raw Redis running baton's scripts ---------------------------------
+# redis-benchmark replaces each __rand_int__ with random() % -r. To release
+# exactly the leases it acquired, it runs with a random() that counts 0, 1, 2...
+# (LD_PRELOAD), so the release run walks the same keys as the acquire run and
+# every call on both sides does its full work (a fresh lease, a real release
+# with its PUBLISH, received by a subscriber as baton's would be).
+cat >"$WORK/seqrand.c" <<'EOF'
+long random(void) { static long next; return next++; }
+EOF
+cc -shared -fPIC -O2 -o "$WORK/seqrand.so" "$WORK/seqrand.c"
+
+raw_run() { # out label clients requests script_sha numkeys args...
+  local out=$1 label=$2 clients=$3 n=$4
+  shift 4
+  LD_PRELOAD=$WORK/seqrand.so redis-benchmark -p "$REDIS_PORT" -c "$clients" -n "$n" \
+    -r 1000000000 --csv EVALSHA "$@" | tail -n 1 |
+    awk -F'","' -v l="$label" '{ printf "raw.%s_rps=%s\nraw.%s_p50_ms=%s\nraw.%s_p99_ms=%s\n", l, $2, l, $5, l, $7 }' \
+      >>"$out"
+}
+
+# Acquires n leases, then releases them: with $CLIENTS clients (throughput,
+# Redis CPU per cycle), then with one client (a hand-off done by Redis alone:
+# one release, then one acquire, back to back). Twice; the better run counts.
+raw_pair() { # kind requests acquire_args_name release_args_name
+  local kind=$1 n=$2 cpu0 cpu1 sub attempt out best=0 rate best_out=
+  local -n acq=$3 rel=$4
+  for attempt in 1 2; do
+    out=$WORK/raw-$kind-$attempt.env
+    : >"$out"
+    rcli flushall >/dev/null
+    redis-cli -p "$REDIS_PORT" subscribe bench:events >/dev/null &
+    sub=$!
+    PIDS+=("$sub")
+    sleep 0.2
+    cpu0=$(redis_cpu)
+    raw_run "$out" "${kind}_acquire" "$CLIENTS" "$n" "${acq[@]}"
+    raw_run "$out" "${kind}_release" "$CLIENTS" "$n" "${rel[@]}"
+    cpu1=$(redis_cpu)
+    # Two redis-benchmark handshakes are in there too; over $n cycles they vanish.
+    awk -v a="$cpu0" -v b="$cpu1" -v n="$n" -v k="$kind" \
+      'BEGIN { printf "raw.%s_redis_cpu_us_per_cycle=%.3f\n", k, (b - a) * 1e6 / n }' >>"$out"
+    rcli flushall >/dev/null
+    cpu0=$(redis_cpu)
+    raw_run "$out" "${kind}_c1_acquire" 1 "$((n / 20))" "${acq[@]}"
+    raw_run "$out" "${kind}_c1_release" 1 "$((n / 20))" "${rel[@]}"
+    cpu1=$(redis_cpu)
+    awk -v a="$cpu0" -v b="$cpu1" -v n="$((n / 20))" -v k="$kind" \
+      'BEGIN { printf "raw.%s_c1_redis_cpu_us_per_cycle=%.3f\n", k, (b - a) * 1e6 / n }' >>"$out"
+    kill "$sub" 2>/dev/null || true
+    wait "$sub" 2>/dev/null || true
+    rate=$(awk -F= -v k="$kind" '$1 == "raw." k "_acquire_rps" { a = $2 } $1 == "raw." k "_release_rps" { r = $2 }
+      END { if (a > 0 && r > 0) printf "%.0f", 1 / (1 / a + 1 / r); else print 0 }' "$out")
+    if [ "$rate" -gt "$best" ]; then
+      best=$rate
+      best_out=$out
+    fi
+  done
+  cat "$best_out" >>"$RESULTS"
+}
+
+say "raw Redis: baton's lock scripts via redis-benchmark EVALSHA ($RAW_N acquires, then $RAW_N releases)"
+LOCK_ACQ=$(rcli script load "$(cat src/engine/lua/lock_acquire.lua)")
+LOCK_REL=$(rcli script load "$(cat src/engine/lua/lock_release.lua)")
+# shellcheck disable=SC2034  # used through namerefs
+lock_acquire_args=("$LOCK_ACQ" 2 'bench:{lock:__rand_int__}' 'bench:{lock:bench}:fence' bench-lease 30000 '')
+# shellcheck disable=SC2034
+lock_release_args=("$LOCK_REL" 1 'bench:{lock:__rand_int__}' bench-lease bench:events lock:bench)
+raw_pair lock "$RAW_N" lock_acquire_args lock_release_args
+
+say "raw Redis: baton's semaphore scripts (limit $SEM_LIMIT, each acquire on its own name)"
+SEM_ACQ=$(rcli script load "$(cat src/engine/lua/sem_acquire.lua)")
+SEM_REL=$(rcli script load "$(cat src/engine/lua/sem_release.lua)")
+# The name's leases and owners keys and the lease id take the 1st, 2nd and 3rd
+# number of each call, in the acquire as in the release.
+# shellcheck disable=SC2034
+sem_acquire_args=("$SEM_ACQ" 5 'bench:{sem:__rand_int__}:leases' 'bench:{sem:__rand_int__}:owners'
+  'bench:{sem:q}:queue' 'bench:{sem:q}:deadlines' 'bench:{sem:q}:fence'
+  '__rand_int__' "$SEM_LIMIT" 30000 '' 0 bench:events sem:bench)
+# shellcheck disable=SC2034
+sem_release_args=("$SEM_REL" 4 'bench:{sem:__rand_int__}:leases' 'bench:{sem:__rand_int__}:owners'
+  'bench:{sem:q}:queue' 'bench:{sem:q}:deadlines' '__rand_int__' bench:events sem:bench)
+raw_pair sem "$((RAW_N / 2))" sem_acquire_args sem_release_args
+rcli flushall >/dev/null
+
+# --- baton ------------------------------------------------------------------------
+BATON_PID=
+BATON_PORT=
+start_baton() { # log name
+  BATON_PORT=$(free_port)
+  BATON_LISTEN=127.0.0.1:$BATON_PORT BATON_REDIS_URL=redis://127.0.0.1:$REDIS_PORT \
+    BATON_KEY_PREFIX=bench: "$BATON" >"$WORK/baton-$1.log" 2>&1 &
+  BATON_PID=$!
+  PIDS+=("$BATON_PID")
+  wait_for_http "http://127.0.0.1:$BATON_PORT/readyz" 30
+}
+stop_baton() {
+  kill -TERM "$BATON_PID" 2>/dev/null || true
+  for _ in $(seq 100); do
+    kill -0 "$BATON_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$BATON_PID" 2>/dev/null || true
+  wait "$BATON_PID" 2>/dev/null || true
+}
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+
+loadgen() { # label args...
+  local label=$1
+  shift
+  "$LOADGEN" run --target "127.0.0.1:$BATON_PORT" --redis "127.0.0.1:$REDIS_PORT" \
+    --baton-pid "$BATON_PID" --clients "$CLIENTS" --warmup 1 --duration "$DURATION" --windows "$WINDOWS" \
+    --label "$label" --out "$RESULTS" "$@" >/dev/null
+}
+
+start_baton main
+echo "rest.baton_rss_kb=$(rss_kb "$BATON_PID")" >>"$RESULTS"
+
+say "baton: uncontended lock, $CLIENTS clients each on its own name ($WINDOWS x ${DURATION}s)"
+loadgen ul --kind lock --names each
+say "baton: uncontended semaphore (limit $SEM_LIMIT), $CLIENTS clients each on its own name"
+loadgen us --kind sem --limit "$SEM_LIMIT" --names each
+say "baton: contended lock, $CLIENTS clients on one name, wait_ms $WAIT_MS"
+loadgen cl --kind lock --names one --wait-ms "$WAIT_MS"
+say "baton: contended semaphore (limit $SEM_LIMIT), $CLIENTS clients on one name"
+loadgen cs --kind sem --limit "$SEM_LIMIT" --names one --wait-ms "$WAIT_MS"
+stop_baton
+
+# A fresh instance, so that the memory per waiter is not blurred by the load before.
+say "baton: $WAITERS idle waiters on one held lock for ${IDLE_SECONDS}s (fresh instance)"
+start_baton idle
+"$LOADGEN" idle --target "127.0.0.1:$BATON_PORT" --redis "127.0.0.1:$REDIS_PORT" \
+  --baton-pid "$BATON_PID" --waiters "$WAITERS" --hold "$IDLE_SECONDS" \
+  --label idle --out "$RESULTS" >/dev/null
+stop_baton
+
+"$LOADGEN" report "$RESULTS" | tee "$OUT/report.md"
+echo >&2
+echo "raw figures: $RESULTS" >&2
+if [ "${BENCH_STRICT:-0}" = 1 ] && grep -q '| FAIL' "$OUT/report.md"; then
+  exit 1
+fi
