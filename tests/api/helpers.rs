@@ -128,6 +128,21 @@ impl RedisServer {
             .expect("test connection to redis")
     }
 
+    /// Makes Redis stall (DEBUG SLEEP) for `seconds`, from another thread;
+    /// join the handle to wait for the end of the stall.
+    pub fn stall(&self, seconds: u64) -> std::thread::JoinHandle<redis::RedisResult<()>> {
+        let mut conn = self.conn();
+        let stall = std::thread::spawn(move || {
+            redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg(seconds)
+                .query::<()>(&mut conn)
+        });
+        // Let the DEBUG command reach Redis first.
+        std::thread::sleep(Duration::from_millis(50));
+        stall
+    }
+
     /// How many times Redis ran a script (EVALSHA and EVAL), from INFO commandstats.
     pub fn script_calls(&self) -> u64 {
         let info: String = redis::cmd("INFO")

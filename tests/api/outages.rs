@@ -109,16 +109,7 @@ async fn an_acquisition_cut_off_by_a_slow_redis_is_undone_once_redis_answers() {
     app.acquire_lock("warm-up", "{}").await;
     // Redis stalls for a second: the acquire script runs only after the
     // service has given up on it and answered 503.
-    let stall = std::thread::spawn({
-        let mut conn = redis.conn();
-        move || {
-            redis::cmd("DEBUG")
-                .arg("SLEEP")
-                .arg(1)
-                .query::<()>(&mut conn)
-        }
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let stall = redis.stall(1);
 
     let response = app.post("/locks/cut-off", r#"{"ttl_ms": 60000}"#).await;
 
@@ -211,16 +202,7 @@ async fn a_request_over_the_time_limit_answers_503() {
     settings.redis_timeout = Duration::from_secs(5);
     let app = TestApp::spawn_with(settings).await;
     app.acquire_lock("warm-up", "{}").await;
-    let stall = std::thread::spawn({
-        let mut conn = redis.conn();
-        move || {
-            redis::cmd("DEBUG")
-                .arg("SLEEP")
-                .arg(1)
-                .query::<()>(&mut conn)
-        }
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let stall = redis.stall(1);
     let started = Instant::now();
 
     let response = app.get("/locks/slow").await;

@@ -9,20 +9,10 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=../shell/lib.sh disable=SC1091
 . "$HERE/../shell/lib.sh"
+# Ctrl-C or SIGTERM: exit, so the EXIT trap stops everything started.
+trap 'exit 130' INT TERM
 
 CHROMIUM=/usr/bin/chromium
-NODE_PID=""
-
-# shellcheck disable=SC2317  # called by the EXIT trap
-stop_all() {
-  if [ -n "$NODE_PID" ] && kill -0 "$NODE_PID" 2>/dev/null; then
-    kill "$NODE_PID" 2>/dev/null || true
-    wait "$NODE_PID" 2>/dev/null || true
-  fi
-  cleanup_stack
-}
-trap stop_all EXIT
-trap 'exit 130' INT TERM
 
 # Installs playwright-core as locked in package-lock.json, unless it is there.
 ensure_playwright() {
@@ -55,9 +45,8 @@ mkdir -p "$HERE/artifacts"
 status=0
 (cd "$HERE" && exec env TMPDIR="$TEST_TMP" CHROMIUM="$CHROMIUM" SCREENSHOT="$HERE/artifacts/swagger-ui.png" \
   node swagger_ui.test.js) &
-NODE_PID=$!
-wait "$NODE_PID" || status=$?
-NODE_PID=""
+TRACKED_PIDS+=("$!")
+wait "$!" || status=$?
 echo "screenshots: $HERE/artifacts/swagger-ui.png, $HERE/artifacts/swagger-ui-execute.png"
 if [ "$status" -ne 0 ] && [ -f "$TEST_TMP/baton.log" ]; then
   echo "--- baton log (last lines)"

@@ -12,22 +12,12 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=../shell/lib.sh disable=SC1091
 . "$HERE/../shell/lib.sh"
+# Ctrl-C or SIGTERM: exit, so the EXIT trap stops everything started.
+trap 'exit 130' INT TERM
 
 VENV=$HERE/.venv
 MAX_EXAMPLES=${FUZZ_MAX_EXAMPLES:-20}
 SEED=${FUZZ_SEED:-1}
-ST_PID=""
-
-# shellcheck disable=SC2317  # called by the EXIT trap
-stop_all() {
-  if [ -n "$ST_PID" ] && kill -0 "$ST_PID" 2>/dev/null; then
-    kill "$ST_PID" 2>/dev/null || true
-    wait "$ST_PID" 2>/dev/null || true
-  fi
-  cleanup_stack
-}
-trap stop_all EXIT
-trap 'exit 130' INT TERM
 
 # Creates the venv and installs schemathesis as pinned, unless it is there.
 ensure_schemathesis() {
@@ -79,9 +69,8 @@ status=0
   --no-color \
   --report junit,har \
   --report-dir "$REPORTS") &
-ST_PID=$!
-wait "$ST_PID" || status=$?
-ST_PID=""
+TRACKED_PIDS+=("$!")
+wait "$!" || status=$?
 
 if [ "$status" -eq 0 ]; then
   pass "schemathesis: every response as documented, no server error"

@@ -12,7 +12,14 @@ TEST_TMP=$(mktemp -d)
 PASSED=0
 FAILED=0
 
+# Other processes a test starts (e.g. a browser driver) to stop on exit.
+TRACKED_PIDS=()
+
 cleanup_stack() {
+  local pid
+  for pid in "${TRACKED_PIDS[@]}"; do
+    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
   [ -n "${BATON_PID:-}" ] && kill "$BATON_PID" 2>/dev/null && wait "$BATON_PID" 2>/dev/null
   [ -n "${REDIS_PID:-}" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
   rm -rf "$TEST_TMP"
