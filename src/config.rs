@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+/// The largest `wait_ms` accepted unless `BATON_MAX_WAIT_MS` says otherwise.
+pub const DEFAULT_MAX_WAIT_MS: u64 = 300_000;
+
 /// Everything the service can be told at start.
 #[derive(Clone)]
 pub struct Settings {
@@ -68,7 +71,7 @@ impl Settings {
             listen: text("BATON_LISTEN", "127.0.0.1:8080"),
             redis_url: text("BATON_REDIS_URL", "redis://127.0.0.1:6379"),
             key_prefix: text("BATON_KEY_PREFIX", "baton:"),
-            max_wait_ms: number("BATON_MAX_WAIT_MS", 300_000)?,
+            max_wait_ms: number("BATON_MAX_WAIT_MS", DEFAULT_MAX_WAIT_MS)?,
             api_tokens: tokens("BATON_API_TOKENS"),
             admin_tokens: tokens("BATON_ADMIN_TOKENS"),
             max_body_bytes: usize::try_from(number("BATON_MAX_BODY_BYTES", 16 * 1024)?)

@@ -71,20 +71,17 @@ pub fn document() -> Document {
     crate::startup::api_routes().1
 }
 
-/// The document as committed in `openapi/openapi.json`.
+/// The document as committed in `openapi/openapi.json`: as served with the
+/// default `BATON_MAX_WAIT_MS`.
+pub fn document_json() -> String {
+    document_json_with_max_wait(crate::config::DEFAULT_MAX_WAIT_MS)
+}
+
+/// The document as a service serves it: `wait_ms` bounded by its configured
+/// `BATON_MAX_WAIT_MS`.
 ///
 /// # Panics
 /// Never: the document always serializes.
-pub fn document_json() -> String {
-    let mut json = document()
-        .to_pretty_json()
-        .expect("the OpenAPI document serializes");
-    json.push('\n');
-    json
-}
-
-/// The document as this service serves it: `wait_ms` bounded by the
-/// configured `BATON_MAX_WAIT_MS` rather than its default.
 pub fn document_json_with_max_wait(max_wait_ms: u64) -> String {
     let mut doc = serde_json::to_value(document()).expect("the OpenAPI document serializes");
     for schema in ["AcquireLock", "AcquireSemaphore"] {

@@ -123,19 +123,26 @@ impl AcquisitionHandles {
     }
 }
 
+/// What an acquisition was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquired {
+    Lock,
+    Semaphore,
+}
+
 static LOCK_ACQUISITIONS: LazyLock<AcquisitionHandles> =
     LazyLock::new(|| AcquisitionHandles::new("lock"));
 static SEMAPHORE_ACQUISITIONS: LazyLock<AcquisitionHandles> =
     LazyLock::new(|| AcquisitionHandles::new("semaphore"));
 
 /// What an acquisition of a lock or semaphore came to: its outcome, how many
-/// attempts found it busy (contention), and the time until the outcome.
-pub fn record_acquisition(semaphore: bool, acquired: bool, busy_attempts: u32, elapsed: Duration) {
-    let handles = if semaphore {
-        &SEMAPHORE_ACQUISITIONS
-    } else {
-        &LOCK_ACQUISITIONS
+/// of its `attempts` found it busy (contention), and the time until the outcome.
+pub fn record_acquisition(kind: Acquired, acquired: bool, attempts: u32, elapsed: Duration) {
+    let handles = match kind {
+        Acquired::Lock => &LOCK_ACQUISITIONS,
+        Acquired::Semaphore => &SEMAPHORE_ACQUISITIONS,
     };
+    let busy_attempts = attempts.saturating_sub(u32::from(acquired));
     if busy_attempts > 0 {
         handles.contention.increment(u64::from(busy_attempts));
     }

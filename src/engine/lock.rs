@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::domain::{LeaseId, Name, NamePrefix, Owner, Ttl, WaitTime};
+use crate::telemetry::{record_acquisition, Acquired};
 
 use super::acquire::{acquire_with_wait, Abandon, Attempt};
 use super::keys::lock_event;
@@ -90,7 +91,7 @@ impl Locks {
             Err(_) => drop(guard),
         }
         let outcome = outcome?;
-        record_acquisition(Kind::Lock, &outcome, attempts, started.elapsed());
+        record_acquisition(Acquired::Lock, outcome.is_ok(), attempts, started.elapsed());
         Ok(outcome)
     }
 
@@ -266,24 +267,4 @@ fn lease_from(name: &Name, id: LeaseId, reply: &Reply) -> Result<Option<LockLeas
         ttl: Ttl::from_ms(reply.uint(3)?).map_err(|e| Error::Protocol(e.0))?,
         owner: Owner::from_stored(reply.text(4)?),
     }))
-}
-
-/// Acquisition metrics, by kind: outcome, contention (attempts that found it
-/// busy) and the time spent until the outcome.
-pub(super) fn record_acquisition<T, B>(
-    kind: Kind,
-    outcome: &Result<T, B>,
-    attempts: u32,
-    elapsed: Duration,
-) {
-    let acquired = outcome.is_ok();
-    let busy_attempts = attempts - u32::from(acquired);
-    crate::telemetry::record_acquisition(kind == Kind::Semaphore, acquired, busy_attempts, elapsed);
-}
-
-/// What was acquired, for metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    Lock,
-    Semaphore,
 }

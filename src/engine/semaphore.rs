@@ -4,10 +4,10 @@
 use std::time::{Duration, Instant};
 
 use crate::domain::{LeaseId, Limit, Name, Owner, Ttl, WaitTime};
+use crate::telemetry::{record_acquisition, Acquired};
 
 use super::acquire::{acquire_with_wait, Abandon, Attempt};
 use super::keys::sem_event;
-use super::lock::{record_acquisition, Kind};
 use super::reply::Reply;
 use super::scripts;
 use super::{Engine, Error};
@@ -117,7 +117,12 @@ impl Semaphores {
             Err(_) => drop(guard),
         }
         let outcome = outcome?;
-        record_acquisition(Kind::Semaphore, &outcome, attempts, started.elapsed());
+        record_acquisition(
+            Acquired::Semaphore,
+            outcome.is_ok(),
+            attempts,
+            started.elapsed(),
+        );
         Ok(outcome)
     }
 
