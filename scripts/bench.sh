@@ -16,9 +16,12 @@
 #
 # Knobs (environment): BENCH_CLIENTS (16), BENCH_DURATION (4 s per window),
 # BENCH_WINDOWS (2), BENCH_RAW_REQUESTS (100000 per redis-benchmark run),
-# BENCH_WAITERS (10000), BENCH_IDLE_SECONDS (10), BENCH_STRICT=1 (exit 1 when
-# a target is missed), BENCH_BATON (another baton binary to measure, e.g. a
-# build of a branch; default: the one built here).
+# BENCH_WAITERS (10000), BENCH_IDLE_SECONDS (10), BENCH_H2_CONNECTIONS (1:
+# the connections the HTTP/2 clients share), BENCH_HAMMER (16 clients repeating
+# the largest status and listing calls), BENCH_HAMMER_HOLDERS (10000 holders
+# of the semaphore they read), BENCH_HAMMER_LOCKS (10000 held locks they list),
+# BENCH_STRICT=1 (exit 1 when a target is missed), BENCH_BATON (another baton
+# binary to measure, e.g. a build of a branch; default: the one built here).
 # Results: target/bench/results.env (raw figures) and target/bench/report.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,6 +35,10 @@ WINDOWS=${BENCH_WINDOWS:-2}
 RAW_N=${BENCH_RAW_REQUESTS:-100000}
 WAITERS=${BENCH_WAITERS:-10000}
 IDLE_SECONDS=${BENCH_IDLE_SECONDS:-10}
+H2_CONNECTIONS=${BENCH_H2_CONNECTIONS:-1}
+HAMMER=${BENCH_HAMMER:-16}
+HAMMER_HOLDERS=${BENCH_HAMMER_HOLDERS:-10000}
+HAMMER_LOCKS=${BENCH_HAMMER_LOCKS:-10000}
 WAIT_MS=10000
 SEM_LIMIT=4
 
@@ -172,26 +179,29 @@ raw_pair() { # kind requests acquire_args_name release_args_name
 }
 
 say "raw Redis: baton's lock scripts via redis-benchmark EVALSHA ($RAW_N acquires, then $RAW_N releases)"
-LOCK_ACQ=$(rcli script load "$(cat src/engine/lua/lock_acquire.lua)")
-LOCK_REL=$(rcli script load "$(cat src/engine/lua/lock_release.lua)")
+# Every script is loaded behind the shared lease core, as the service loads it.
+ACQ=$(rcli script load "$(cat src/engine/lua/line.lua src/engine/lua/acquire.lua)")
+REL=$(rcli script load "$(cat src/engine/lua/line.lua src/engine/lua/release.lua)")
+# The name's leases and owners keys and the lease id take the 1st, 2nd and 3rd
+# number of each call, in the acquire as in the release; the line's keys are shared.
+line_keys() { # kind tag
+  printf '%s\n' 7 "bench:{$2:__rand_int__}:leases" "bench:{$2:__rand_int__}:owners" \
+    "bench:{$2:q}:queue" "bench:{$2:q}:waiters" "bench:{$2:q}:byinst" "bench:{$2:q}:instances" \
+    "bench:{$2:q}:fence" "$1" bench "bench:{$2:bench}:events" PUBLISH bench:events
+}
+mapfile -t LOCK_KEYS < <(line_keys lock lock)
 # shellcheck disable=SC2034  # used through namerefs
-lock_acquire_args=("$LOCK_ACQ" 2 'bench:{lock:__rand_int__}' 'bench:{lock:bench}:fence' bench-lease 30000 '')
+lock_acquire_args=("$ACQ" "${LOCK_KEYS[@]}" '__rand_int__' 0 bench-instance 1 30000 '' 0 0)
 # shellcheck disable=SC2034
-lock_release_args=("$LOCK_REL" 1 'bench:{lock:__rand_int__}' bench-lease bench:events lock:bench)
+lock_release_args=("$REL" "${LOCK_KEYS[@]}" '__rand_int__' release)
 raw_pair lock "$RAW_N" lock_acquire_args lock_release_args
 
 say "raw Redis: baton's semaphore scripts (limit $SEM_LIMIT, each acquire on its own name)"
-SEM_ACQ=$(rcli script load "$(cat src/engine/lua/sem_acquire.lua)")
-SEM_REL=$(rcli script load "$(cat src/engine/lua/sem_release.lua)")
-# The name's leases and owners keys and the lease id take the 1st, 2nd and 3rd
-# number of each call, in the acquire as in the release.
+mapfile -t SEM_KEYS < <(line_keys semaphore sem)
 # shellcheck disable=SC2034
-sem_acquire_args=("$SEM_ACQ" 5 'bench:{sem:__rand_int__}:leases' 'bench:{sem:__rand_int__}:owners'
-  'bench:{sem:q}:queue' 'bench:{sem:q}:deadlines' 'bench:{sem:q}:fence'
-  '__rand_int__' "$SEM_LIMIT" 30000 '' 0 bench:events sem:bench)
+sem_acquire_args=("$ACQ" "${SEM_KEYS[@]}" '__rand_int__' 0 bench-instance "$SEM_LIMIT" 30000 '' 0 0)
 # shellcheck disable=SC2034
-sem_release_args=("$SEM_REL" 4 'bench:{sem:__rand_int__}:leases' 'bench:{sem:__rand_int__}:owners'
-  'bench:{sem:q}:queue' 'bench:{sem:q}:deadlines' '__rand_int__' bench:events sem:bench)
+sem_release_args=("$REL" "${SEM_KEYS[@]}" '__rand_int__' release)
 raw_pair sem "$((RAW_N / 2))" sem_acquire_args sem_release_args
 rcli flushall >/dev/null
 
@@ -200,8 +210,11 @@ BATON_PID=
 BATON_PORT=
 start_baton() { # log name
   BATON_PORT=$(free_port)
+  # The idle run holds $WAITERS connections plus the load generator's own:
+  # above the default cap of 10,000 connections.
   BATON_LISTEN=127.0.0.1:$BATON_PORT BATON_REDIS_URL=redis://127.0.0.1:$REDIS_PORT \
-    BATON_KEY_PREFIX=bench: "$BATON" >"$WORK/baton-$1.log" 2>&1 &
+    BATON_KEY_PREFIX=bench: BATON_MAX_CONNECTIONS=$((WAITERS + 1024)) \
+    "$BATON" >"$WORK/baton-$1.log" 2>&1 &
   BATON_PID=$!
   PIDS+=("$BATON_PID")
   wait_for_http "http://127.0.0.1:$BATON_PORT/readyz" 30
@@ -236,17 +249,82 @@ say "baton: contended lock, $CLIENTS clients on one name, wait_ms $WAIT_MS"
 loadgen cl --kind lock --names one --wait-ms "$WAIT_MS"
 say "baton: contended semaphore (limit $SEM_LIMIT), $CLIENTS clients on one name"
 loadgen cs --kind sem --limit "$SEM_LIMIT" --names one --wait-ms "$WAIT_MS"
+say "baton over HTTP/2: uncontended lock, $CLIENTS clients on $H2_CONNECTIONS connection(s)"
+loadgen u2 --kind lock --names each --http 2 --connections "$H2_CONNECTIONS"
+say "baton over HTTP/2: contended lock, $CLIENTS clients on $H2_CONNECTIONS connection(s)"
+loadgen c2 --kind lock --names one --wait-ms "$WAIT_MS" --http 2 --connections "$H2_CONNECTIONS"
+if [ "$HAMMER" -gt 0 ]; then
+  say "baton: uncontended lock while $HAMMER clients repeat GET /semaphores/{name} ($HAMMER_HOLDERS holders) and GET /locks ($HAMMER_LOCKS held)"
+  loadgen hm --kind lock --names each --hammer "$HAMMER" \
+    --hammer-holders "$HAMMER_HOLDERS" --hammer-locks "$HAMMER_LOCKS"
+fi
+stop_baton
+rcli flushall >/dev/null
+
+# --- Redis Cluster -------------------------------------------------------------
+# The uncontended lock load again, on three cluster masters (no replicas), to
+# set beside the standalone figure: names spread over the masters by slot.
+say "baton on a Redis Cluster (3 masters): uncontended lock, $CLIENTS clients each on its own name"
+CLUSTER_NODES=()
+for _ in 1 2 3; do
+  # A cluster node's bus listens 10000 higher: the port must be at most 55535.
+  port=$(free_port)
+  while [ "$port" -gt 55535 ]; do port=$(free_port); done
+  mkdir -p "$WORK/cluster-$port"
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    --cluster-enabled yes --cluster-config-file nodes.conf --dir "$WORK/cluster-$port" \
+    >"$WORK/cluster-$port.log" 2>&1 &
+  PIDS+=("$!")
+  wait_for_redis "$port"
+  CLUSTER_NODES+=("127.0.0.1:$port")
+done
+redis-cli --cluster create "${CLUSTER_NODES[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
+for _ in $(seq 100); do
+  redis-cli -p "${CLUSTER_NODES[0]#*:}" cluster info | grep -q 'cluster_state:ok' && break
+  sleep 0.1
+done
+BATON_PORT=$(free_port)
+BATON_LISTEN=127.0.0.1:$BATON_PORT BATON_REDIS_MODE=cluster \
+  BATON_REDIS_URL=$(printf 'redis://%s,' "${CLUSTER_NODES[@]}" | sed 's/,$//') \
+  BATON_KEY_PREFIX=bench: "$BATON" >"$WORK/baton-cluster.log" 2>&1 &
+BATON_PID=$!
+PIDS+=("$BATON_PID")
+wait_for_http "http://127.0.0.1:$BATON_PORT/readyz" 30
+"$LOADGEN" run --target "127.0.0.1:$BATON_PORT" --baton-pid "$BATON_PID" --clients "$CLIENTS" \
+  --warmup 1 --duration "$DURATION" --windows "$WINDOWS" --label ulc --out "$RESULTS" \
+  --kind lock --names each >/dev/null
 stop_baton
 
-# A fresh instance, so that the memory per waiter is not blurred by the load before.
-say "baton: $WAITERS idle waiters on one held lock for ${IDLE_SECONDS}s (fresh instance)"
-start_baton idle
-"$LOADGEN" idle --target "127.0.0.1:$BATON_PORT" --redis "127.0.0.1:$REDIS_PORT" \
-  --baton-pid "$BATON_PID" --waiters "$WAITERS" --hold "$IDLE_SECONDS" \
-  --label idle --out "$RESULTS" >/dev/null
-stop_baton
+# Each on a fresh instance, so that the memory per waiter is not blurred by
+# the load before.
+idle_run() { # label args...
+  local label=$1
+  shift
+  start_baton "$label"
+  "$LOADGEN" idle --target "127.0.0.1:$BATON_PORT" --redis "127.0.0.1:$REDIS_PORT" \
+    --baton-pid "$BATON_PID" --waiters "$WAITERS" --hold "$IDLE_SECONDS" \
+    --label "$label" --out "$RESULTS" "$@" >/dev/null
+  stop_baton
+  rcli flushall >/dev/null
+}
+say "baton: $WAITERS idle waiters on one held lock for ${IDLE_SECONDS}s, each its own HTTP/1.1 connection"
+idle_run idle
+for conns in 1 10 100; do
+  say "baton: $WAITERS idle waiters over HTTP/2 on $conns connection(s)"
+  case $conns in 1) label=i2a ;; 10) label=i2b ;; *) label=i2c ;; esac
+  idle_run "$label" --http 2 --connections "$conns"
+done
 
 "$LOADGEN" report "$RESULTS" | tee "$OUT/report.md"
+awk -F= '$1 == "ul.cycles_per_s" { s = $2 } $1 == "ulc.cycles_per_s" { c = $2 }
+  END {
+    if (s > 0 && c > 0) {
+      printf "\nRedis Cluster, 3 masters on this machine: uncontended lock %.0f acquire+release cycles/s (standalone: %.0f, %.2f x).\n", c, s, c / s
+      print "On 2 cores, baton, the load generator and the Redis servers share the same two CPUs:"
+      print "the cluster row is bound by CPU, not by Redis (each master is mostly idle), and"
+      print "routing by slot costs a little; a cluster adds capacity across machines, not on one."
+    }
+  }' "$RESULTS" | tee -a "$OUT/report.md"
 echo >&2
 echo "raw figures: $RESULTS" >&2
 if [ "${BENCH_STRICT:-0}" = 1 ] && grep -q '| FAIL' "$OUT/report.md"; then

@@ -3,21 +3,28 @@
 //!
 //! # Layout
 //!
-//! - [`config`]: settings from the `BATON_*` environment variables.
+//! A strict stack, top to bottom; each module uses only modules below it
+//! (`tests/layers.rs` checks it):
+//!
 //! - [`startup`]: the router, its layers, and the run loop with graceful shutdown.
-//! - [`routes`]: one module per resource; handlers parse requests into
-//!   [`domain`] types, call the [`engine`], and answer JSON or problem+json ([`error`]).
+//! - [`server`]: the accept loop: HTTP/1.1 and HTTP/2 on one port, connection limits.
+//! - [`openapi`]: the OpenAPI document built from the routes, and Swagger UI.
+//! - [`routes`]: one module per resource, and what the two kinds share
+//!   ([`routes::kind`], [`routes::lease`]); handlers parse requests into [`domain`] types, call
+//!   the [`engine`], and answer JSON or problem+json (one table of problem
+//!   types: [`routes::ProblemType`]).
 //! - [`engine`]: the Redis core, one Lua script per operation, and the waiters
 //!   woken by pub/sub instead of polling.
-//! - [`openapi`]: the OpenAPI document generated from the handlers, and Swagger UI.
 //! - [`telemetry`]: logs and Prometheus metrics; [`shutdown`]: SIGINT and SIGTERM.
+//! - [`config`]: settings from the `BATON_*` environment variables and flags;
+//!   [`domain`]: types that cannot hold an invalid value.
 
 pub mod config;
 pub mod domain;
 pub mod engine;
-pub mod error;
 pub mod openapi;
 pub mod routes;
+pub mod server;
 pub mod shutdown;
 pub mod startup;
 pub mod telemetry;

@@ -5,15 +5,15 @@
 use std::sync::{Arc, LazyLock};
 
 use axum::extract::Path;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::OpenApi as Document;
 use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::Config;
 
-use crate::error::Problem;
-use crate::routes::problems;
+use crate::routes::{self, AppError, Problem, ProblemType};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -21,37 +21,33 @@ use crate::routes::problems;
         title = "baton",
         description = "Distributed locks and fair counting semaphores over HTTP, with all state in Redis.\n\n\
             Acquire with `POST`, keep the lease alive with `PATCH`, release with `DELETE`. \
-            Every error is `application/problem+json` (RFC 9457). Durations are integers in milliseconds.",
-        license(name = "MIT OR Apache-2.0")
+            Every error is `application/problem+json` (RFC 9457). Durations are integers in milliseconds.\n\n\
+            Live view: the [dashboard](../) shows every held lock and semaphore, its holders and waiting line, \
+            updated from `GET /events`.",
+        license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0")
     ),
     tags(
         (name = "locks", description = "At most one holder per name, with fencing tokens"),
         (name = "semaphores", description = "At most `limit` holders per name, first come, first served"),
+        (name = "watching", description = "Live changes as server-sent events; the dashboard at `/` follows them"),
         (name = "service", description = "Health, readiness and metrics"),
     ),
-    components(
-        schemas(Problem),
-        responses(
-            problems::InvalidRequest,
-            problems::Unauthorized,
-            problems::Forbidden,
-            problems::LeaseNotFound,
-            problems::LockNotHeld,
-            problems::LockHeld,
-            problems::SemaphoreFull,
-            problems::PayloadTooLarge,
-            problems::Unavailable,
-        )
-    ),
-    modifiers(&BearerScheme)
+    components(schemas(Problem)),
+    modifiers(&ProblemsAndBearer)
 )]
 pub struct ApiDoc;
 
-struct BearerScheme;
+/// Every problem type as a response component, and the bearer scheme.
+struct ProblemsAndBearer;
 
-impl Modify for BearerScheme {
+impl Modify for ProblemsAndBearer {
     fn modify(&self, openapi: &mut Document) {
         let components = openapi.components.get_or_insert_with(Default::default);
+        for &kind in ProblemType::ALL {
+            components
+                .responses
+                .insert(kind.component_name(), kind.openapi_response());
+        }
         components.add_security_scheme(
             "bearer",
             SecurityScheme::Http(
@@ -68,7 +64,9 @@ impl Modify for BearerScheme {
 
 /// The OpenAPI document of the whole API, as the service serves it.
 pub fn document() -> Document {
-    crate::startup::api_routes().1
+    let mut doc = ApiDoc::openapi();
+    doc.merge(routes::api().into_openapi());
+    doc
 }
 
 /// The document as committed in `openapi/openapi.json`: as served with the
@@ -92,14 +90,118 @@ pub fn document_json_with_max_wait(max_wait_ms: u64) -> String {
             wait.insert("maximum".into(), max_wait_ms.into());
         }
     }
+    polish(&mut doc);
     let mut json = serde_json::to_string_pretty(&doc).expect("the OpenAPI document serializes");
     json.push('\n');
     json
 }
 
+/// What the generated document lacks for readers and linters: a server (the
+/// service's root, or the proxy's prefix when served behind one), the open
+/// service endpoints marked as needing no token, every problem `type` listed,
+/// only the response components that operations use, and the operations of
+/// each group in the order a client uses them: acquire first.
+fn polish(doc: &mut Value) {
+    doc["servers"] =
+        json!([{"url": "/", "description": "This service (behind a proxy: its path prefix)"}]);
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for operation in paths
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+    {
+        if operation.get("security").is_none() && operation.is_object() {
+            operation["security"] = json!([{}]);
+        }
+    }
+    // Paths: /x/{name} (acquire, status) before /x/{name}/{id} before /x;
+    // methods: post, patch, get, delete.
+    let path_rank = |path: &str| {
+        if path.contains("{id}") {
+            1
+        } else if path.contains("{name}") {
+            0
+        } else {
+            2
+        }
+    };
+    let method_rank = |method: &str| {
+        ["post", "patch", "get", "delete"]
+            .iter()
+            .position(|m| *m == method)
+            .unwrap_or(4)
+    };
+    let mut sorted: Vec<(String, Value)> = std::mem::take(paths).into_iter().collect();
+    sorted.sort_by_key(|(path, _)| (path_rank(path), path.clone()));
+    for (path, mut item) in sorted {
+        if let Some(methods) = item.as_object_mut() {
+            let mut entries: Vec<(String, Value)> = std::mem::take(methods).into_iter().collect();
+            entries.sort_by_key(|(method, _)| method_rank(method));
+            methods.extend(entries);
+        }
+        paths.insert(path, item);
+    }
+
+    let used = serde_json::to_string(&doc["paths"]).unwrap_or_default();
+    if let Some(responses) = doc
+        .pointer_mut("/components/responses")
+        .and_then(Value::as_object_mut)
+    {
+        responses.retain(|name, _| used.contains(&format!("\"#/components/responses/{name}\"")));
+    }
+    if let Some(kind) = doc.pointer_mut("/components/schemas/Problem/properties/type") {
+        let listed: Vec<String> = ProblemType::ALL
+            .iter()
+            .map(|t| format!("- `{}`: {}", t.uri(), t.facts().title))
+            .collect();
+        kind["enum"] = ProblemType::ALL.iter().map(|t| t.uri()).collect();
+        kind["description"] = format!(
+            "The problem type: a URI where `GET` describes it. One of:\n{}",
+            listed.join("\n")
+        )
+        .into();
+    }
+}
+
+/// `GET /openapi.json`: the document, with its server set to the path prefix
+/// a reverse proxy sends in `X-Forwarded-Prefix`, so that "Try it out" calls
+/// go through the proxy.
+pub fn serve_document(document: &bytes::Bytes, headers: &HeaderMap) -> Response {
+    let body = match forwarded_prefix(headers) {
+        None => document.clone(),
+        Some(prefix) => {
+            let mut doc: Value =
+                serde_json::from_slice(document).expect("the OpenAPI document parses");
+            doc["servers"][0]["url"] = prefix.into();
+            serde_json::to_vec_pretty(&doc)
+                .expect("the OpenAPI document serializes")
+                .into()
+        }
+    };
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// The path prefix under which a reverse proxy serves baton, from
+/// `X-Forwarded-Prefix` (`/baton`, no trailing slash); `None` when absent or
+/// not a plain path.
+fn forwarded_prefix(headers: &HeaderMap) -> Option<String> {
+    let prefix = headers.get("x-forwarded-prefix")?.to_str().ok()?.trim();
+    let prefix = prefix.trim_end_matches('/');
+    let plain = prefix.starts_with('/')
+        && prefix.len() <= 200
+        && !prefix.contains("//")
+        && prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/-._~".contains(&b));
+    plain.then(|| prefix.to_owned())
+}
+
 static SWAGGER_CONFIG: LazyLock<Arc<Config<'static>>> = LazyLock::new(|| {
     Arc::new(
-        Config::new(["/openapi.json"])
+        // Relative to the page's base (/docs/, or a proxy's prefix + /docs/).
+        Config::new(["../openapi.json"])
             .validator_url("none")
             .try_it_out_enabled(true)
             .persist_authorization(true)
@@ -108,27 +210,31 @@ static SWAGGER_CONFIG: LazyLock<Arc<Config<'static>>> = LazyLock::new(|| {
 });
 
 /// `GET /docs`: Swagger UI's page, with its assets under `/docs/`.
-pub async fn swagger_index() -> Response {
-    swagger_file("index.html")
+pub async fn swagger_index(headers: HeaderMap) -> Response {
+    swagger_file("index.html", &headers)
 }
 
 /// `GET /docs/{*file}`: Swagger UI's assets.
-pub async fn swagger_asset(Path(file): Path<String>) -> Response {
-    swagger_file(&file)
+pub async fn swagger_asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
+    swagger_file(&file, &headers)
 }
 
-fn swagger_file(path: &str) -> Response {
+fn swagger_file(path: &str, headers: &HeaderMap) -> Response {
     match utoipa_swagger_ui::serve(path, SWAGGER_CONFIG.clone()) {
         Ok(Some(file)) => {
             let mut bytes = file.bytes.into_owned();
             if path == "index.html" && !file.gzpipped {
-                // Served at /docs as well as /docs/: resolve the relative asset
-                // links against /docs/ either way.
-                let html = String::from_utf8_lossy(&bytes).replacen(
-                    "<head>",
-                    "<head>\n    <base href=\"/docs/\" />",
-                    1,
-                );
+                // Served at /docs as well as /docs/, and perhaps behind a
+                // proxy's path prefix: resolve the relative links (assets,
+                // ../openapi.json) against the prefix's /docs/ either way.
+                let prefix = forwarded_prefix(headers).unwrap_or_default();
+                let html = String::from_utf8_lossy(&bytes)
+                    .replacen(
+                        "<head>",
+                        &format!("<head>\n    <base href=\"{prefix}/docs/\" />"),
+                        1,
+                    )
+                    .replacen("<title>Swagger UI</title>", "<title>baton</title>", 1);
                 bytes = html.into_bytes();
             }
             let mut response = ([(header::CONTENT_TYPE, file.content_type)], bytes).into_response();
@@ -140,7 +246,7 @@ fn swagger_file(path: &str) -> Response {
             }
             response
         }
-        Ok(None) => crate::error::AppError::NotFound.into_response(),
+        Ok(None) => AppError::NotFound.into_response(),
         Err(err) => {
             tracing::error!(%err, "cannot serve Swagger UI");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()

@@ -7,44 +7,27 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::header;
+use axum::http::{HeaderMap, Method, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use axum::{Extension, Router};
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::classify::ServerErrorsFailureClass;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
-use utoipa::OpenApi;
-use utoipa_axum::router::OpenApiRouter;
 
 use crate::config::Settings;
-use crate::engine::{Engine, EngineParts, Keys, Store, StoreConfig, Subscriber, Waiters};
-use crate::error::AppError;
-use crate::openapi::{self, ApiDoc};
-use crate::routes::{
-    health, locks, problems, require_token, semaphores, AppParts, AppState, Auth, BodyLimit,
-};
+use crate::engine::Engine;
+use crate::openapi;
+use crate::routes::lease::unrouted;
+use crate::routes::{self, dashboard, problem, AppError, AppParts, AppState, Auth, BodyLimit};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-
-/// The documented routes, without state or layers, and their OpenAPI document.
-pub fn api_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    let guarded = OpenApiRouter::new()
-        .merge(locks::router())
-        .merge(semaphores::router())
-        .layer(middleware::from_fn(require_token));
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .merge(guarded)
-        .merge(health::router())
-        .split_for_parts()
-}
 
 /// The whole HTTP service over `state`: a plain function, so tests can drive it.
 pub fn router(state: AppState) -> Router {
@@ -54,37 +37,54 @@ pub fn router(state: AppState) -> Router {
     let document = bytes::Bytes::from(openapi::document_json_with_max_wait(
         state.settings.max_wait_ms,
     ));
-    let (api, _) = api_routes();
-    let routes = api
-        .route(
-            "/openapi.json",
-            get(move || async move {
-                (
-                    [(header::CONTENT_TYPE, "application/json")],
-                    document.clone(),
-                )
-            }),
-        )
-        .route("/docs", get(openapi::swagger_index))
-        .route("/docs/", get(openapi::swagger_index))
-        .route("/docs/{*file}", get(openapi::swagger_asset))
-        .route("/problems/{slug}", get(problems::describe))
-        .fallback(|| async { AppError::NotFound })
-        .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
-        .with_state(state)
-        // The one layer that needs the matched route runs inside the router.
-        .layer(middleware::from_fn(record_metrics));
+    let routes =
+        Router::from(routes::api())
+            .route(
+                "/openapi.json",
+                get(move |headers: HeaderMap| async move {
+                    openapi::serve_document(&document, &headers)
+                }),
+            )
+            .route("/docs", get(openapi::swagger_index))
+            .route("/docs/", get(openapi::swagger_index))
+            .route("/docs/{*file}", get(openapi::swagger_asset))
+            .route("/problems/{slug}", get(problem::describe))
+            .route("/", get(dashboard::page))
+            .fallback(|method: Method, uri: Uri| async move {
+                unrouted(uri.path(), &method, AppError::NotFound)
+            })
+            .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
+                unrouted(uri.path(), &method, AppError::MethodNotAllowed)
+            })
+            .with_state(state)
+            // The one layer that needs the matched route runs inside the router.
+            .layer(middleware::from_fn(record_metrics));
     // The others wrap the router once, rather than each of its routes.
     let service = ServiceBuilder::new()
         .layer(CatchPanicLayer::custom(|_| {
             AppError::Engine(crate::engine::Error::Protocol("panic".into())).into_response()
         }))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-            // Debug level: at the default `info` it costs nothing per request.
-            // The route template is recorded later; paths carry lease ids,
-            // which are never logged.
-            tracing::debug_span!("request", method = %req.method(), route = tracing::field::Empty)
-        }))
+        // A request id for every request: the client's X-Request-Id, else a
+        // new one; echoed in the response and carried by the request span.
+        .layer(middleware::map_request(drop_unusable_request_id))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|req: &Request| {
+                    crate::telemetry::request_span(req.method(), req.headers())
+                })
+                // A 5xx is logged once, inside the span (route, request id).
+                .on_failure(
+                    |class: ServerErrorsFailureClass, latency: Duration, _: &tracing::Span| {
+                        tracing::warn!(
+                            answer = %class,
+                            latency_ms = latency.as_millis() as u64,
+                            "request failed"
+                        );
+                    },
+                ),
+        )
         .layer(Extension(auth))
         .layer(Extension(BodyLimit(body_limit)))
         .layer(DefaultBodyLimit::max(body_limit))
@@ -95,16 +95,31 @@ pub fn router(state: AppState) -> Router {
     Router::new().fallback_service(service)
 }
 
-/// Requests by route, method and status, and their duration.
+/// Requests by route, method and status, and their duration apart from the
+/// time spent waiting in line.
 async fn record_metrics(req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().clone();
     let route = req.extensions().get::<MatchedPath>().cloned();
     let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
     tracing::Span::current().record("route", route);
-    let response = next.run(req).await;
-    crate::telemetry::record_request(&method, route, response.status(), started.elapsed());
+    let (response, waited) = crate::telemetry::with_waiting_clock(next.run(req)).await;
+    let working = started.elapsed().saturating_sub(waited);
+    crate::telemetry::record_request(&method, route, response.status(), working);
     response
+}
+
+/// A client's `X-Request-Id` that is too long or not plain text is dropped,
+/// so that a fresh one replaces it.
+async fn drop_unusable_request_id(mut req: Request) -> Request {
+    let unusable = req
+        .headers()
+        .get(crate::telemetry::REQUEST_ID)
+        .is_some_and(|id| !crate::telemetry::acceptable_request_id(id));
+    if unusable {
+        req.headers_mut().remove(crate::telemetry::REQUEST_ID);
+    }
+    req
 }
 
 /// No request runs longer than the longest wait plus the request timeout.
@@ -132,7 +147,7 @@ pub struct Application {
     listener: TcpListener,
     router: Router,
     engine: Engine,
-    subscriber: JoinHandle<()>,
+    limits: crate::server::Limits,
 }
 
 impl Application {
@@ -146,41 +161,13 @@ impl Application {
         let _ = rustls::crypto::ring::default_provider().install_default();
         crate::telemetry::init_metrics();
 
-        let store = Store::connect_lazy(&StoreConfig {
-            url: settings.redis_url.clone(),
-            call_timeout: settings.redis_timeout,
-        })
-        .map_err(StartupError::RedisUrl)?;
-        let engine = Engine::new(EngineParts {
-            store: store.clone(),
-            keys: Keys::new(settings.key_prefix.clone()),
-            waiters: Arc::new(Waiters::new(settings.max_waiters)),
-            shutdown: CancellationToken::new(),
-        });
-
-        let ready = Arc::new(Notify::new());
-        let subscribed = ready.clone().notified_owned();
-        tokio::pin!(subscribed);
-        subscribed.as_mut().enable();
-        let subscriber = tokio::spawn(Subscriber::run(
-            store.client().clone(),
-            engine.keys.channel().to_owned(),
-            engine.waiters.clone(),
-            engine.shutdown.clone(),
-            ready,
-        ));
-        if tokio::time::timeout(Duration::from_secs(2), subscribed)
+        let engine = Engine::start(&settings)
             .await
-            .is_err()
-        {
-            tracing::warn!("Redis does not answer yet; serving anyway (readyz says 503)");
-        }
+            .map_err(StartupError::RedisUrl)?;
 
         let auth = Arc::new(Auth::new(&settings.api_tokens, &settings.admin_tokens));
-        if auth.is_open() {
-            tracing::warn!(
-                "no BATON_API_TOKENS or BATON_ADMIN_TOKENS: anyone who can reach this service can take and force-release any lock"
-            );
+        if let Some(open) = auth.what_is_open() {
+            tracing::warn!("{open}");
         }
         let listener = TcpListener::bind(&settings.listen)
             .await
@@ -191,13 +178,15 @@ impl Application {
         tracing::info!(
             listen = %listener.local_addr().map_or_else(|_| settings.listen.clone(), |a| a.to_string()),
             redis = %settings.redis_url_redacted(),
+            redis_mode = ?settings.redis_mode,
             key_prefix = %settings.key_prefix,
             "baton is serving"
         );
+        let limits = crate::server::Limits::from_settings(&settings);
         let state = AppState::new(AppParts {
             locks: engine.locks(),
             semaphores: engine.semaphores(),
-            store,
+            engine: engine.clone(),
             settings,
             auth,
         });
@@ -205,7 +194,7 @@ impl Application {
             listener,
             router: router(state),
             engine,
-            subscriber,
+            limits,
         })
     }
 
@@ -229,30 +218,26 @@ impl Application {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let stop = self.engine.shutdown.clone();
+        let stop = CancellationToken::new();
         let signal = {
-            let stop = stop.clone();
+            let (stop, engine) = (stop.clone(), self.engine.clone());
             async move {
                 shutdown.await;
+                engine.stop_waiting();
                 stop.cancel();
             }
         };
-        let listener = self.listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        // One service for all connections, not a copy of the router per connection.
-        let serve =
-            axum::serve(listener, self.router.into_make_service()).with_graceful_shutdown(signal);
+        tokio::spawn(signal);
+        let serve = crate::server::serve(self.listener, self.router, self.limits, stop.clone());
         let grace = async {
             stop.cancelled().await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         };
         tokio::select! {
-            result = std::future::IntoFuture::into_future(serve) => result?,
+            result = serve => result?,
             () = grace => tracing::warn!("requests still running after the grace period; stopping anyway"),
         }
-        stop.cancel();
-        let _ = self.subscriber.await;
+        self.engine.shutdown().await;
         tracing::info!("stopped");
         Ok(())
     }

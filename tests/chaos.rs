@@ -1,9 +1,11 @@
 //! Chaos test of mutual exclusion: two baton processes on one persistent Redis,
 //! many clients contending for a few locks and a semaphore through both, while
-//! the test kills and restarts Redis and the baton processes. A checker then
-//! asserts that no two leases of a lock overlapped, the semaphore never went
-//! over its limit, fencing tokens never went backwards (across Redis restarts
-//! too), and every request got its lease or a clear error.
+//! the test kills and restarts Redis and the baton processes (which always
+//! have waiters queued in the line). A checker then asserts that no two
+//! leases of a lock overlapped, the semaphore never went over its limit,
+//! fencing tokens never went backwards (across Redis restarts too), every
+//! request got its lease or a clear error, and no waiter of a live instance
+//! was left waiting more than 5 s while its lock was free.
 
 #[allow(dead_code)]
 #[path = "api/helpers.rs"]
@@ -25,6 +27,10 @@ const LIMIT: usize = 2;
 const LOCK_CLIENTS: usize = 9;
 const SEMAPHORE_CLIENTS: usize = 5;
 const TTL_MS: u64 = 2000;
+/// Lock waiters wait this long, so a line stuck behind a dead waiter shows.
+const LOCK_WAIT_MS: u64 = 7000;
+/// A lock free this long with a live waiter in line is a violation.
+const STUCK: Duration = Duration::from_secs(5);
 
 /// One baton process on a fixed port, so a restart comes back where it was.
 struct Instance {
@@ -105,9 +111,19 @@ struct Hold {
     end: SystemTime,
 }
 
+/// A lock request that a live instance answered (201 or 409): it waited in
+/// line from `requested` to `answered`.
+#[derive(Debug, Clone)]
+struct Wait {
+    name: String,
+    requested: SystemTime,
+    answered: SystemTime,
+}
+
 #[derive(Default)]
 struct Record {
     holds: Vec<Hold>,
+    waits: Vec<Wait>,
     outcomes: BTreeMap<String, u64>,
     violations: Vec<String>,
 }
@@ -150,7 +166,7 @@ async fn client_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(8))
+        .timeout(Duration::from_millis(LOCK_WAIT_MS + 5000))
         .build()
         .unwrap();
     let (kind, name, body) = if id < LOCK_CLIENTS {
@@ -158,7 +174,7 @@ async fn client_loop(
         (
             "locks",
             name,
-            format!(r#"{{"ttl_ms": {TTL_MS}, "wait_ms": 1000, "owner": "client-{id}"}}"#),
+            format!(r#"{{"ttl_ms": {TTL_MS}, "wait_ms": {LOCK_WAIT_MS}, "owner": "client-{id}"}}"#),
         )
     } else {
         (
@@ -196,6 +212,13 @@ async fn client_loop(
                 continue;
             }
         };
+        if kind == "locks" && matches!(response.status().as_u16(), 201 | 409) {
+            record.lock().unwrap().waits.push(Wait {
+                name: name.to_owned(),
+                requested,
+                answered: SystemTime::now(),
+            });
+        }
         if response.status() != 201 {
             let outcome = classify(response).await;
             {
@@ -295,6 +318,9 @@ fn check(record: &mut Record) {
                     .push(format!("{name}: token {} granted twice", h.token));
             }
         }
+        if name != SEMAPHORE {
+            stuck_waiters(name, holds, &record.waits.clone(), &mut record.violations);
+        }
         let mut by_end = holds.clone();
         by_end.sort_by_key(|h| h.end);
         let mut by_request = holds.clone();
@@ -312,6 +338,38 @@ fn check(record: &mut Record) {
                     h.token
                 ));
             }
+        }
+    }
+}
+
+/// Finds the times `name` was free for more than [`STUCK`] while a waiter of a
+/// live instance was in line all along.
+fn stuck_waiters(name: &str, holds: &[Hold], waits: &[Wait], violations: &mut Vec<String>) {
+    let mut free_since: Option<SystemTime> = None;
+    let mut gaps = Vec::new();
+    for hold in holds {
+        if let Some(since) = free_since {
+            if hold.start > since {
+                gaps.push((since, hold.start));
+            }
+        }
+        free_since = Some(free_since.map_or(hold.end, |s| s.max(hold.end)));
+    }
+    for (free, taken) in gaps {
+        let Ok(length) = taken.duration_since(free) else {
+            continue;
+        };
+        if length <= STUCK {
+            continue;
+        }
+        if let Some(w) = waits
+            .iter()
+            .find(|w| w.name == name && w.requested <= free && w.answered >= free + STUCK)
+        {
+            violations.push(format!(
+                "{name}: free for {length:?} from {free:?} while a waiter (sent {:?}) was in line",
+                w.requested
+            ));
         }
     }
 }
@@ -393,6 +451,10 @@ async fn mutual_exclusion_holds_through_redis_restarts_and_baton_crashes() {
         SEMAPHORE_CLIENTS
     );
     println!("holds checked: {}", record.holds.len());
+    println!(
+        "lock waits checked for a stuck line: {}",
+        record.waits.len()
+    );
     for (fault, n) in &faults {
         println!("fault: {fault}: {n}");
     }
@@ -460,4 +522,32 @@ fn the_checker_catches_overlaps_excess_holders_and_backward_tokens() {
     };
     check(&mut backwards);
     assert_eq!(backwards.violations.len(), 1, "{:?}", backwards.violations);
+
+    let wait = |requested, answered| Wait {
+        name: "deploy-c".into(),
+        requested: at(requested),
+        answered: at(answered),
+    };
+    let mut stuck = Record {
+        holds: vec![
+            hold("deploy-c", 1, 0, 0, 1000),
+            hold("deploy-c", 2, 500, 7000, 8000),
+        ],
+        waits: vec![wait(500, 8000)],
+        ..Record::default()
+    };
+    check(&mut stuck);
+    assert_eq!(stuck.violations.len(), 1, "{:?}", stuck.violations);
+
+    let mut served = Record {
+        holds: vec![
+            hold("deploy-c", 1, 0, 0, 1000),
+            hold("deploy-c", 2, 500, 1010, 2000),
+            hold("deploy-c", 3, 9000, 9000, 9500),
+        ],
+        waits: vec![wait(500, 1010)],
+        ..Record::default()
+    };
+    check(&mut served);
+    assert!(served.violations.is_empty(), "{:?}", served.violations);
 }

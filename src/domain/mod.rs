@@ -1,15 +1,17 @@
 //! Types that cannot hold an invalid value: requests are parsed into them at the
 //! HTTP boundary, so the engine never sees a bad name, id, ttl or limit.
 
+mod acquire;
 mod lease_id;
 mod name;
 mod numbers;
 mod owner;
 
+pub use acquire::AcquireRequest;
 pub use lease_id::LeaseId;
 pub use name::{Name, NamePrefix};
 pub use numbers::{Limit, Ttl, WaitTime};
-pub use owner::Owner;
+pub use owner::{printable_pattern, Owner, MAX_OWNER_LEN};
 
 /// Why a value was refused, phrased for the person who sent it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

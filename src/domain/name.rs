@@ -1,38 +1,61 @@
 //! The name of a lock or semaphore, and a prefix of names for listings.
+//!
+//! Names are what CI systems write (`review/app-1`, `org/repo:prod`,
+//! `Deploy prod-refs/heads/main`): any printable characters, spaces included.
+//! In a URL path they are percent-encoded, a `/` as `%2F`.
 
 use std::fmt;
 
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
 use super::Invalid;
 
-/// The longest name accepted, in characters.
+/// The longest name accepted, in characters (Unicode scalar values).
 pub const MAX_NAME_LEN: usize = 200;
 
-fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':')
+/// What a name may not contain: control characters, and the invisible ones
+/// that reorder or break the text around them when it is shown (bidirectional
+/// overrides and isolates, line and paragraph separators).
+fn is_forbidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{2028}' | '\u{2029}'
+                | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
 }
 
-/// At most 200 characters, all of them name characters (possibly none).
+/// At most 200 characters, none of them forbidden (possibly none at all).
 fn check_name_chars(raw: &str) -> Result<(), Invalid> {
     if raw.chars().count() > MAX_NAME_LEN {
         return Err(Invalid(format!(
             "must be at most {MAX_NAME_LEN} characters"
         )));
     }
-    match raw.chars().find(|&c| !is_name_char(c)) {
+    match raw.chars().find(|&c| is_forbidden(c)) {
         Some(bad) => Err(Invalid(format!(
-            "may only contain A-Z a-z 0-9 . _ - : (found {bad:?})"
+            "must be printable text: no control characters, bidirectional \
+             overrides or line separators (found U+{:04X})",
+            u32::from(bad)
         ))),
         None => Ok(()),
     }
 }
 
-/// 1 to 200 characters from `A-Z a-z 0-9 . _ - :`.
+/// The characters left as they are in a path segment: RFC 3986 unreserved.
+const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// 1 to 200 printable characters (Unicode scalar values), spaces included.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Name(String);
 
 impl Name {
     /// # Errors
-    /// When the name is empty, too long or has a character outside the set.
+    /// When the name is empty, too long or has a character that is not printable.
     pub fn parse(raw: &str) -> Result<Self, Invalid> {
         if raw.is_empty() {
             return Err(Invalid("must not be empty".into()));
@@ -43,6 +66,12 @@ impl Name {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The name as one percent-encoded URL path segment (`review%2Fapp-1`),
+    /// for `Location` headers and links.
+    pub fn path_segment(&self) -> String {
+        utf8_percent_encode(&self.0, PATH_SEGMENT).to_string()
     }
 }
 
@@ -58,7 +87,8 @@ impl fmt::Debug for Name {
     }
 }
 
-/// A possibly empty prefix of names, for `GET /locks?prefix=`.
+/// A possibly empty prefix of names, for `GET /locks?prefix=`. It may hold any
+/// character a name may hold, glob characters included: the engine escapes them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NamePrefix(String);
 
@@ -80,29 +110,68 @@ mod tests {
     use super::*;
 
     #[test]
-    fn accepts_every_allowed_character() {
-        let name = Name::parse("Deploy-prod_1.eu:west").unwrap();
-        assert_eq!(name.as_str(), "Deploy-prod_1.eu:west");
-    }
-
-    #[test]
-    fn accepts_the_longest_name() {
-        assert!(Name::parse(&"a".repeat(200)).is_ok());
-    }
-
-    #[test]
-    fn refuses_bad_names() {
-        let long = "a".repeat(201);
-        for bad in ["", long.as_str(), "a b", "a/b", "a*", "{x}", "é", "a\n"] {
-            assert!(Name::parse(bad).is_err(), "{bad:?} was accepted");
+    fn accepts_names_as_ci_systems_write_them() {
+        for good in [
+            "Deploy-prod_1.eu:west",
+            "review/app-1",
+            "org/repo:prod",
+            "Deploy prod-refs/heads/main",
+            "déploiement/生产 🚀",
+            "glob*?[chars]\\",
+            "{braces}",
+            "a}",
+            "%2F",
+            " ",
+        ] {
+            assert_eq!(Name::parse(good).unwrap().as_str(), good);
         }
     }
 
     #[test]
-    fn prefix_may_be_empty_but_not_odd() {
+    fn counts_characters_not_bytes() {
+        assert!(Name::parse(&"a".repeat(200)).is_ok());
+        assert!(Name::parse(&"é".repeat(200)).is_ok());
+        assert!(Name::parse(&"🚀".repeat(200)).is_ok());
+        assert!(Name::parse(&"é".repeat(201)).is_err());
+    }
+
+    #[test]
+    fn refuses_empty_long_and_unprintable_names() {
+        let long = "a".repeat(201);
+        for bad in [
+            "",
+            long.as_str(),
+            "a\nb",
+            "a\tb",
+            "\u{7f}",
+            "a\u{0}",
+            "a\u{85}",
+            "evil\u{202E}txt",
+            "a\u{2028}b",
+            "\u{2066}x",
+        ] {
+            assert!(Name::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+        let err = Name::parse("a\u{1b}[31m").unwrap_err();
+        assert!(err.0.contains("U+001B"), "{}", err.0);
+    }
+
+    #[test]
+    fn a_path_segment_encodes_slashes_and_everything_unsafe() {
+        let segment = |s: &str| Name::parse(s).unwrap().path_segment();
+        assert_eq!(segment("review/app-1"), "review%2Fapp-1");
+        assert_eq!(segment("Deploy prod"), "Deploy%20prod");
+        assert_eq!(segment("a_b.c~d-e"), "a_b.c~d-e");
+        assert_eq!(segment("é?#%"), "%C3%A9%3F%23%25");
+    }
+
+    #[test]
+    fn prefix_may_be_empty_or_hold_glob_characters() {
         assert_eq!(NamePrefix::parse("").unwrap().as_str(), "");
-        assert!(NamePrefix::parse("ci:").is_ok());
-        assert!(NamePrefix::parse("ci*").is_err());
-        assert!(NamePrefix::parse("[a]").is_err());
+        assert!(NamePrefix::parse("ci/").is_ok());
+        assert!(NamePrefix::parse("ci*").is_ok());
+        assert!(NamePrefix::parse("[a]").is_ok());
+        assert!(NamePrefix::parse("a\u{7}").is_err());
+        assert!(NamePrefix::parse(&"a".repeat(201)).is_err());
     }
 }

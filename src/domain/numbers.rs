@@ -69,6 +69,8 @@ pub struct Limit(u32);
 
 impl Limit {
     pub const MAX: u32 = 100_000;
+    /// A lock's limit.
+    pub const ONE: Self = Self(1);
 
     /// # Errors
     /// When `n` is 0 or over 100,000.

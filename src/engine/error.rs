@@ -1,14 +1,14 @@
 //! What the core can report besides its normal outcomes.
 
 /// # Errors
-/// Every core operation returns these; normal outcomes (held, full, not found)
+/// Every core operation returns these; normal outcomes (busy, not found)
 /// are values, not errors.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Redis did not answer in time or the connection failed; the operation may or
     /// may not have happened, and callers undo what they can.
     #[error("redis is unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// Redis answered something no script of ours replies.
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),
@@ -22,10 +22,10 @@ pub enum Error {
 
 impl From<redis::RedisError> for Error {
     fn from(err: redis::RedisError) -> Self {
-        if err.kind() == redis::ErrorKind::Parse {
+        if err.kind() == redis::ErrorKind::Parse || err.code() == Some("BATON") {
             Self::Protocol(err.to_string())
         } else {
-            Self::Unavailable(err.to_string())
+            Self::Unavailable(Box::new(err))
         }
     }
 }

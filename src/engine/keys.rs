@@ -1,92 +1,119 @@
 //! Every Redis key and channel name the service uses, built in one place.
 //!
 //! The keys of one lock or semaphore share a hash tag (`{lock:NAME}`,
-//! `{sem:NAME}`), so a script touching several of them stays in one cluster slot.
+//! `{sem:NAME}`), so a script touching several of them stays in one cluster
+//! slot, and so does the name's channel (for sharded pub/sub on a cluster).
 
 use crate::domain::{Name, NamePrefix};
+
+/// The two kinds of lease; they differ in their hash tag and in what the
+/// service shows of them, not in how Redis keeps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Lock,
+    Semaphore,
+}
+
+impl Kind {
+    /// The kind as events and audit lines name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Lock => "lock",
+            Self::Semaphore => "semaphore",
+        }
+    }
+
+    fn tag(self) -> &'static str {
+        match self {
+            Self::Lock => "lock",
+            Self::Semaphore => "sem",
+        }
+    }
+}
 
 /// The key layout under one configurable prefix (`BATON_KEY_PREFIX`).
 #[derive(Debug, Clone)]
 pub struct Keys {
     prefix: String,
-    channel: String,
+    events: String,
 }
+
+/// The suffixes of one name's keys, in the order every script takes them
+/// (`lua/line.lua` documents each).
+const LINE_KEYS: [&str; 7] = [
+    "leases",
+    "owners",
+    "queue",
+    "waiters",
+    "byinst",
+    "instances",
+    "fence",
+];
 
 impl Keys {
     pub fn new(prefix: impl Into<String>) -> Self {
         let prefix = prefix.into();
-        let channel = format!("{prefix}events");
-        Self { prefix, channel }
+        let events = format!("{prefix}events");
+        Self { prefix, events }
     }
 
-    /// The lock's lease hash: holder id, token, ttl, owner; expires with the lease.
-    pub fn lock(&self, name: &Name) -> String {
-        format!("{}{{lock:{name}}}", self.prefix)
+    /// `prefix{lock:NAME}`: the hash-tagged stem of every key of one name.
+    fn stem(&self, kind: Kind, name: &Name) -> String {
+        format!("{}{{{}:{name}}}", self.prefix, kind.tag())
     }
 
-    /// The lock's fencing counter; never expires.
-    pub fn lock_fence(&self, name: &Name) -> String {
-        format!("{}{{lock:{name}}}:fence", self.prefix)
+    /// The keys of `name`, in the order every script takes them as KEYS.
+    pub fn line(&self, kind: Kind, name: &Name) -> [String; 7] {
+        let stem = self.stem(kind, name);
+        LINE_KEYS.map(|suffix| format!("{stem}:{suffix}"))
     }
 
-    pub fn sem_leases(&self, name: &Name) -> String {
-        format!("{}{{sem:{name}}}:leases", self.prefix)
+    /// The sorted set of live leases of `name`.
+    pub fn leases(&self, kind: Kind, name: &Name) -> String {
+        format!("{}:leases", self.stem(kind, name))
     }
 
-    pub fn sem_owners(&self, name: &Name) -> String {
-        format!("{}{{sem:{name}}}:owners", self.prefix)
+    /// A short-lived string written before `WAIT` (BATON_REDIS_WAIT_REPLICAS),
+    /// in the name's slot: `WAIT` counts the writes of its own connection.
+    pub fn replication_mark(&self, kind: Kind, name: &Name) -> String {
+        format!("{}:mark", self.stem(kind, name))
     }
 
-    pub fn sem_queue(&self, name: &Name) -> String {
-        format!("{}{{sem:{name}}}:queue", self.prefix)
+    /// The channel on which scripts tell instances about `name`'s line
+    /// (grants, supersessions, earlier expiries).
+    pub fn name_channel(&self, kind: Kind, name: &Name) -> String {
+        format!("{}:events", self.stem(kind, name))
     }
 
-    pub fn sem_deadlines(&self, name: &Name) -> String {
-        format!("{}{{sem:{name}}}:deadlines", self.prefix)
+    /// The instance-wide channel of JSON change events (for the dashboard).
+    pub fn events_channel(&self) -> &str {
+        &self.events
     }
 
-    pub fn sem_fence(&self, name: &Name) -> String {
-        format!("{}{{sem:{name}}}:fence", self.prefix)
-    }
-
-    /// The pub/sub channel on which releases are announced to every instance.
-    pub fn channel(&self) -> &str {
-        &self.channel
-    }
-
-    /// A SCAN pattern matching the lease hashes of the locks whose names start
-    /// with `prefix` (names have no glob characters; the key prefix may).
-    pub fn lock_scan_pattern(&self, prefix: &NamePrefix) -> String {
-        let mut pattern = String::with_capacity(self.prefix.len() + prefix.as_str().len() + 9);
-        for c in self.prefix.chars() {
+    /// A SCAN pattern matching the lease sets of the names of `kind` that
+    /// start with `prefix` (glob characters in either match only themselves).
+    pub fn scan_pattern(&self, kind: Kind, prefix: &NamePrefix) -> String {
+        // Names may hold glob characters too: both parts match only themselves.
+        let head = format!("{}{{{}:{}", self.prefix, kind.tag(), prefix.as_str());
+        let mut pattern = String::with_capacity(head.len() + 16);
+        for c in head.chars() {
             if matches!(c, '*' | '?' | '[' | ']' | '\\') {
                 pattern.push('\\');
             }
             pattern.push(c);
         }
-        pattern.push_str("{lock:");
-        pattern.push_str(prefix.as_str());
-        pattern.push_str("*}");
+        pattern.push_str("*}:leases");
         pattern
     }
 
-    /// The lock name inside a key found by [`Self::lock_scan_pattern`].
-    pub fn lock_name_of<'a>(&self, key: &'a str) -> Option<&'a str> {
+    /// The name inside a key found by [`Self::scan_pattern`].
+    pub fn name_of<'a>(&self, kind: Kind, key: &'a str) -> Option<&'a str> {
         key.strip_prefix(self.prefix.as_str())?
-            .strip_prefix("{lock:")?
-            .strip_suffix('}')
+            .strip_prefix('{')?
+            .strip_prefix(kind.tag())?
+            .strip_prefix(':')?
+            .strip_suffix("}:leases")
     }
-}
-
-/// The event payload announcing a release of lock `name`, and the waiter
-/// registry's key for it.
-pub fn lock_event(name: &Name) -> String {
-    format!("lock:{name}")
-}
-
-/// The same for semaphore `name`.
-pub fn sem_event(name: &Name) -> String {
-    format!("sem:{name}")
 }
 
 #[cfg(test)]
@@ -97,22 +124,46 @@ mod tests {
     fn keys_of_one_resource_share_a_hash_tag() {
         let keys = Keys::new("baton:");
         let name = Name::parse("deploy").unwrap();
-        assert_eq!(keys.lock(&name), "baton:{lock:deploy}");
-        assert_eq!(keys.lock_fence(&name), "baton:{lock:deploy}:fence");
-        assert_eq!(keys.sem_leases(&name), "baton:{sem:deploy}:leases");
-        assert_eq!(keys.sem_fence(&name), "baton:{sem:deploy}:fence");
-        assert_eq!(keys.channel(), "baton:events");
+        let line = keys.line(Kind::Lock, &name);
+        assert_eq!(line[0], "baton:{lock:deploy}:leases");
+        assert_eq!(line[6], "baton:{lock:deploy}:fence");
+        assert!(line.iter().all(|k| k.starts_with("baton:{lock:deploy}:")));
+        assert_eq!(
+            keys.name_channel(Kind::Semaphore, &name),
+            "baton:{sem:deploy}:events"
+        );
+        assert_eq!(keys.events_channel(), "baton:events");
     }
 
     #[test]
     fn scan_pattern_escapes_the_key_prefix_and_finds_names_back() {
         let keys = Keys::new("t[1]*:");
         let prefix = NamePrefix::parse("ci.").unwrap();
-        assert_eq!(keys.lock_scan_pattern(&prefix), r"t\[1\]\*:{lock:ci.*}");
         assert_eq!(
-            keys.lock_name_of("t[1]*:{lock:ci.deploy}"),
+            keys.scan_pattern(Kind::Lock, &prefix),
+            r"t\[1\]\*:{lock:ci.*}:leases"
+        );
+        assert_eq!(
+            keys.name_of(Kind::Lock, "t[1]*:{lock:ci.deploy}:leases"),
             Some("ci.deploy")
         );
-        assert_eq!(keys.lock_name_of("t[1]*:{lock:ci.deploy}:fence"), None);
+        assert_eq!(
+            keys.name_of(Kind::Lock, "t[1]*:{lock:ci.deploy}:fence"),
+            None
+        );
+        assert_eq!(
+            keys.name_of(Kind::Semaphore, "t[1]*:{lock:ci.deploy}:leases"),
+            None
+        );
+
+        let keys = Keys::new("baton:");
+        let prefix = NamePrefix::parse(r"a*b?[c]\/").unwrap();
+        assert_eq!(
+            keys.scan_pattern(Kind::Semaphore, &prefix),
+            r"baton:{sem:a\*b\?\[c\]\\/*}:leases"
+        );
+        let name = Name::parse("review/a}:leases").unwrap();
+        let key = &keys.line(Kind::Semaphore, &name)[0];
+        assert_eq!(keys.name_of(Kind::Semaphore, key), Some(name.as_str()));
     }
 }

@@ -1,62 +1,214 @@
-//! The Redis core: locks and semaphores as one Lua script per operation, and the
-//! waiters that sleep until a release or an expiry instead of polling.
+//! The Redis core: locks and semaphores as one lease core over one Lua script
+//! per operation, and the waiting line that lives in Redis.
 //!
 //! Nothing here knows about HTTP; the routes turn its results into responses.
 
-mod acquire;
 mod error;
+pub mod events;
 mod keys;
+mod lease;
+mod line;
+mod listing;
 mod lock;
+pub mod progress;
+mod pubsub;
 mod reply;
 mod scripts;
 mod semaphore;
 mod store;
-mod waiters;
 
 pub use error::Error;
-pub use keys::Keys;
-pub use lock::{LockHeld, LockLease, LockStatus, Locks};
-pub use semaphore::{SemaphoreFull, SemaphoreLease, SemaphoreStatus, Semaphores, SlotStatus};
-pub use store::{Store, StoreConfig};
-pub use waiters::{Subscriber, Waiters};
+pub use keys::{Keys, Kind};
+pub use lease::{Busy, Holder, Lease, Refusal, Status, Waiter};
+pub use listing::{Cursor, Page, PageLimit};
+pub use lock::Locks;
+pub use pubsub::{Notice, Notices, PubSub};
+pub use semaphore::Semaphores;
+pub use store::{Node, RedisMode, Store, StoreConfig};
+
+/// The names the routes use for each kind's lease and status.
+pub type LockLease = Lease;
+pub type SemaphoreLease = Lease;
+pub type LockStatus = Status;
+pub type SemaphoreStatus = Status;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-/// What the lock and semaphore cores share; one pointer to clone, since every
-/// acquisition keeps a copy to undo itself with.
+use crate::config::Settings;
+use line::Line;
+
+/// The core: the Redis connection, the key layout, this instance's waiters
+/// and the background tasks that serve them. Cheap to clone; every clone is
+/// the same engine.
 #[derive(Clone)]
-pub struct Engine(Arc<EngineParts>);
+pub struct Engine(Arc<Inner>);
 
-/// The parts of an [`Engine`]: the Redis connection, the key layout, the
-/// registry of local waiters, and the signal to stop waiting.
-pub struct EngineParts {
-    pub store: Store,
-    pub keys: Keys,
-    pub waiters: Arc<Waiters>,
-    /// Cancelled when the service shuts down: every waiter gives up at once.
-    pub shutdown: CancellationToken,
-}
-
-impl std::ops::Deref for Engine {
-    type Target = EngineParts;
-
-    fn deref(&self) -> &EngineParts {
-        &self.0
-    }
+struct Inner {
+    store: Store,
+    keys: Keys,
+    line: Arc<Line>,
+    /// Cancelled by [`Engine::shutdown`]: every waiter gives up at once and
+    /// the background tasks stop.
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+    /// Every change on any instance, for watchers (`GET /events`).
+    events: Arc<events::Events>,
+    /// Why Redis may evict baton's keys, if it may (checked at start).
+    eviction: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl Engine {
-    pub fn new(parts: EngineParts) -> Self {
-        Self(Arc::new(parts))
+    /// Connects to Redis lazily and starts the background tasks (the
+    /// subscription to the lines' channels, the keep-alives), waiting up to
+    /// two seconds for the first subscription so that a service that starts
+    /// with Redis up is ready at once.
+    ///
+    /// # Errors
+    /// When the Redis URL cannot be read.
+    pub async fn start(settings: &Settings) -> Result<Self, redis::RedisError> {
+        let store = Store::connect_lazy(&StoreConfig {
+            mode: settings.redis_mode,
+            url: settings.redis_url.clone(),
+            sentinel_master: settings.redis_sentinel_master.clone(),
+            call_timeout: settings.redis_timeout,
+            wait_replicas: settings.redis_wait_replicas,
+        })?;
+        let keys = Keys::new(settings.key_prefix.clone());
+        let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let line = Line::start(
+            store.clone(),
+            keys.clone(),
+            settings.max_waiters,
+            shutdown.clone(),
+            tasks.clone(),
+        );
+        let events = events::Events::start(
+            &store,
+            keys.events_channel().to_owned(),
+            settings.max_event_streams,
+            shutdown.clone(),
+            &tasks,
+        );
+        let engine = Self(Arc::new(Inner {
+            store,
+            keys,
+            line,
+            shutdown,
+            tasks,
+            events,
+            eviction: Arc::default(),
+        }));
+        let mut connected = engine.0.line.connected();
+        if tokio::time::timeout(Duration::from_secs(2), connected.wait_for(|g| *g > 0))
+            .await
+            .is_err()
+        {
+            tracing::warn!("Redis does not answer yet; serving anyway (readyz says 503)");
+        } else if !engine.0.events.subscribed(Duration::from_secs(1)).await {
+            tracing::warn!("not subscribed to change events yet; /events streams start empty");
+        }
+        engine.0.tasks.spawn(check_eviction(engine.clone()));
+        Ok(engine)
     }
 
+    /// The change events of every instance, for watchers.
+    pub fn events(&self) -> &Arc<events::Events> {
+        &self.0.events
+    }
+
+    /// Lock operations.
     pub fn locks(&self) -> Locks {
-        Locks::new(self.clone())
+        Locks::new(lease::Leases::new(self.clone(), Kind::Lock))
     }
 
+    /// Semaphore operations.
     pub fn semaphores(&self) -> Semaphores {
-        Semaphores::new(self.clone())
+        Semaphores::new(lease::Leases::new(self.clone(), Kind::Semaphore))
+    }
+
+    /// Whether Redis answers a PING now.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when it does not.
+    pub async fn ping(&self) -> Result<(), Error> {
+        self.0.store.ping().await
+    }
+
+    /// A sentence for `/readyz` when Redis's `maxmemory-policy` could evict
+    /// baton's keys (every one has a TTL, so any policy but `noeviction` may).
+    pub fn eviction_warning(&self) -> Option<String> {
+        self.0
+            .eviction
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// How many requests wait on this instance now.
+    pub fn waiting(&self) -> usize {
+        self.0.line.len()
+    }
+
+    /// Makes every waiter give up at once (503 `shutting-down`); the
+    /// background tasks stop once the waiters have left.
+    pub fn stop_waiting(&self) {
+        self.0.shutdown.cancel();
+    }
+
+    /// Stops waiting and waits (up to two seconds) for the background tasks.
+    pub async fn shutdown(&self) {
+        self.0.shutdown.cancel();
+        self.0.tasks.close();
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.0.tasks.wait()).await;
+    }
+
+    fn store(&self) -> &Store {
+        &self.0.store
+    }
+
+    fn keys(&self) -> &Keys {
+        &self.0.keys
+    }
+
+    fn line(&self) -> &Arc<Line> {
+        &self.0.line
+    }
+
+    fn shutdown_token(&self) -> &CancellationToken {
+        &self.0.shutdown
+    }
+}
+
+/// Warns once at start when Redis could evict baton's keys; retried until
+/// Redis answers.
+async fn check_eviction(engine: Engine) {
+    let mut cmd = redis::cmd("CONFIG");
+    cmd.arg("GET").arg("maxmemory-policy");
+    loop {
+        match engine.store().query::<Vec<String>>(&cmd).await {
+            Ok(reply) => {
+                if let Some(policy) = reply.get(1).filter(|p| p.as_str() != "noeviction") {
+                    let warning = format!(
+                        "Redis maxmemory-policy is {policy}: under memory pressure Redis may evict baton's keys (live leases among them); set it to noeviction"
+                    );
+                    tracing::warn!("{warning}");
+                    *engine.0.eviction.lock().unwrap_or_else(|e| e.into_inner()) = Some(warning);
+                }
+                return;
+            }
+            // CONFIG may be disabled (managed Redis): nothing to check.
+            Err(Error::Protocol(_)) => return,
+            Err(_) => {
+                tokio::select! {
+                    () = engine.0.shutdown.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
     }
 }

@@ -15,10 +15,6 @@ impl Reply {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
     pub fn int(&self, i: usize) -> Result<i64, Error> {
         match self.0.get(i) {
             Some(Value::Int(n)) => Ok(*n),

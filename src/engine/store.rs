@@ -1,29 +1,76 @@
-//! The connection to Redis, with every call bounded in time so that an outage
-//! gives a prompt error instead of a hang.
+//! The connection to Redis, in any of its three deployments (one server, a
+//! Redis Cluster, a master found through Redis Sentinel), with every call
+//! bounded in time so that an outage or a failover gives a prompt error
+//! instead of a hang.
+//!
+//! Scripts run with EVALSHA wherever their keys live: `redis::Script` loads a
+//! script on NOSCRIPT (a fresh node, a promoted replica), and on a cluster the
+//! load goes to every node. All keys of one lock or semaphore share a hash tag,
+//! so each script runs on one node.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ScriptInvocation, Value};
+use redis::aio::{
+    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
+};
+use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
+};
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{
+    AsyncConnectionConfig, Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult,
+    ScriptInvocation, Value,
+};
 
+pub use crate::config::RedisMode;
+
+use super::pubsub::{PubSub, Source};
 use super::Error;
 
 /// How the service talks to Redis.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
-    /// `redis://`, `rediss://`, with password and db as redis-rs reads them.
+    pub mode: RedisMode,
+    /// Standalone: one `redis://` or `rediss://` URL, with password and db.
+    /// Cluster: comma-separated seed nodes. Sentinel: comma-separated sentinels
+    /// (their password, if any, is also the master's).
     pub url: String,
-    /// The longest any one call may take, reconnects included.
+    /// The master name to ask the sentinels for.
+    pub sentinel_master: String,
+    /// The longest any one call may take, reconnects and redirects included.
     pub call_timeout: Duration,
+    /// How many replicas must acknowledge an acquisition (`WAIT`); 0: none.
+    pub wait_replicas: u32,
 }
 
-/// A cheap handle to the multiplexed Redis connection.
+/// A Redis node that [`Store::scan`] walks: one per cluster master, one in
+/// the other modes. Opaque; its order is stable while the topology is.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Node(Option<(String, u16)>);
+
+/// A cheap handle to the multiplexed connection(s) to Redis.
 #[derive(Clone)]
-pub struct Store {
-    client: Arc<Client>,
-    conn: ConnectionManager,
+pub struct Store(Arc<Inner>);
+
+struct Inner {
+    config: StoreConfig,
+    backend: Backend,
     call_timeout: Duration,
+    wait_replicas: u32,
+}
+
+enum Backend {
+    Standalone {
+        client: Box<Client>,
+        conn: ConnectionManager,
+    },
+    Cluster {
+        conn: ClusterConnection,
+    },
+    Sentinel(Arc<SentinelMaster>),
 }
 
 impl Store {
@@ -31,40 +78,65 @@ impl Store {
     /// (and answers `/readyz` with 503) while Redis is down.
     ///
     /// # Errors
-    /// When the URL cannot be read.
+    /// When the URL (or a seed or sentinel in it) cannot be read.
     pub fn connect_lazy(config: &StoreConfig) -> Result<Self, redis::RedisError> {
-        let client = Client::open(config.url.as_str())?;
-        // A short reconnect cycle: an outage must answer 503 in about a second,
-        // and recovery must be noticed as quickly.
-        let manager_config = ConnectionManagerConfig::new()
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(300))
-            .set_connection_timeout(Some(Duration::from_millis(800)))
-            .set_response_timeout(Some(config.call_timeout));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)?;
-        Ok(Self {
-            client: Arc::new(client),
-            conn,
+        let backend = match config.mode {
+            RedisMode::Standalone => {
+                let client = Client::open(config.url.trim())?;
+                // A short reconnect cycle: an outage must answer 503 in about a
+                // second, and recovery must be noticed as quickly.
+                let manager_config = ConnectionManagerConfig::new()
+                    .set_number_of_retries(2)
+                    .set_min_delay(Duration::from_millis(50))
+                    .set_max_delay(Duration::from_millis(300))
+                    .set_connection_timeout(Some(connect_timeout(config.call_timeout)))
+                    .set_response_timeout(Some(config.call_timeout));
+                let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)?;
+                Backend::Standalone {
+                    client: Box::new(client),
+                    conn,
+                }
+            }
+            RedisMode::Cluster => {
+                let client = cluster_client(config, None)?;
+                let conn = client.get_pending_async_connection_with_config(
+                    ClusterConfig::new()
+                        .set_connection_timeout(connect_timeout(config.call_timeout))
+                        .set_response_timeout(config.call_timeout),
+                );
+                Backend::Cluster { conn }
+            }
+            RedisMode::Sentinel => Backend::Sentinel(Arc::new(SentinelMaster::new(config)?)),
+        };
+        Ok(Self(Arc::new(Inner {
+            config: config.clone(),
+            backend,
             call_timeout: config.call_timeout,
-        })
+            wait_replicas: config.wait_replicas,
+        })))
     }
 
-    /// The client, for the pub/sub connection of the waiters.
-    pub fn client(&self) -> &Client {
-        &self.client
+    /// Starts this instance's subscription connection, which lives until
+    /// `stop`; see [`PubSub`].
+    pub fn pubsub(
+        &self,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> (PubSub, super::pubsub::Notices) {
+        let source = match &self.0.backend {
+            Backend::Standalone { client, .. } => Source::Server((**client).clone()),
+            Backend::Cluster { .. } => Source::Cluster(self.0.config.clone()),
+            Backend::Sentinel(master) => Source::Sentinel(master.clone()),
+        };
+        PubSub::start(source, self.0.call_timeout, stop)
     }
 
-    /// Runs one script, within the call timeout.
+    /// Runs one script, within the call timeout, on the node that holds its keys.
     ///
     /// # Errors
     /// [`Error::Unavailable`] when Redis fails or does not answer in time.
     pub async fn eval(&self, invocation: &ScriptInvocation<'_>) -> Result<Value, Error> {
-        let mut conn = self.conn.clone();
-        match tokio::time::timeout(self.call_timeout, invocation.invoke_async(&mut conn)).await {
-            Ok(reply) => Ok(reply?),
-            Err(_) => Err(Error::Unavailable("redis did not answer in time".into())),
-        }
+        self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
+            .await
     }
 
     /// Runs one plain command, within the call timeout.
@@ -72,18 +144,424 @@ impl Store {
     /// # Errors
     /// [`Error::Unavailable`] when Redis fails or does not answer in time.
     pub async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, Error> {
-        let mut conn = self.conn.clone();
-        match tokio::time::timeout(self.call_timeout, cmd.query_async(&mut conn)).await {
-            Ok(reply) => Ok(reply?),
-            Err(_) => Err(Error::Unavailable("redis did not answer in time".into())),
-        }
+        let value = self
+            .bounded(|mut conn| async move { cmd.query_async::<Value>(&mut conn).await })
+            .await?;
+        redis::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))
     }
 
-    /// Whether Redis answers a PING now.
+    /// Whether Redis answers a PING now (every master, on a cluster).
     ///
     /// # Errors
     /// [`Error::Unavailable`] when it does not.
     pub async fn ping(&self) -> Result<(), Error> {
-        self.query::<String>(&redis::cmd("PING")).await.map(|_| ())
+        let cmd = redis::cmd("PING");
+        self.bounded(|mut conn| {
+            let cmd = &cmd;
+            async move {
+                match &mut conn {
+                    Conn::Cluster(cluster) => {
+                        let all_masters = RoutingInfo::MultiNode((
+                            MultipleNodeRoutingInfo::AllMasters,
+                            Some(ResponsePolicy::AllSucceeded),
+                        ));
+                        cluster.route_command(cmd.clone(), all_masters).await
+                    }
+                    _ => cmd.query_async(&mut conn).await,
+                }
+            }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Waits until the configured number of replicas have every write this
+    /// instance made on the node of `mark` so far, a grant made by another
+    /// instance's script included (Redis `WAIT`). Nothing to do when
+    /// `BATON_REDIS_WAIT_REPLICAS` is 0.
+    ///
+    /// `WAIT` counts the writes of the connection it is sent on, so it follows
+    /// a small write of its own on that connection (`mark`, a key in the
+    /// name's slot that expires in seconds), in one pipeline: whatever that
+    /// node wrote before the mark (the grant) has reached the replicas when
+    /// the mark has.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when fewer replicas acknowledged in time; the
+    /// caller undoes what it took.
+    pub async fn wait_for_replicas(&self, mark: &str) -> Result<(), Error> {
+        let wanted = self.0.wait_replicas;
+        if wanted == 0 {
+            return Ok(());
+        }
+        // Half the call budget, so the answer (503 or 201) comes within it.
+        let wait_ms =
+            u64::try_from((self.0.call_timeout / 2).as_millis().max(1)).unwrap_or(u64::MAX);
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(mark)
+            .arg(1)
+            .arg("PX")
+            .arg(5000)
+            .ignore();
+        pipe.cmd("WAIT").arg(wanted).arg(wait_ms);
+        let acked = self
+            .bounded(|mut conn| {
+                let pipe = &pipe;
+                async move {
+                    let replies = match &mut conn {
+                        Conn::Cluster(cluster) => {
+                            let node = SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+                                mark,
+                                SlotAddr::Master,
+                            ));
+                            cluster.route_pipeline(pipe.clone(), 0, 2, node).await?
+                        }
+                        _ => pipe.query_async::<Vec<Value>>(&mut conn).await?,
+                    };
+                    Ok(replies.into_iter().last().unwrap_or(Value::Nil))
+                }
+            })
+            .await?;
+        let acked: u32 =
+            redis::from_redis_value(acked).map_err(|e| Error::Protocol(e.to_string()))?;
+        if acked >= wanted {
+            Ok(())
+        } else {
+            metrics::counter!("baton_replica_wait_failures_total").increment(1);
+            Err(Error::Unavailable(
+                format!("{acked} of {wanted} replicas acknowledged in {wait_ms} ms").into(),
+            ))
+        }
+    }
+
+    /// The nodes to [`scan`](Self::scan) to see every key: every master of a
+    /// cluster, sorted by address; the one server otherwise.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when Redis does not answer.
+    pub async fn nodes(&self) -> Result<Vec<Node>, Error> {
+        if !matches!(self.0.backend, Backend::Cluster { .. }) {
+            return Ok(vec![Node(None)]);
+        }
+        let text: String = self.query(redis::cmd("CLUSTER").arg("NODES")).await?;
+        let mut masters = cluster_masters(&text);
+        masters.sort();
+        masters.dedup();
+        if masters.is_empty() {
+            return Err(Error::Unavailable("the cluster names no master".into()));
+        }
+        Ok(masters.into_iter().map(|m| Node(Some(m))).collect())
+    }
+
+    /// One SCAN step on `node`: keys matching `pattern` of type `key_type`,
+    /// about `count` examined, and the cursor to continue with (0: done).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the node does not answer.
+    pub async fn scan(
+        &self,
+        node: &Node,
+        cursor: u64,
+        pattern: &str,
+        count: usize,
+        key_type: &str,
+    ) -> Result<(u64, Vec<String>), Error> {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(count)
+            .arg("TYPE")
+            .arg(key_type);
+        let reply = self
+            .bounded(|mut conn| {
+                let cmd = &cmd;
+                async move {
+                    match (&mut conn, &node.0) {
+                        (Conn::Cluster(cluster), Some((host, port))) => {
+                            let at = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                                host: host.clone(),
+                                port: *port,
+                            });
+                            cluster.route_command(cmd.clone(), at).await
+                        }
+                        _ => cmd.query_async(&mut conn).await,
+                    }
+                }
+            })
+            .await?;
+        redis::from_redis_value(reply).map_err(|e| Error::Protocol(e.to_string()))
+    }
+
+    /// The command a script uses to announce an event on a per-name channel:
+    /// `SPUBLISH` on a cluster (only the channel's shard hears it), `PUBLISH`
+    /// elsewhere; [`PubSub::subscribe_shard`] listens with the matching one.
+    pub fn shard_publish_command(&self) -> &'static str {
+        match self.0.backend {
+            Backend::Cluster { .. } => "SPUBLISH",
+            _ => "PUBLISH",
+        }
+    }
+
+    /// Runs `call` on a connection to the right node(s) within the call
+    /// timeout; a failed call makes the Sentinel mode ask for the master again.
+    async fn bounded<'a, F, Fut>(&'a self, call: F) -> Result<Value, Error>
+    where
+        F: FnOnce(Conn) -> Fut + 'a,
+        Fut: std::future::Future<Output = RedisResult<Value>> + 'a,
+    {
+        let attempt = async {
+            let conn = match &self.0.backend {
+                Backend::Standalone { conn, .. } => Conn::Manager(conn.clone()),
+                Backend::Cluster { conn, .. } => Conn::Cluster(conn.clone()),
+                Backend::Sentinel(master) => Conn::Plain(master.connection().await?),
+            };
+            call(conn).await
+        };
+        // Counted and watched for outages (logged once each way).
+        let outcome = match tokio::time::timeout(self.0.call_timeout, attempt).await {
+            Ok(Ok(value)) => {
+                crate::telemetry::redis_answered();
+                return Ok(value);
+            }
+            Ok(Err(err)) => {
+                crate::telemetry::redis_failed(&err);
+                err.into()
+            }
+            Err(_) => {
+                crate::telemetry::redis_timed_out();
+                Error::Unavailable("redis did not answer in time".into())
+            }
+        };
+        if let (Backend::Sentinel(master), Error::Unavailable(_)) = (&self.0.backend, &outcome) {
+            master.forget();
+        }
+        Err(outcome)
+    }
+}
+
+/// The shortest of a second and the call budget: a connection attempt must
+/// leave time to answer.
+fn connect_timeout(call_timeout: Duration) -> Duration {
+    call_timeout.min(Duration::from_secs(1))
+}
+
+/// `a:1, redis://b:2` -> `["redis://a:1", "redis://b:2"]`.
+pub(crate) fn seed_urls(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            if s.contains("://") {
+                s.to_owned()
+            } else {
+                format!("redis://{s}")
+            }
+        })
+        .collect()
+}
+
+pub(super) fn cluster_client(
+    config: &StoreConfig,
+    push: Option<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
+) -> RedisResult<ClusterClient> {
+    let mut builder = ClusterClient::builder(seed_urls(&config.url))
+        // Retries (MOVED, a failed node) happen inside the call budget.
+        .retries(3)
+        .min_retry_wait(50)
+        .max_retry_wait(300)
+        .connection_timeout(connect_timeout(config.call_timeout))
+        .response_timeout(config.call_timeout);
+    if let Some(push) = push {
+        builder = builder
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(push);
+    }
+    builder.build()
+}
+
+/// The masters with slots in `CLUSTER NODES` output, as (host, port).
+fn cluster_masters(nodes: &str) -> Vec<(String, u16)> {
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let flags = fields.get(2)?;
+            let serving = flags.split(',').any(|f| f == "master")
+                && !flags.split(',').any(|f| f == "fail" || f == "noaddr")
+                && fields.len() > 8;
+            if !serving {
+                return None;
+            }
+            // ip:port@cport[,hostname]
+            let address = fields.get(1)?.split(['@', ',']).next()?;
+            let (host, port) = address.rsplit_once(':')?;
+            Some((host.to_owned(), port.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A connection for one call, whichever the deployment.
+#[derive(Clone)]
+enum Conn {
+    Manager(ConnectionManager),
+    Cluster(ClusterConnection),
+    Plain(MultiplexedConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Manager(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.req_packed_command(cmd),
+            Self::Plain(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Manager(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Plain(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Manager(c) => c.get_db(),
+            Self::Cluster(c) => c.get_db(),
+            Self::Plain(c) => c.get_db(),
+        }
+    }
+}
+
+/// The master that the sentinels name, followed across failovers: a call
+/// that fails drops the connection, and the next call asks the sentinels again,
+/// so after a failover baton serves from the promoted replica without a restart.
+pub(crate) struct SentinelMaster {
+    /// Asks the sentinels; one lookup at a time.
+    lookup: tokio::sync::Mutex<SentinelClient>,
+    /// The connection to the current master, while it works.
+    current: Mutex<Option<MultiplexedConnection>>,
+    config: AsyncConnectionConfig,
+}
+
+impl SentinelMaster {
+    fn new(config: &StoreConfig) -> RedisResult<Self> {
+        let sentinels = seed_urls(&config.url);
+        let first = sentinels
+            .first()
+            .ok_or_else(|| {
+                redis::RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "no sentinel in BATON_REDIS_URL",
+                ))
+            })?
+            .as_str()
+            .into_connection_info()?;
+        // The master is reached with the sentinels' credentials and db.
+        let mut node = SentinelNodeConnectionInfo::default()
+            .set_redis_connection_info(first.redis_settings().clone());
+        if matches!(first.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+            node = node.set_tls_mode(redis::TlsMode::Secure);
+        }
+        let lookup = SentinelClient::build(
+            sentinels,
+            config.sentinel_master.clone(),
+            Some(node),
+            SentinelServerType::Master,
+        )?;
+        Ok(Self {
+            lookup: tokio::sync::Mutex::new(lookup),
+            current: Mutex::default(),
+            config: AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(connect_timeout(config.call_timeout)))
+                .set_response_timeout(Some(config.call_timeout)),
+        })
+    }
+
+    /// The connection to the master, asking the sentinels for it if there is none.
+    pub(crate) async fn connection(&self) -> RedisResult<MultiplexedConnection> {
+        if let Some(conn) = self.lock().clone() {
+            return Ok(conn);
+        }
+        let mut lookup = self.lookup.lock().await;
+        if let Some(conn) = self.lock().clone() {
+            return Ok(conn);
+        }
+        let conn = self.connect_with(&mut lookup, &self.config).await?;
+        *self.lock() = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// A new connection of its own to the current master, e.g. for pub/sub.
+    pub(crate) async fn client(&self) -> RedisResult<Client> {
+        self.lookup.lock().await.async_get_client().await
+    }
+
+    async fn connect_with(
+        &self,
+        lookup: &mut SentinelClient,
+        config: &AsyncConnectionConfig,
+    ) -> RedisResult<MultiplexedConnection> {
+        let client = lookup.async_get_client().await?;
+        let conn = client
+            .get_multiplexed_async_connection_with_config(config)
+            .await?;
+        tracing::info!(master = %client.get_connection_info().addr(), "connected to the master named by the sentinels");
+        Ok(conn)
+    }
+
+    /// Drops the connection after a failure: the next call asks the sentinels.
+    fn forget(&self) {
+        *self.lock() = None;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<MultiplexedConnection>> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_are_comma_separated_with_or_without_scheme() {
+        assert_eq!(
+            seed_urls(" 127.0.0.1:7000, redis://h:7001 ,,rediss://:pw@h:7002"),
+            [
+                "redis://127.0.0.1:7000",
+                "redis://h:7001",
+                "rediss://:pw@h:7002"
+            ]
+        );
+    }
+
+    #[test]
+    fn cluster_masters_are_the_live_masters_with_slots() {
+        let nodes = "\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
+b2 127.0.0.1:7001@17001 master - 0 0 2 connected 5461-10922
+c3 127.0.0.1:7002@17002,host.example master,fail - 0 0 3 connected
+d4 127.0.0.1:7003@17003 slave a1 0 0 1 connected
+e5 127.0.0.1:7004@17004 master - 0 0 5 connected 10923-16383
+f6 127.0.0.1:7005@17005 master - 0 0 6 connected
+";
+        assert_eq!(
+            cluster_masters(nodes),
+            [
+                ("127.0.0.1".to_owned(), 7000),
+                ("127.0.0.1".to_owned(), 7001),
+                ("127.0.0.1".to_owned(), 7004),
+            ]
+        );
     }
 }

@@ -1,6 +1,6 @@
-//! Bearer tokens: `BATON_API_TOKENS` guard `/locks` and `/semaphores`,
-//! `BATON_ADMIN_TOKENS` may also force-release. Compared in constant time,
-//! never logged.
+//! Bearer tokens: setting `BATON_API_TOKENS` or `BATON_ADMIN_TOKENS` (either)
+//! guards `/locks` and `/semaphores`; admin tokens are API tokens too, and may
+//! also force-release. Compared in constant time, never logged.
 
 use axum::extract::Request;
 use axum::http::header::AUTHORIZATION;
@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use subtle::{Choice, ConstantTimeEq};
 
-use crate::error::AppError;
+use super::AppError;
 
 /// The configured tokens.
 pub struct Auth {
@@ -42,9 +42,20 @@ impl Auth {
         self.api.is_empty() && self.admin.is_empty()
     }
 
-    /// Whether the API itself needs a token.
+    /// Whether the API itself needs a token: with any token configured.
     pub fn requires_token(&self) -> bool {
-        !self.api.is_empty()
+        !self.is_open()
+    }
+
+    /// What anyone who can reach the service may do without a token, beyond
+    /// the service endpoints (`/healthz`, `/readyz`, `/metrics`,
+    /// `/openapi.json`, `/docs`, `/problems`), which are always open; `None`
+    /// when that is nothing.
+    pub fn what_is_open(&self) -> Option<&'static str> {
+        self.is_open().then_some(
+            "BATON_API_TOKENS and BATON_ADMIN_TOKENS are both unset: anyone who can reach this \
+             service can acquire, refresh, release and force-release every lock and semaphore",
+        )
     }
 
     /// What a request with `presented` (the bearer token, if any) may do.
@@ -155,5 +166,26 @@ mod tests {
             admin_only.allow_force_release(Access::Anonymous),
             Err(AppError::Unauthorized)
         ));
+    }
+
+    #[test]
+    fn admin_tokens_alone_turn_authentication_on() {
+        let auth = auth(&[], &["root"]);
+        assert!(auth.requires_token());
+        assert!(matches!(auth.access(None), Err(AppError::Unauthorized)));
+        assert!(matches!(
+            auth.access(Some(b"other")),
+            Err(AppError::Unauthorized)
+        ));
+        assert_eq!(auth.access(Some(b"root")).unwrap(), Access::Admin);
+        assert_eq!(auth.what_is_open(), None);
+    }
+
+    #[test]
+    fn only_a_service_without_tokens_says_it_is_open() {
+        let open = auth(&[], &[]).what_is_open().unwrap();
+        assert!(open.contains("BATON_API_TOKENS") && open.contains("BATON_ADMIN_TOKENS"));
+        assert!(open.contains("force-release"));
+        assert_eq!(auth(&["a"], &[]).what_is_open(), None);
     }
 }

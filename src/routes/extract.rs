@@ -1,15 +1,13 @@
-//! Extractors that turn a request into domain types or an `invalid-request`
-//! problem that names the field: the JSON body (whatever its Content-Type,
-//! empty or `null` meaning "all defaults") and the `{name}` and `{id}` path segments.
+//! The JSON body extractor: whatever its Content-Type, empty or `null`
+//! meaning "all defaults", and an `invalid-request` problem naming the field
+//! when it does not parse.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
-use axum::http::request::Parts;
+use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
-use crate::domain::{LeaseId, Name};
-use crate::error::AppError;
+use super::AppError;
 
 /// A JSON body read regardless of `Content-Type`; an empty body is `T::default()`.
 pub struct JsonBody<T>(pub T);
@@ -74,94 +72,4 @@ fn describe(err: &serde_path_to_error::Error<serde_json::Error>) -> String {
     } else {
         format!("{path}: {message}")
     }
-}
-
-/// The `{name}` path segment.
-pub struct NamePath(pub Name);
-
-impl<S: Send + Sync> FromRequestParts<S> for NamePath {
-    type Rejection = AppError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(raw) = Path::<String>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| AppError::Invalid(format!("name: {}", e.body_text())))?;
-        Name::parse(&raw)
-            .map(Self)
-            .map_err(|e| AppError::field("name", e))
-    }
-}
-
-/// The `{name}` and `{id}` path segments of a lease.
-pub struct LeasePath {
-    pub name: Name,
-    pub id: LeaseId,
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for LeasePath {
-    type Rejection = AppError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path((name, id)) = Path::<(String, String)>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| AppError::Invalid(format!("path: {}", e.body_text())))?;
-        Ok(Self {
-            name: Name::parse(&name).map_err(|e| AppError::field("name", e))?,
-            id: LeaseId::parse(&id).map_err(|e| AppError::field("id", e))?,
-        })
-    }
-}
-
-/// `#[serde(default, deserialize_with = "extract::whole_number")]` for an
-/// optional non-negative integer field: JSON Schema's `integer` (what the
-/// document promises) admits `5000.0` as well as `5000`, so both are accepted;
-/// a fraction, a negative or a too-large number is an error naming the field.
-pub(crate) fn whole_number<'de, D>(deserializer: D) -> Result<Option<u64>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    use serde::de::{Error, Unexpected, Visitor};
-
-    struct WholeNumber;
-
-    impl<'de> Visitor<'de> for WholeNumber {
-        type Value = Option<u64>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a non-negative integer")
-        }
-
-        fn visit_none<E: Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_any(self)
-        }
-
-        fn visit_u64<E: Error>(self, v: u64) -> Result<Self::Value, E> {
-            Ok(Some(v))
-        }
-
-        fn visit_i64<E: Error>(self, v: i64) -> Result<Self::Value, E> {
-            u64::try_from(v)
-                .map(Some)
-                .map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
-        }
-
-        fn visit_f64<E: Error>(self, v: f64) -> Result<Self::Value, E> {
-            // 2^64 is exactly representable; every whole f64 below it fits a u64.
-            if v.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&v) {
-                Ok(Some(v as u64))
-            } else {
-                Err(E::invalid_value(Unexpected::Float(v), &self))
-            }
-        }
-    }
-
-    deserializer.deserialize_option(WholeNumber)
 }

@@ -1,30 +1,26 @@
 //! `/locks`: acquire, refresh, release, check, status, listing, force-release.
 
-use axum::extract::{Query, State};
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Extension;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::extract::{LeasePath, NamePath};
-use super::problems::{
-    Forbidden, InvalidRequest, LeaseNotFound, LockHeld, LockNotHeld, PayloadTooLarge, Unauthorized,
-    Unavailable,
-};
-use super::{rfc3339_ms, Access, AppState, Json, JsonBody};
-use crate::domain::{NamePrefix, Owner, Ttl, WaitTime};
-use crate::engine::{LockLease, LockStatus};
-use crate::error::AppError;
+use super::kind::{self, lease_routes, name_routes, Kind};
+use super::lease::{acquire_request, field, rfc3339_ms, NamePath, WaiterBody};
+use super::problem::responses::LockHeld;
+use super::{AppError, AppState, JsonBody};
+use crate::domain::{AcquireRequest, Name, Owner};
+use crate::engine::{Busy, Kind as LeaseKind, LockLease, LockStatus, Locks};
 
 /// The `/locks` routes, documented.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(list))
-        .routes(routes!(acquire, status, force_release))
-        .routes(routes!(check, refresh, release))
+        .routes(routes!(acquire))
+        .merge(name_routes::<Locks>())
+        .merge(lease_routes::<Locks>())
 }
 
 /// Body of `POST /locks/{name}`; every field is optional and an empty body
@@ -33,30 +29,31 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"ttl_ms": 60000, "wait_ms": 10000, "owner": "https://ci.example.com/jobs/42"}))]
 pub struct AcquireLock {
-    /// Lease lifetime in ms unless refreshed: 1 to 86400000, default 30000.
-    #[schema(minimum = 1, maximum = 86_400_000, default = 30_000)]
-    #[serde(default, deserialize_with = "super::extract::whole_number")]
+    #[schema(schema_with = field::ttl_ms)]
     pub ttl_ms: Option<u64>,
-    /// How long to wait for the lock, in ms: 0 (default) to the server's maximum
-    /// (`BATON_MAX_WAIT_MS`, 300000 unless configured otherwise).
-    #[schema(minimum = 0, maximum = 300_000, default = 0)]
-    #[serde(default, deserialize_with = "super::extract::whole_number")]
+    #[schema(schema_with = field::wait_ms)]
     pub wait_ms: Option<u64>,
-    /// Who holds the lease, shown in status (e.g. a CI job URL); at most 200 characters,
-    /// none of them a control character.
-    #[schema(max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
+    #[schema(schema_with = field::owner)]
     pub owner: Option<String>,
+    /// When `true` and the request waits in line, every queued request on
+    /// this name that also asked `newest_wins` leaves the line (409
+    /// `superseded`): for deploy queues where only the latest version matters.
+    #[schema(default = false)]
+    pub newest_wins: Option<bool>,
 }
 
-/// Body of `PATCH /locks/{name}/{id}` and `PATCH /semaphores/{name}/{id}`.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"ttl_ms": 60000}))]
-pub struct Refresh {
-    /// New lifetime from now, in ms: 1 to 86400000; default: the lease's own ttl.
-    #[schema(minimum = 1, maximum = 86_400_000)]
-    #[serde(default, deserialize_with = "super::extract::whole_number")]
-    pub ttl_ms: Option<u64>,
+impl AcquireLock {
+    /// # Errors
+    /// `invalid-request` naming the first field at fault.
+    pub fn parse(self, max_wait_ms: u64) -> Result<AcquireRequest, AppError> {
+        acquire_request(
+            self.ttl_ms,
+            self.wait_ms,
+            self.owner,
+            self.newest_wins,
+            max_wait_ms,
+        )
+    }
 }
 
 /// A lock lease, as its holder sees it.
@@ -81,6 +78,7 @@ pub struct LockLeaseBody {
     pub fencing_token: u64,
     pub ttl_ms: u64,
     /// When the lease expires unless refreshed (RFC 3339, Redis's clock).
+    #[schema(format = DateTime)]
     pub expires_at: String,
 }
 
@@ -97,14 +95,35 @@ impl From<LockLease> for LockLeaseBody {
     }
 }
 
+impl Kind for Locks {
+    const NOUN: &'static str = "lock";
+    const NOT_HELD: AppError = AppError::LockNotHeld;
+    type Body = LockLeaseBody;
+    type StatusBody = LockStatusBody;
+    const LEASE_KIND: LeaseKind = LeaseKind::Lock;
+    fn of(state: &AppState) -> &Self {
+        &state.locks
+    }
+    fn busy(name: &Name, held: Busy) -> AppError {
+        AppError::LockHeld {
+            name: name.to_string(),
+            owner: held.owner.map(Owner::into_string),
+            expires_in: held.next_expiry_in.unwrap_or_default(),
+            waiting: held.waiting,
+        }
+    }
+}
+
 /// A lock as anyone may see it; the lease id is never shown.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Default, Serialize, ToSchema)]
 #[schema(example = json!({
     "name": "deploy-prod",
     "held": true,
     "owner": "https://ci.example.com/jobs/42",
     "fencing_token": 1_763_780_000_000_001_u64,
-    "expires_in_ms": 41230
+    "expires_in_ms": 41230,
+    "waiting": 1,
+    "waiters": [{"position": 1, "owner": "https://ci.example.com/jobs/43", "waited_ms": 5200}]
 }))]
 pub struct LockStatusBody {
     pub name: String,
@@ -115,65 +134,25 @@ pub struct LockStatusBody {
     pub fencing_token: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_in_ms: Option<u64>,
+    /// How many requests are queued in the line.
+    pub waiting: u64,
+    /// The first of them (at most 100), in the order they will be served.
+    pub waiters: Vec<WaiterBody>,
 }
 
 impl From<LockStatus> for LockStatusBody {
     fn from(status: LockStatus) -> Self {
-        let name = status.name.to_string();
-        match status.holder {
-            Some(holder) => Self {
-                name,
-                held: true,
-                owner: holder.owner.map(Owner::into_string),
-                fencing_token: Some(holder.fencing_token),
-                expires_in_ms: Some(holder.expires_in.as_millis() as u64),
-            },
-            None => Self {
-                name,
-                held: false,
-                owner: None,
-                fencing_token: None,
-                expires_in_ms: None,
-            },
+        let holder = status.holder().cloned();
+        Self {
+            name: status.name.to_string(),
+            held: holder.is_some(),
+            fencing_token: holder.as_ref().map(|h| h.fencing_token),
+            expires_in_ms: holder.as_ref().map(|h| h.expires_in.as_millis() as u64),
+            owner: holder.and_then(|h| h.owner).map(Owner::into_string),
+            waiting: status.waiting,
+            waiters: status.waiters.into_iter().map(Into::into).collect(),
         }
     }
-}
-
-/// The held locks.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct LockList {
-    pub locks: Vec<LockStatusBody>,
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct ListQuery {
-    /// Only locks whose names start with this (name characters only).
-    #[param(max_length = 200, pattern = "^[A-Za-z0-9._:-]*$", example = "deploy-")]
-    pub prefix: Option<String>,
-}
-
-pub(crate) fn parse_ttl(ms: Option<u64>) -> Result<Option<Ttl>, AppError> {
-    ms.map(Ttl::from_ms)
-        .transpose()
-        .map_err(|e| AppError::field("ttl_ms", e))
-}
-
-pub(crate) fn parse_wait(ms: Option<u64>, max_ms: u64) -> Result<WaitTime, AppError> {
-    WaitTime::from_ms(ms.unwrap_or(0), max_ms).map_err(|e| AppError::field("wait_ms", e))
-}
-
-pub(crate) fn parse_owner(owner: Option<String>) -> Result<Option<Owner>, AppError> {
-    Owner::parse(owner).map_err(|e| AppError::field("owner", e))
-}
-
-fn created(location: String, body: impl Serialize) -> Response {
-    (
-        StatusCode::CREATED,
-        [(header::LOCATION, location)],
-        Json(body),
-    )
-        .into_response()
 }
 
 /// Acquire a lock
@@ -181,234 +160,23 @@ fn created(location: String, body: impl Serialize) -> Response {
 /// Takes the lock if it is free. If it is held and `wait_ms` is above 0, waits
 /// until it is released or expires (woken by the release itself, within
 /// milliseconds) for at most `wait_ms`.
-#[utoipa::path(
-    post,
-    path = "/locks/{name}",
-    operation_id = "acquire_lock",
-    tag = "locks",
-    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Lock name: 1 to 200 of A-Z a-z 0-9 . _ - :", example = "deploy-prod")),
+#[utoipa::path(post, path = "/locks/{name}", operation_id = "acquire_lock", params(NamePath),
     request_body(content = Option<AcquireLock>, description = "May be empty: all defaults", content_type = "application/json"),
     responses(
         (status = 201, description = "Acquired", body = LockLeaseBody,
             headers(("Location" = String, description = "The lease: /locks/{name}/{id}"))),
-        (status = 400, response = InvalidRequest),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "With `Accept: text/event-stream` and a `wait_ms`: server-sent progress events, `queued` (`{\"position\", \"waiting\", \"holders\": [{\"owner\"?, \"expires_in_ms\"}]}`) on joining the line and whenever the position or the holders change, then one `acquired` (the lease body) or `problem` (the problem body)",
+            content_type = "text/event-stream", body = String),
         (status = 409, response = LockHeld),
-        (status = 413, response = PayloadTooLarge),
-        (status = 503, response = Unavailable),
-    ),
-    security((), ("bearer" = []))
-)]
+    ))]
 pub async fn acquire(
     State(state): State<AppState>,
-    NamePath(name): NamePath,
+    headers: HeaderMap,
+    NamePath { name }: NamePath,
     JsonBody(body): JsonBody<AcquireLock>,
 ) -> Result<Response, AppError> {
-    let ttl = parse_ttl(body.ttl_ms)?.unwrap_or_default();
-    let wait = parse_wait(body.wait_ms, state.settings.max_wait_ms)?;
-    let owner = parse_owner(body.owner)?;
-    match state.locks.acquire(&name, ttl, wait, owner).await? {
-        Ok(lease) => {
-            let location = format!("/locks/{}/{}", lease.name, lease.id.expose());
-            Ok(created(location, LockLeaseBody::from(lease)))
-        }
-        Err(held) => Err(AppError::LockHeld {
-            name: name.to_string(),
-            owner: held.owner.map(Owner::into_string),
-            expires_in_ms: held.expires_in.as_millis() as u64,
-        }),
-    }
-}
-
-/// Refresh a lease
-///
-/// Extends a lease that is still held, by `ttl_ms` from now (default: its own
-/// ttl). An expired lease cannot be brought back.
-#[utoipa::path(
-    patch,
-    path = "/locks/{name}/{id}",
-    operation_id = "refresh_lock",
-    tag = "locks",
-    params(
-        ("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Lock name", example = "deploy-prod"),
-        ("id" = String, Path, format = Uuid, description = "Lease id from the acquisition"),
-    ),
-    request_body(content = Option<Refresh>, description = "May be empty: the lease's own ttl", content_type = "application/json"),
-    responses(
-        (status = 200, description = "Refreshed", body = LockLeaseBody),
-        (status = 400, response = InvalidRequest),
-        (status = 401, response = Unauthorized),
-        (status = 404, response = LeaseNotFound),
-        (status = 413, response = PayloadTooLarge),
-        (status = 503, response = Unavailable),
-    ),
-    security((), ("bearer" = []))
-)]
-pub async fn refresh(
-    State(state): State<AppState>,
-    lease: LeasePath,
-    JsonBody(body): JsonBody<Refresh>,
-) -> Result<Json<LockLeaseBody>, AppError> {
-    let ttl = parse_ttl(body.ttl_ms)?;
-    state
-        .locks
-        .refresh(&lease.name, lease.id, ttl)
-        .await?
-        .map(|l| Json(l.into()))
-        .ok_or(AppError::LeaseNotFound)
-}
-
-/// Release a lease
-///
-/// Frees the lock if this lease holds it, and wakes its waiters.
-#[utoipa::path(
-    delete,
-    path = "/locks/{name}/{id}",
-    operation_id = "release_lock",
-    tag = "locks",
-    params(
-        ("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Lock name", example = "deploy-prod"),
-        ("id" = String, Path, format = Uuid, description = "Lease id from the acquisition"),
-    ),
-    responses(
-        (status = 204, description = "Released"),
-        (status = 400, response = InvalidRequest),
-        (status = 401, response = Unauthorized),
-        (status = 404, response = LeaseNotFound),
-        (status = 503, response = Unavailable),
-    ),
-    security((), ("bearer" = []))
-)]
-pub async fn release(
-    State(state): State<AppState>,
-    lease: LeasePath,
-) -> Result<StatusCode, AppError> {
-    if state.locks.release(&lease.name, lease.id).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(AppError::LeaseNotFound)
-    }
-}
-
-/// Check a lease
-///
-/// The lease, if it is still held.
-#[utoipa::path(
-    get,
-    path = "/locks/{name}/{id}",
-    operation_id = "check_lock",
-    tag = "locks",
-    params(
-        ("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Lock name", example = "deploy-prod"),
-        ("id" = String, Path, format = Uuid, description = "Lease id from the acquisition"),
-    ),
-    responses(
-        (status = 200, description = "Still held", body = LockLeaseBody),
-        (status = 400, response = InvalidRequest),
-        (status = 401, response = Unauthorized),
-        (status = 404, response = LeaseNotFound),
-        (status = 503, response = Unavailable),
-    ),
-    security((), ("bearer" = []))
-)]
-pub async fn check(
-    State(state): State<AppState>,
-    lease: LeasePath,
-) -> Result<Json<LockLeaseBody>, AppError> {
-    state
-        .locks
-        .get(&lease.name, lease.id)
-        .await?
-        .map(|l| Json(l.into()))
-        .ok_or(AppError::LeaseNotFound)
-}
-
-/// Lock status
-///
-/// Whether the lock is held, by whom (owner label) and until when. Never the lease id.
-#[utoipa::path(
-    get,
-    path = "/locks/{name}",
-    operation_id = "lock_status",
-    tag = "locks",
-    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Lock name", example = "deploy-prod")),
-    responses(
-        (status = 200, description = "Status", body = LockStatusBody),
-        (status = 400, response = InvalidRequest),
-        (status = 401, response = Unauthorized),
-        (status = 503, response = Unavailable),
-    ),
-    security((), ("bearer" = []))
-)]
-pub async fn status(
-    State(state): State<AppState>,
-    NamePath(name): NamePath,
-) -> Result<Json<LockStatusBody>, AppError> {
-    Ok(Json(state.locks.status(&name).await?.into()))
-}
-
-/// List held locks
-///
-/// The held locks, sorted by name, optionally only those whose names start
-/// with `prefix`.
-#[utoipa::path(
-    get,
-    path = "/locks",
-    operation_id = "list_locks",
-    tag = "locks",
-    params(ListQuery),
-    responses(
-        (status = 200, description = "Held locks", body = LockList),
-        (status = 400, response = InvalidRequest),
-        (status = 401, response = Unauthorized),
-        (status = 503, response = Unavailable),
-    ),
-    security((), ("bearer" = []))
-)]
-pub async fn list(
-    State(state): State<AppState>,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<LockList>, AppError> {
-    let Query(query) = query.map_err(|e| AppError::Invalid(format!("query: {}", e.body_text())))?;
-    let prefix = NamePrefix::parse(query.prefix.as_deref().unwrap_or(""))
-        .map_err(|e| AppError::field("prefix", e))?;
-    let locks = state.locks.list(&prefix).await?;
-    Ok(Json(LockList {
-        locks: locks.into_iter().map(Into::into).collect(),
-    }))
-}
-
-/// Force-release a lock
-///
-/// Frees the lock whoever holds it (an administrator's action) and wakes its
-/// waiters. Needs an admin token when the service has tokens.
-#[utoipa::path(
-    delete,
-    path = "/locks/{name}",
-    operation_id = "force_release_lock",
-    tag = "locks",
-    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Lock name", example = "deploy-prod")),
-    responses(
-        (status = 204, description = "Released"),
-        (status = 400, response = InvalidRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 404, response = LockNotHeld),
-        (status = 503, response = Unavailable),
-    ),
-    security((), ("bearer" = []))
-)]
-pub async fn force_release(
-    State(state): State<AppState>,
-    access: Option<Extension<Access>>,
-    NamePath(name): NamePath,
-) -> Result<StatusCode, AppError> {
-    let access = access.map_or(Access::Anonymous, |Extension(a)| a);
-    state.auth.allow_force_release(access)?;
-    if state.locks.force_release(&name).await? {
-        tracing::info!(lock = %name, ?access, "force-released");
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(AppError::LockNotHeld)
-    }
+    let request = body.parse(state.settings.max_wait_ms)?;
+    let (locks, wait, key) = (state.locks.clone(), request.wait, name.clone());
+    let acquisition = async move { locks.acquire(&key, request).await };
+    kind::acquired::<Locks, _>(state, &headers, name, wait, acquisition).await
 }

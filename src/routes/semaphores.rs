@@ -1,28 +1,27 @@
-//! `/semaphores`: acquire a slot, refresh, release, check, status.
+//! `/semaphores`: acquire a slot, refresh, release, check, status, listing,
+//! force-release.
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::extract::{LeasePath, NamePath};
-use super::locks::{parse_owner, parse_ttl, parse_wait, Refresh};
-use super::problems::{
-    InvalidRequest, LeaseNotFound, PayloadTooLarge, SemaphoreFull, Unauthorized, Unavailable,
-};
-use super::{rfc3339_ms, AppState, Json, JsonBody};
-use crate::domain::{Limit, Owner};
-use crate::engine::{SemaphoreLease, SemaphoreStatus};
-use crate::error::AppError;
+use super::kind::{self, lease_routes, name_routes, Kind};
+use super::lease::{acquire_request, field, rfc3339_ms, NamePath, WaiterBody};
+use super::problem::responses::SemaphoreFull;
+use super::{AppError, AppState, JsonBody};
+use crate::domain::{AcquireRequest, Limit, Name, Owner};
+use crate::engine::{Busy, Kind as LeaseKind, SemaphoreLease, SemaphoreStatus, Semaphores};
 
 /// The `/semaphores` routes, documented.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(acquire, status))
-        .routes(routes!(check, refresh, release))
+        .routes(routes!(acquire))
+        .merge(name_routes::<Semaphores>())
+        .merge(lease_routes::<Semaphores>())
 }
 
 /// Body of `POST /semaphores/{name}`.
@@ -30,23 +29,38 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"limit": 4, "ttl_ms": 60000, "wait_ms": 10000, "owner": "worker-7"}))]
 pub struct AcquireSemaphore {
-    /// At most this many leases are held at once: 1 to 100000. Required.
-    #[schema(value_type = u64, minimum = 1, maximum = 100_000, required = true)]
-    #[serde(default, deserialize_with = "super::extract::whole_number")]
+    #[schema(schema_with = field::limit, required = true)]
     pub limit: Option<u64>,
-    /// Lease lifetime in ms unless refreshed: 1 to 86400000, default 30000.
-    #[schema(minimum = 1, maximum = 86_400_000, default = 30_000)]
-    #[serde(default, deserialize_with = "super::extract::whole_number")]
+    #[schema(schema_with = field::ttl_ms)]
     pub ttl_ms: Option<u64>,
-    /// How long to wait in line for a slot, in ms: 0 (default) to the server's maximum
-    /// (`BATON_MAX_WAIT_MS`, 300000 unless configured otherwise).
-    #[schema(minimum = 0, maximum = 300_000, default = 0)]
-    #[serde(default, deserialize_with = "super::extract::whole_number")]
+    #[schema(schema_with = field::wait_ms)]
     pub wait_ms: Option<u64>,
-    /// Who holds the lease, shown in status; at most 200 characters,
-    /// none of them a control character.
-    #[schema(max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")]
+    #[schema(schema_with = field::owner)]
     pub owner: Option<String>,
+    /// When `true` and the request waits in line, every queued request on
+    /// this name that also asked `newest_wins` leaves the line (409
+    /// `superseded`): for deploy queues where only the latest version matters.
+    #[schema(default = false)]
+    pub newest_wins: Option<bool>,
+}
+
+impl AcquireSemaphore {
+    /// # Errors
+    /// `invalid-request` naming the first field at fault.
+    pub fn parse(self, max_wait_ms: u64) -> Result<(Limit, AcquireRequest), AppError> {
+        let limit = self
+            .limit
+            .ok_or_else(|| AppError::Invalid("limit: is required".into()))
+            .and_then(|n| Limit::new(n).map_err(|e| AppError::field("limit", e)))?;
+        let request = acquire_request(
+            self.ttl_ms,
+            self.wait_ms,
+            self.owner,
+            self.newest_wins,
+            max_wait_ms,
+        )?;
+        Ok((limit, request))
+    }
 }
 
 /// A semaphore lease, as its holder sees it.
@@ -73,6 +87,7 @@ pub struct SemaphoreLeaseBody {
     pub fencing_token: u64,
     pub ttl_ms: u64,
     /// When the lease expires unless refreshed (RFC 3339, Redis's clock).
+    #[schema(format = DateTime)]
     pub expires_at: String,
 }
 
@@ -86,6 +101,26 @@ impl From<SemaphoreLease> for SemaphoreLeaseBody {
             fencing_token: lease.fencing_token,
             ttl_ms: lease.ttl.as_ms(),
             expires_at: rfc3339_ms(lease.expires_at_ms),
+        }
+    }
+}
+
+impl Kind for Semaphores {
+    const NOUN: &'static str = "semaphore";
+    const NOT_HELD: AppError = AppError::SemaphoreNotHeld;
+    type Body = SemaphoreLeaseBody;
+    type StatusBody = SemaphoreStatusBody;
+    const LEASE_KIND: LeaseKind = LeaseKind::Semaphore;
+    fn of(state: &AppState) -> &Self {
+        &state.semaphores
+    }
+    fn busy(name: &Name, full: Busy) -> AppError {
+        AppError::SemaphoreFull {
+            name: name.to_string(),
+            holders: full.holders,
+            limit: full.limit.get(),
+            next_expiry_in: full.next_expiry_in,
+            waiting: full.waiting,
         }
     }
 }
@@ -108,7 +143,9 @@ pub struct SlotBody {
     "leases": [
         {"owner": "worker-7", "fencing_token": 1_763_780_000_000_017_u64, "expires_in_ms": 51200},
         {"fencing_token": 1_763_780_000_000_020_u64, "expires_in_ms": 58800}
-    ]
+    ],
+    "waiting": 1,
+    "waiters": [{"position": 1, "owner": "worker-9", "waited_ms": 1200}]
 }))]
 pub struct SemaphoreStatusBody {
     pub name: String,
@@ -119,13 +156,19 @@ pub struct SemaphoreStatusBody {
     pub limit: Option<u32>,
     /// The held leases, in the order they were granted.
     pub leases: Vec<SlotBody>,
+    /// How many requests are queued in the line.
+    pub waiting: u64,
+    /// The first of them (at most 100), in the order they will be served.
+    pub waiters: Vec<WaiterBody>,
 }
 
 impl From<SemaphoreStatus> for SemaphoreStatusBody {
     fn from(status: SemaphoreStatus) -> Self {
         Self {
             name: status.name.to_string(),
-            holders: status.leases.len() as u64,
+            holders: status.holders,
+            waiting: status.waiting,
+            waiters: status.waiters.into_iter().map(Into::into).collect(),
             limit: status.limit.map(Limit::get),
             leases: status
                 .leases
@@ -145,185 +188,23 @@ impl From<SemaphoreStatus> for SemaphoreStatusBody {
 /// Takes one of `limit` slots. Slots go first come, first served: if the
 /// semaphore is full (or earlier waiters are in line) and `wait_ms` is above
 /// 0, the request queues and waits for its turn, for at most `wait_ms`.
-#[utoipa::path(
-    post,
-    path = "/semaphores/{name}",
-    operation_id = "acquire_semaphore",
-    tag = "semaphores",
-    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Semaphore name: 1 to 200 of A-Z a-z 0-9 . _ - :", example = "migrations")),
+#[utoipa::path(post, path = "/semaphores/{name}", operation_id = "acquire_semaphore", params(NamePath),
     request_body(content = AcquireSemaphore, content_type = "application/json"),
     responses(
         (status = 201, description = "Acquired", body = SemaphoreLeaseBody,
             headers(("Location" = String, description = "The lease: /semaphores/{name}/{id}"))),
-        (status = 400, response = InvalidRequest),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "With `Accept: text/event-stream` and a `wait_ms`: server-sent progress events, `queued` (`{\"position\", \"waiting\", \"holders\": [{\"owner\"?, \"expires_in_ms\"}]}`) on joining the line and whenever the position or the holders change, then one `acquired` (the lease body) or `problem` (the problem body)",
+            content_type = "text/event-stream", body = String),
         (status = 409, response = SemaphoreFull),
-        (status = 413, response = PayloadTooLarge),
-        (status = 503, response = Unavailable),
-    ),
-    security((), ("bearer" = []))
-)]
+    ))]
 pub async fn acquire(
     State(state): State<AppState>,
-    NamePath(name): NamePath,
+    headers: HeaderMap,
+    NamePath { name }: NamePath,
     JsonBody(body): JsonBody<AcquireSemaphore>,
 ) -> Result<Response, AppError> {
-    let limit = body
-        .limit
-        .ok_or_else(|| AppError::Invalid("limit: is required".into()))
-        .and_then(|n| Limit::new(n).map_err(|e| AppError::field("limit", e)))?;
-    let ttl = parse_ttl(body.ttl_ms)?.unwrap_or_default();
-    let wait = parse_wait(body.wait_ms, state.settings.max_wait_ms)?;
-    let owner = parse_owner(body.owner)?;
-    match state
-        .semaphores
-        .acquire(&name, limit, ttl, wait, owner)
-        .await?
-    {
-        Ok(lease) => {
-            let location = format!("/semaphores/{}/{}", lease.name, lease.id.expose());
-            Ok((
-                StatusCode::CREATED,
-                [(header::LOCATION, location)],
-                Json(SemaphoreLeaseBody::from(lease)),
-            )
-                .into_response())
-        }
-        Err(full) => Err(AppError::SemaphoreFull {
-            name: name.to_string(),
-            holders: full.holders,
-            limit: full.limit.get(),
-            retry_after_secs: full
-                .next_expiry_in
-                .map_or(1, |d| d.as_millis().div_ceil(1000).max(1) as u64),
-        }),
-    }
-}
-
-/// Refresh a semaphore lease
-///
-/// Extends a live lease by `ttl_ms` from now (default: its own ttl). A lease
-/// that has expired is gone: 404, and it is not brought back.
-#[utoipa::path(
-    patch,
-    path = "/semaphores/{name}/{id}",
-    operation_id = "refresh_semaphore",
-    tag = "semaphores",
-    params(
-        ("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Semaphore name", example = "migrations"),
-        ("id" = String, Path, format = Uuid, description = "Lease id from the acquisition"),
-    ),
-    request_body(content = Option<Refresh>, description = "May be empty: the lease's own ttl", content_type = "application/json"),
-    responses(
-        (status = 200, description = "Refreshed", body = SemaphoreLeaseBody),
-        (status = 400, response = InvalidRequest),
-        (status = 401, response = Unauthorized),
-        (status = 404, response = LeaseNotFound),
-        (status = 413, response = PayloadTooLarge),
-        (status = 503, response = Unavailable),
-    ),
-    security((), ("bearer" = []))
-)]
-pub async fn refresh(
-    State(state): State<AppState>,
-    lease: LeasePath,
-    JsonBody(body): JsonBody<Refresh>,
-) -> Result<Json<SemaphoreLeaseBody>, AppError> {
-    let ttl = parse_ttl(body.ttl_ms)?;
-    state
-        .semaphores
-        .refresh(&lease.name, lease.id, ttl)
-        .await?
-        .map(|l| Json(l.into()))
-        .ok_or(AppError::LeaseNotFound)
-}
-
-/// Release a semaphore lease
-///
-/// Gives the slot back and wakes the next waiter in line.
-#[utoipa::path(
-    delete,
-    path = "/semaphores/{name}/{id}",
-    operation_id = "release_semaphore",
-    tag = "semaphores",
-    params(
-        ("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Semaphore name", example = "migrations"),
-        ("id" = String, Path, format = Uuid, description = "Lease id from the acquisition"),
-    ),
-    responses(
-        (status = 204, description = "Released"),
-        (status = 400, response = InvalidRequest),
-        (status = 401, response = Unauthorized),
-        (status = 404, response = LeaseNotFound),
-        (status = 503, response = Unavailable),
-    ),
-    security((), ("bearer" = []))
-)]
-pub async fn release(
-    State(state): State<AppState>,
-    lease: LeasePath,
-) -> Result<StatusCode, AppError> {
-    if state.semaphores.release(&lease.name, lease.id).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(AppError::LeaseNotFound)
-    }
-}
-
-/// Check a semaphore lease
-///
-/// The lease, if it is still live.
-#[utoipa::path(
-    get,
-    path = "/semaphores/{name}/{id}",
-    operation_id = "check_semaphore",
-    tag = "semaphores",
-    params(
-        ("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Semaphore name", example = "migrations"),
-        ("id" = String, Path, format = Uuid, description = "Lease id from the acquisition"),
-    ),
-    responses(
-        (status = 200, description = "Still held", body = SemaphoreLeaseBody),
-        (status = 400, response = InvalidRequest),
-        (status = 401, response = Unauthorized),
-        (status = 404, response = LeaseNotFound),
-        (status = 503, response = Unavailable),
-    ),
-    security((), ("bearer" = []))
-)]
-pub async fn check(
-    State(state): State<AppState>,
-    lease: LeasePath,
-) -> Result<Json<SemaphoreLeaseBody>, AppError> {
-    state
-        .semaphores
-        .get(&lease.name, lease.id)
-        .await?
-        .map(|l| Json(l.into()))
-        .ok_or(AppError::LeaseNotFound)
-}
-
-/// Semaphore status
-///
-/// How many leases are held, with each holder's owner label, fencing token
-/// and time left, in the order they were granted. Never the lease ids.
-#[utoipa::path(
-    get,
-    path = "/semaphores/{name}",
-    operation_id = "semaphore_status",
-    tag = "semaphores",
-    params(("name" = String, Path, min_length = 1, max_length = 200, pattern = "^[A-Za-z0-9._:-]+$", description = "Semaphore name", example = "migrations")),
-    responses(
-        (status = 200, description = "Status", body = SemaphoreStatusBody),
-        (status = 400, response = InvalidRequest),
-        (status = 401, response = Unauthorized),
-        (status = 503, response = Unavailable),
-    ),
-    security((), ("bearer" = []))
-)]
-pub async fn status(
-    State(state): State<AppState>,
-    NamePath(name): NamePath,
-) -> Result<Json<SemaphoreStatusBody>, AppError> {
-    Ok(Json(state.semaphores.status(&name).await?.into()))
+    let (limit, request) = body.parse(state.settings.max_wait_ms)?;
+    let (semaphores, wait, key) = (state.semaphores.clone(), request.wait, name.clone());
+    let acquisition = async move { semaphores.acquire(&key, limit, request).await };
+    kind::acquired::<Semaphores, _>(state, &headers, name, wait, acquisition).await
 }

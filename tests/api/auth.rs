@@ -51,6 +51,55 @@ async fn without_a_valid_token_the_api_answers_401() {
 }
 
 #[tokio::test]
+async fn a_401_challenges_for_a_bearer_token() {
+    let app = guarded_app().await;
+
+    let response = send(&app, Method::POST, "/locks/challenged", None).await;
+
+    assert_eq!(response.headers()["www-authenticate"], "Bearer");
+    problem(response, 401, "unauthorized").await;
+}
+
+#[tokio::test]
+async fn admin_tokens_alone_turn_authentication_on() {
+    let mut settings = settings_for(&shared_redis().url(), &unique_prefix());
+    settings.admin_tokens = vec!["admin-token".into()];
+    let app = TestApp::spawn_with(settings).await;
+
+    for (method, path) in [
+        (Method::POST, "/locks/admin-guarded"),
+        (Method::GET, "/locks"),
+        (Method::POST, "/semaphores/admin-guarded"),
+        (Method::DELETE, "/locks/admin-guarded"),
+    ] {
+        for token in [None, Some("anything")] {
+            let response = send(&app, method.clone(), path, token).await;
+            problem(response, 401, "unauthorized").await;
+        }
+    }
+    let acquired = send(
+        &app,
+        Method::POST,
+        "/locks/admin-guarded",
+        Some("admin-token"),
+    )
+    .await;
+    assert_eq!(acquired.status(), 201);
+    let released = send(
+        &app,
+        Method::DELETE,
+        "/locks/admin-guarded",
+        Some("admin-token"),
+    )
+    .await;
+    assert_eq!(released.status(), 204);
+    assert_eq!(
+        send(&app, Method::GET, "/healthz", None).await.status(),
+        200
+    );
+}
+
+#[tokio::test]
 async fn api_and_admin_tokens_both_use_the_api() {
     let app = guarded_app().await;
     for token in ["user-token", "second-user", "admin-token"] {

@@ -2,7 +2,7 @@
 
 use reqwest::Method;
 
-use crate::helpers::{problem, TestApp};
+use crate::helpers::{lease_path, problem, settings_for, shared_redis, unique_prefix, TestApp};
 
 #[tokio::test]
 async fn bad_bodies_are_400_and_name_the_field() {
@@ -44,15 +44,15 @@ async fn bad_names_and_ids_are_400() {
     let long = "n".repeat(201);
     let id = uuid::Uuid::new_v4();
     let cases = [
-        (Method::POST, "/locks/bad%20name".to_owned(), "name"),
-        (Method::POST, "/locks/a%2Fb".to_owned(), "name"),
+        (Method::POST, "/locks/bad%0Aname".to_owned(), "name"),
+        (Method::POST, "/locks/a%1Bb".to_owned(), "name"),
         (Method::POST, format!("/locks/{long}"), "name"),
-        (Method::GET, "/locks/caf%C3%A9".to_owned(), "name"),
-        (Method::POST, "/semaphores/%7Bx%7D".to_owned(), "name"),
+        (Method::GET, "/locks/caf%E2%80%AE".to_owned(), "name"),
+        (Method::POST, "/semaphores/%7F".to_owned(), "name"),
         (Method::DELETE, "/locks/ok/not-a-uuid".to_owned(), "id"),
         (Method::PATCH, "/locks/ok/12345".to_owned(), "id"),
         (Method::GET, "/semaphores/ok/xyz".to_owned(), "id"),
-        (Method::DELETE, format!("/locks/b*d/{id}"), "name"),
+        (Method::DELETE, format!("/locks/b%09d/{id}"), "name"),
     ];
     for (method, path, field) in cases {
         let response = app.request(method.clone(), &path, None).await;
@@ -71,7 +71,7 @@ async fn bad_names_and_ids_are_400() {
 async fn unknown_paths_and_methods_are_problems_too() {
     let app = TestApp::spawn().await;
     problem(app.get("/nowhere").await, 404, "not-found").await;
-    problem(app.get("/locks/a/b/c").await, 404, "not-found").await;
+    problem(app.get("/nowhere/a/b/c").await, 404, "not-found").await;
     problem(
         app.request(Method::PUT, "/locks/x", Some("{}")).await,
         405,
@@ -100,4 +100,160 @@ async fn problem_types_lead_to_a_description() {
 
     assert_eq!(described.status(), 200);
     assert!(described.text().await.unwrap().contains("Invalid request"));
+}
+
+#[tokio::test]
+async fn every_problem_type_is_described_from_the_one_table() {
+    let app = TestApp::spawn().await;
+    for &kind in baton::routes::ProblemType::ALL {
+        let facts = kind.facts();
+
+        let described = app.get(&kind.uri()).await;
+
+        assert_eq!(described.status(), 200, "{}", facts.slug);
+        let text = described.text().await.unwrap();
+        assert!(text.starts_with(&format!(
+            "{} ({}, {})",
+            facts.title, facts.status, facts.slug
+        )));
+        assert!(text.contains(facts.description));
+    }
+    problem(app.get("/problems/no-such-type").await, 404, "not-found").await;
+}
+
+#[tokio::test]
+async fn numbers_must_be_json_integers() {
+    let app = TestApp::spawn().await;
+    let lease = app.acquire_lock("strict-numbers", "{}").await;
+    let refresh = lease_path("locks", &lease);
+    let cases = [
+        (
+            Method::POST,
+            "/locks/strict",
+            r#"{"ttl_ms": 1e3}"#,
+            "ttl_ms",
+        ),
+        (
+            Method::POST,
+            "/locks/strict",
+            r#"{"ttl_ms": 1000.0}"#,
+            "ttl_ms",
+        ),
+        (
+            Method::POST,
+            "/locks/strict",
+            r#"{"ttl_ms": 1000.0000000000001}"#,
+            "ttl_ms",
+        ),
+        (
+            Method::POST,
+            "/locks/strict",
+            r#"{"ttl_ms": 5.5}"#,
+            "ttl_ms",
+        ),
+        (
+            Method::POST,
+            "/locks/strict",
+            r#"{"wait_ms": 1e2}"#,
+            "wait_ms",
+        ),
+        (
+            Method::POST,
+            "/locks/strict",
+            r#"{"wait_ms": 100.0}"#,
+            "wait_ms",
+        ),
+        (
+            Method::POST,
+            "/semaphores/strict",
+            r#"{"limit": 2.0}"#,
+            "limit",
+        ),
+        (
+            Method::POST,
+            "/semaphores/strict",
+            r#"{"limit": 2, "ttl_ms": 1E4}"#,
+            "ttl_ms",
+        ),
+        (
+            Method::PATCH,
+            refresh.as_str(),
+            r#"{"ttl_ms": 60000.0}"#,
+            "ttl_ms",
+        ),
+    ];
+    for (method, path, body, field) in cases {
+        let response = app.request(method.clone(), path, Some(body)).await;
+        let problem = problem(response, 400, "invalid-request").await;
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains(field), "{method} {body}: {detail:?}");
+    }
+    let status: serde_json::Value = app.get("/locks/strict").await.json().await.unwrap();
+    assert_eq!(status["held"], false, "no refused request took the lock");
+}
+
+#[tokio::test]
+async fn owners_must_be_printable() {
+    let app = TestApp::spawn().await;
+    let cases = [
+        ("tab", r"a\tb"),
+        ("escape", r"a\u001b[31mred"),
+        ("next line", r"a\u0085b"),
+        ("right-to-left override", r"a\u202eb"),
+        ("left-to-right isolate", r"a\u2066b"),
+        ("zero-width space", r"a\u200bb"),
+        ("line separator", r"a\u2028b"),
+        ("paragraph separator", r"a\u2029b"),
+        ("byte-order mark", r"\ufeffa"),
+    ];
+    for (what, owner) in cases {
+        for kind in ["locks", "semaphores"] {
+            let body = format!(r#"{{"limit": 1, "owner": "{owner}"}}"#);
+            let body = if kind == "locks" {
+                body.replace(r#""limit": 1, "#, "")
+            } else {
+                body
+            };
+            let response = app.post(&format!("/{kind}/printable"), &body).await;
+            let problem = problem(response, 400, "invalid-request").await;
+            let detail = problem["detail"].as_str().unwrap();
+            assert!(detail.contains("owner"), "{kind}, {what}: {detail:?}");
+        }
+    }
+    let lease = app
+        .acquire_lock("printable", r#"{"owner": "Zoë's job 東京 🚀"}"#)
+        .await;
+    assert_eq!(lease["owner"], "Zoë's job 東京 🚀");
+}
+
+#[tokio::test]
+async fn a_wait_over_the_maximum_says_the_maximum() {
+    let mut settings = settings_for(&shared_redis().url(), &unique_prefix());
+    settings.max_wait_ms = 5000;
+    let app = TestApp::spawn_with(settings).await;
+    let cases = [
+        ("/locks/patient", r#"{"wait_ms": 5001}"#),
+        ("/semaphores/patient", r#"{"limit": 1, "wait_ms": 5001}"#),
+        ("/locks/patient", r#"{"wait_ms": 86400000}"#),
+    ];
+
+    for (path, body) in cases {
+        let response = app.post(path, body).await;
+
+        let problem = problem(response, 400, "invalid-request").await;
+        assert_eq!(problem["max_wait_ms"], 5000, "{path} {body}");
+        assert!(problem["detail"].as_str().unwrap().contains("wait_ms"));
+    }
+    let within = app.post("/locks/patient", r#"{"wait_ms": 5000}"#).await;
+    assert_eq!(within.status(), 201);
+    let other = problem(
+        app.post("/locks/x", r#"{"ttl_ms": 0}"#).await,
+        400,
+        "invalid-request",
+    )
+    .await;
+    assert!(
+        other.get("max_wait_ms").is_none(),
+        "only a wait too long carries it"
+    );
 }

@@ -156,18 +156,6 @@ impl RedisServer {
             .filter_map(|n| n.parse::<u64>().ok())
             .sum()
     }
-
-    /// How many commands Redis processed in all (each INFO call counts too).
-    pub fn commands_processed(&self) -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("stats")
-            .query(&mut self.conn())
-            .expect("INFO");
-        info.lines()
-            .find_map(|l| l.strip_prefix("total_commands_processed:"))
-            .and_then(|n| n.trim().parse().ok())
-            .expect("total_commands_processed")
-    }
 }
 
 impl Drop for RedisServer {
@@ -198,6 +186,8 @@ pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,
     pub prefix: String,
+    /// The service's engine (e.g. how many requests wait on it).
+    pub engine: baton::engine::Engine,
     stop: Option<oneshot::Sender<()>>,
     handle: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -226,6 +216,7 @@ impl TestApp {
         let prefix = settings.key_prefix.clone();
         let app = Application::build(settings).await.expect("service starts");
         let base = format!("http://{}", app.local_addr());
+        let engine = app.engine().clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let handle = tokio::spawn(app.run_until(async move {
             let _ = stopped.await;
@@ -237,6 +228,7 @@ impl TestApp {
                 .build()
                 .expect("client"),
             prefix,
+            engine,
             stop: Some(stop),
             handle: Some(handle),
         }

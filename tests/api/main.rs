@@ -4,8 +4,14 @@ mod helpers;
 
 mod auth;
 mod errors;
+mod listing;
 mod locks;
+mod modes;
+mod names;
 mod outages;
 mod semaphores;
 mod service;
+mod topology;
+mod transport;
 mod waiting;
+mod watching;

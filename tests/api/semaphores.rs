@@ -157,7 +157,10 @@ async fn releasing_twice_returns_404_and_a_foreign_id_changes_nothing() {
 async fn status_lists_owners_tokens_and_time_left_in_grant_order_without_ids() {
     let app = TestApp::spawn().await;
     let empty: Value = app.get("/semaphores/listed").await.json().await.unwrap();
-    assert_eq!(empty, json!({"name": "listed", "holders": 0, "leases": []}));
+    assert_eq!(
+        empty,
+        json!({"name": "listed", "holders": 0, "leases": [], "waiting": 0, "waiters": []})
+    );
     let a = take(
         &app,
         "listed",

@@ -21,7 +21,7 @@ async fn without_redis_readyz_is_503_healthz_200_and_calls_503_promptly() {
     assert!(response.headers().contains_key("retry-after"));
     problem(response, 503, "redis-unavailable").await;
     let started = std::time::Instant::now();
-    let response = app.post("/locks/offline", r#"{"wait_ms": 5000}"#).await;
+    let response = app.post("/locks/offline", r#"{"wait_ms": 1000}"#).await;
     problem(response, 503, "redis-unavailable").await;
     assert!(
         started.elapsed() < std::time::Duration::from_secs(3),

@@ -102,30 +102,24 @@ async fn a_waiter_on_one_instance_is_woken_by_a_release_on_another() {
 }
 
 #[tokio::test]
-async fn a_waiting_request_sends_redis_nothing_until_it_is_woken() {
+async fn waiting_requests_cost_redis_one_keep_alive_a_second_however_many_wait() {
     let redis = RedisServer::start();
     let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
     let held = app.acquire_lock("quiet", r#"{"ttl_ms": 60000}"#).await;
-    let waiters: Vec<_> = (0..5)
+    let waiters: Vec<_> = (0..20)
         .map(|_| app.post_in_background("/locks/quiet", r#"{"wait_ms": 20000}"#))
         .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let scripts_before = redis.script_calls();
-    let commands_before = redis.commands_processed();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
     let scripts_after = redis.script_calls();
-    let commands_after = redis.commands_processed();
 
-    assert_eq!(
-        scripts_after, scripts_before,
-        "scripts run while 5 requests waited"
-    );
-    // Only our own two INFO calls.
+    // One keep-alive a second for the (instance, name), not one per waiter.
+    let scripts = scripts_after - scripts_before;
     assert!(
-        commands_after - commands_before <= 2,
-        "{} commands while waiting",
-        commands_after - commands_before
+        (2..=4).contains(&scripts),
+        "{scripts} scripts in 3 s while 20 requests waited"
     );
     app.delete(&lease_path("locks", &held)).await;
     for waiter in waiters {
@@ -208,4 +202,482 @@ async fn shutdown_answers_waiters_at_once_with_503() {
     );
     let response = waiter.await.unwrap().response;
     problem(response, 503, "shutting-down").await;
+}
+
+/// Joins `body`'s request on `app` in the background and waits until Redis
+/// counts one more in `name`'s line, so that joining order is certain.
+async fn join_line(
+    app: &TestApp,
+    path: &str,
+    body: &str,
+    status_of: &TestApp,
+) -> tokio::task::JoinHandle<crate::helpers::Answer> {
+    let before = waiting(status_of, path).await;
+    let answer = app.post_in_background(path, body);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while waiting(status_of, path).await <= before {
+        assert!(Instant::now() < deadline, "{body} never joined the line");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    answer
+}
+
+async fn waiting(app: &TestApp, path: &str) -> u64 {
+    let status: Value = app.get(path).await.json().await.unwrap();
+    status["waiting"].as_u64().expect("waiting")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_on_three_instances_are_served_in_joining_order_and_status_shows_the_line() {
+    let redis = crate::helpers::shared_redis();
+    let first = TestApp::spawn().await;
+    let second = first.sibling_of(&redis.url()).await;
+    let third = first.sibling_of(&redis.url()).await;
+    let instances = [&first, &second, &third];
+    for (kind, extra) in [("locks", ""), ("semaphores", r#""limit": 1, "#)] {
+        let path = format!("/{kind}/fifo");
+        let held: Value = first
+            .post(&path, &format!(r#"{{{extra}"ttl_ms": 30000}}"#))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let mut answers = Vec::new();
+        for i in 0..6 {
+            let body = format!(r#"{{{extra}"wait_ms": 20000, "owner": "w{i}"}}"#);
+            answers.push(join_line(instances[i % 3], &path, &body, &first).await);
+        }
+
+        let status: Value = third.get(&path).await.json().await.unwrap();
+        assert_eq!(status["waiting"], 6, "{status}");
+        let line = status["waiters"].as_array().unwrap();
+        for (i, waiter) in line.iter().enumerate() {
+            assert_eq!(waiter["position"], i + 1);
+            assert_eq!(waiter["owner"], format!("w{i}"));
+            assert!(waiter["waited_ms"].as_u64().unwrap() > 0);
+        }
+        assert!(!status.to_string().contains(held["id"].as_str().unwrap()));
+
+        // Each waiter releases as soon as it is served.
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let releases: Vec<_> = answers
+            .into_iter()
+            .enumerate()
+            .map(|(i, answer)| {
+                let (client, base, served) =
+                    (first.client.clone(), first.base.clone(), served.clone());
+                tokio::spawn(async move {
+                    let response = answer.await.unwrap().response;
+                    assert_eq!(response.status(), 201, "waiter {i}");
+                    let lease: Value = response.json().await.unwrap();
+                    served
+                        .lock()
+                        .unwrap()
+                        .push((i, lease["fencing_token"].as_u64().unwrap()));
+                    client
+                        .delete(format!(
+                            "{base}/{}/{}/{}",
+                            if lease.get("limit").is_some() {
+                                "semaphores"
+                            } else {
+                                "locks"
+                            },
+                            lease["name"].as_str().unwrap(),
+                            lease["id"].as_str().unwrap()
+                        ))
+                        .send()
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        assert_eq!(first.delete(&lease_path(kind, &held)).await.status(), 204);
+        for release in releases {
+            assert_eq!(release.await.unwrap().status(), 204);
+        }
+        let served = served.lock().unwrap().clone();
+        let order: Vec<usize> = served.iter().map(|(i, _)| *i).collect();
+        assert_eq!(
+            order,
+            (0..6).collect::<Vec<_>>(),
+            "{kind}: served in joining order"
+        );
+        assert!(
+            served.windows(2).all(|w| w[0].1 < w[1].1),
+            "{kind}: tokens in joining order: {served:?}"
+        );
+    }
+}
+
+/// A baton process of its own, so that it can be killed with SIGKILL.
+struct Process {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Process {
+    fn start(redis_url: &str, prefix: &str) -> Self {
+        let port = crate::helpers::free_port();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+            .env("BATON_LISTEN", format!("127.0.0.1:{port}"))
+            .env("BATON_REDIS_URL", redis_url)
+            .env("BATON_KEY_PREFIX", prefix)
+            .env("RUST_LOG", "error")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("baton binary");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "baton did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_behind_those_of_a_killed_instance_are_served_within_5_s_of_the_release() {
+    let redis = crate::helpers::shared_redis();
+    let app = TestApp::spawn().await;
+    let mut doomed = Process::start(&redis.url(), &app.prefix);
+    let client = reqwest::Client::new();
+    for (kind, extra) in [("locks", ""), ("semaphores", r#""limit": 1, "#)] {
+        let path = format!("/{kind}/crash");
+        let held: Value = app
+            .post(&path, &format!(r#"{{{extra}"ttl_ms": 60000}}"#))
+            .await
+            .json()
+            .await
+            .unwrap();
+        // The killed instance's waiter is first in line.
+        let request = client
+            .post(format!("{}{path}", doomed.base))
+            .body(format!(r#"{{{extra}"wait_ms": 60000, "owner": "doomed"}}"#));
+        let _doomed_waiter = tokio::spawn(async move { request.send().await });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while waiting(&app, &path).await < 1 {
+            assert!(Instant::now() < deadline, "the doomed waiter never joined");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let behind = join_line(
+            &app,
+            &path,
+            &format!(r#"{{{extra}"wait_ms": 30000, "owner": "behind"}}"#),
+            &app,
+        )
+        .await;
+
+        // Killed just before the release: Redis still counts its waiter as
+        // alive, so the release grants to it; the grant, never confirmed,
+        // lapses within seconds and passes on.
+        let _ = doomed.child.kill();
+        let _ = doomed.child.wait();
+        assert_eq!(app.delete(&lease_path(kind, &held)).await.status(), 204);
+        let released_at = Instant::now();
+        let answer = behind.await.unwrap();
+        assert_eq!(answer.response.status(), 201, "{kind}");
+        let took = answer.at - released_at;
+        println!("{kind}: served {took:?} after the release, behind a killed instance");
+        assert!(
+            took < Duration::from_secs(5),
+            "{kind}: served after {took:?}"
+        );
+        let lease: Value = answer.response.json().await.unwrap();
+        app.delete(&lease_path(kind, &lease)).await;
+        doomed = Process::start(&redis.url(), &app.prefix);
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_leaves_the_line_at_once() {
+    let app = TestApp::spawn().await;
+    let held = app.acquire_lock("impatient", r#"{"ttl_ms": 30000}"#).await;
+    let quitter = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let gone = quitter
+        .post(format!("{}/locks/impatient", app.base))
+        .body(r#"{"wait_ms": 20000, "owner": "quitter"}"#)
+        .send();
+    assert!(gone.await.is_err(), "the client gave up");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        waiting(&app, "/locks/impatient").await,
+        0,
+        "it left at once"
+    );
+
+    let next = join_line(&app, "/locks/impatient", r#"{"wait_ms": 5000}"#, &app).await;
+    let released_at = Instant::now();
+    assert_eq!(app.delete(&lease_path("locks", &held)).await.status(), 204);
+
+    let answer = next.await.unwrap();
+    assert_eq!(answer.response.status(), 201);
+    assert!(answer.at - released_at < Duration::from_millis(500));
+}
+
+#[tokio::test]
+async fn a_refresh_that_shortens_the_lease_wakes_the_line_at_the_new_expiry() {
+    let app = TestApp::spawn().await;
+    let held = app.acquire_lock("shortened", r#"{"ttl_ms": 30000}"#).await;
+    let waiter = join_line(&app, "/locks/shortened", r#"{"wait_ms": 10000}"#, &app).await;
+    let started = Instant::now();
+
+    let refreshed = app
+        .patch(&lease_path("locks", &held), r#"{"ttl_ms": 500}"#)
+        .await;
+    assert_eq!(refreshed.status(), 200);
+
+    let answer = waiter.await.unwrap();
+    assert_eq!(answer.response.status(), 201);
+    let took = answer.at - started;
+    assert!(
+        took >= Duration::from_millis(450) && took < Duration::from_millis(1500),
+        "acquired {took:?} after the refresh to 500 ms"
+    );
+}
+
+#[tokio::test]
+async fn a_force_release_hands_the_lock_to_the_next_in_line() {
+    let app = TestApp::spawn().await;
+    app.acquire_lock("seized", r#"{"ttl_ms": 30000}"#).await;
+    let waiter = join_line(&app, "/locks/seized", r#"{"wait_ms": 10000}"#, &app).await;
+    let released_at = Instant::now();
+
+    assert_eq!(app.delete("/locks/seized").await.status(), 204);
+
+    let answer = waiter.await.unwrap();
+    assert_eq!(answer.response.status(), 201);
+    assert!(answer.at - released_at < Duration::from_millis(500));
+}
+
+#[tokio::test]
+async fn with_mixed_limits_a_waiter_that_fits_is_served_past_one_that_does_not() {
+    let app = TestApp::spawn().await;
+    let path = "/semaphores/mixed";
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let response = app.post(path, r#"{"limit": 3, "ttl_ms": 30000}"#).await;
+        assert_eq!(response.status(), 201);
+        held.push(response.json::<Value>().await.unwrap());
+    }
+    let narrow = join_line(&app, path, r#"{"limit": 2, "wait_ms": 3000}"#, &app).await;
+    let wide = join_line(&app, path, r#"{"limit": 4, "wait_ms": 10000}"#, &app).await;
+    let released_at = Instant::now();
+
+    assert_eq!(
+        app.delete(&lease_path("semaphores", &held[0]))
+            .await
+            .status(),
+        204
+    );
+
+    // 2 holders: the head (limit 2) does not fit, the one behind (limit 4) does.
+    let answer = wide.await.unwrap();
+    assert_eq!(answer.response.status(), 201);
+    assert!(answer.at - released_at < Duration::from_millis(500));
+    assert_eq!(waiting(&app, path).await, 1, "the narrow one still waits");
+    let refused = narrow.await.unwrap().response;
+    let body = problem(refused, 409, "semaphore-full").await;
+    assert_eq!(body["holders"], 3);
+    assert_eq!(body["waiting"], 0);
+}
+
+#[tokio::test]
+async fn newest_wins_supersedes_the_queued_newest_wins_waiter_and_no_holder() {
+    let app = TestApp::spawn().await;
+    let held = app.acquire_lock("deploy", r#"{"ttl_ms": 30000}"#).await;
+    let v1 = join_line(
+        &app,
+        "/locks/deploy",
+        r#"{"wait_ms": 10000, "owner": "v1", "newest_wins": true}"#,
+        &app,
+    )
+    .await;
+    let plain = join_line(&app, "/locks/deploy", r#"{"wait_ms": 10000}"#, &app).await;
+
+    let v2 = app.post_in_background(
+        "/locks/deploy",
+        r#"{"wait_ms": 10000, "owner": "v2", "newest_wins": true}"#,
+    );
+
+    let body = problem(v1.await.unwrap().response, 409, "superseded").await;
+    assert_eq!(body["owner"], "v2");
+    let status: Value = app.get("/locks/deploy").await.json().await.unwrap();
+    assert_eq!(
+        status["fencing_token"], held["fencing_token"],
+        "the holder stays"
+    );
+    assert_eq!(status["waiting"], 2, "{status}");
+    assert_eq!(status["waiters"][1]["owner"], "v2");
+
+    // Without a wait nothing is superseded: it never joins the line.
+    let busy = app
+        .post("/locks/deploy", r#"{"newest_wins": true, "owner": "v3"}"#)
+        .await;
+    let busy = problem(busy, 409, "lock-held").await;
+    assert_eq!(busy["waiting"], 2);
+
+    assert_eq!(app.delete(&lease_path("locks", &held)).await.status(), 204);
+    let first: Value = plain.await.unwrap().response.json().await.unwrap();
+    assert_eq!(app.delete(&lease_path("locks", &first)).await.status(), 204);
+    assert_eq!(v2.await.unwrap().response.status(), 201);
+}
+
+#[tokio::test]
+async fn every_key_baton_writes_has_a_ttl() {
+    let redis = RedisServer::start();
+    let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
+    let mut leases = Vec::new();
+    for i in 0..300 {
+        let (kind, body) = if i % 2 == 0 {
+            ("locks", r#"{"ttl_ms": 60000}"#.to_owned())
+        } else {
+            ("semaphores", r#"{"limit": 1, "ttl_ms": 60000}"#.to_owned())
+        };
+        let response = app.post(&format!("/{kind}/name-{i}"), &body).await;
+        assert_eq!(response.status(), 201);
+        let lease: Value = response.json().await.unwrap();
+        if i % 3 == 0 {
+            app.delete(&lease_path(kind, &lease)).await;
+        } else {
+            leases.push((kind, lease));
+        }
+    }
+    // Some waiters that give up, some that are served.
+    for (kind, lease) in leases.iter().take(10) {
+        let name = lease["name"].as_str().unwrap();
+        let extra = if *kind == "semaphores" {
+            r#""limit": 1, "#
+        } else {
+            ""
+        };
+        let refused = app
+            .post(
+                &format!("/{kind}/{name}"),
+                &format!(r#"{{{extra}"wait_ms": 100}}"#),
+            )
+            .await;
+        assert_eq!(refused.status(), 409);
+    }
+    let (kind, lease) = leases.iter().find(|(k, _)| *k == "semaphores").unwrap();
+    let name = lease["name"].as_str().unwrap();
+    let waiter = app.post_in_background(
+        &format!("/{kind}/{name}"),
+        r#"{"limit": 1, "wait_ms": 5000}"#,
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    app.delete(&lease_path(kind, lease)).await;
+    assert_eq!(waiter.await.unwrap().response.status(), 201);
+
+    let mut conn = redis.conn();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}*", app.prefix))
+        .query(&mut conn)
+        .unwrap();
+    assert!(keys.len() > 300, "{} keys", keys.len());
+    let forever: Vec<&String> = keys
+        .iter()
+        .filter(|key| {
+            redis::cmd("PTTL")
+                .arg(key.as_str())
+                .query::<i64>(&mut conn)
+                .unwrap()
+                == -1
+        })
+        .collect();
+    assert!(forever.is_empty(), "keys without a TTL: {forever:?}");
+}
+
+#[tokio::test]
+async fn a_fencing_counter_that_cannot_grow_exactly_is_refused_not_wrapped() {
+    let redis = crate::helpers::shared_redis();
+    let app = TestApp::spawn().await;
+    redis::cmd("SET")
+        .arg(format!("{}{{lock:exhausted}}:fence", app.prefix))
+        .arg("9007199254740991")
+        .query::<()>(&mut redis.conn())
+        .unwrap();
+
+    let response = app.post("/locks/exhausted", "{}").await;
+
+    problem(response, 500, "internal-error").await;
+    let status: Value = app.get("/locks/exhausted").await.json().await.unwrap();
+    assert_eq!(status["held"], false, "nothing half-done");
+}
+
+async fn expired_total(app: &TestApp) -> u64 {
+    let text = app.get("/metrics").await.text().await.unwrap();
+    text.lines()
+        .find(|l| l.starts_with(r#"baton_leases_expired_total{kind="lock"}"#))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_script_that_notices_an_expiry_counts_it() {
+    let app = TestApp::spawn().await;
+    app.acquire_lock("lapsing", r#"{"ttl_ms": 50}"#).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let before = expired_total(&app).await;
+
+    app.acquire_lock("lapsing", "{}").await;
+
+    assert!(expired_total(&app).await > before);
+}
+
+#[tokio::test]
+async fn a_lease_handed_to_a_waiter_is_confirmed_and_keeps_its_full_ttl() {
+    let app = TestApp::spawn().await;
+    let held = app.acquire_lock("confirmed", r#"{"ttl_ms": 30000}"#).await;
+    let waiter = join_line(
+        &app,
+        "/locks/confirmed",
+        r#"{"wait_ms": 5000, "ttl_ms": 20000}"#,
+        &app,
+    )
+    .await;
+    assert_eq!(app.delete(&lease_path("locks", &held)).await.status(), 204);
+    let lease: Value = waiter.await.unwrap().response.json().await.unwrap();
+
+    // Past the 3 s an unconfirmed grant lives.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+
+    let check = app.get(&lease_path("locks", &lease)).await;
+    assert_eq!(check.status(), 200, "the handed-off lease is still held");
+    let status: Value = app.get("/locks/confirmed").await.json().await.unwrap();
+    assert!(
+        status["expires_in_ms"].as_u64().unwrap() > 15_000,
+        "{status}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_asks_again_after_a_redis_restart_and_gets_the_lease_granted_meanwhile() {
+    let mut redis = RedisServer::start_persistent();
+    let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
+    app.acquire_lock("restarted", r#"{"ttl_ms": 800}"#).await;
+    let waiter = join_line(&app, "/locks/restarted", r#"{"wait_ms": 15000}"#, &app).await;
+
+    // The lease expires while Redis is down; after the restart the waiter's
+    // instance resubscribes and asks again, and gets the lock.
+    tokio::task::block_in_place(|| redis.kill());
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    tokio::task::block_in_place(|| redis.restart());
+
+    let answer = waiter.await.unwrap();
+    assert_eq!(answer.response.status(), 201);
 }

@@ -47,7 +47,9 @@ status=0
   node swagger_ui.test.js) &
 TRACKED_PIDS+=("$!")
 wait "$!" || status=$?
-echo "screenshots: $HERE/artifacts/swagger-ui.png, $HERE/artifacts/swagger-ui-execute.png"
+echo "screenshots: $HERE/artifacts/swagger-ui*.png (direct and behind a proxy)"
+# The dashboard, on a service of its own (with API tokens).
+bash "$HERE/dashboard.sh" || status=1
 if [ "$status" -ne 0 ] && [ -f "$TEST_TMP/baton.log" ]; then
   echo "--- baton log (last lines)"
   tail -n 20 "$TEST_TMP/baton.log"

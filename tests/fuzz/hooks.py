@@ -72,9 +72,44 @@ def _expired(case):
 # GET /locks/{name} and GET /semaphores/{name}: they answer 200 for every valid
 # name, held or not. After a lock was released, the status must say
 # `held: false`; a status that still says held stays a failure.
+#
+# ST202 ("schema-valid request rejected") for a body with an integer written
+# as a float (`"ttl_ms": 725.0`): JSON Schema counts 725.0 as an integer, but
+# the contract (shared/api.md, "Numbers are JSON integers") refuses it with
+# 400. Only that exact refusal is dropped.
+def _float_integer_refused(case, response):
+    body = case.body if isinstance(case.body, dict) else {}
+    floats = [k for k, v in body.items() if isinstance(v, float)]
+    if response.status_code != 400 or not floats:
+        return False
+    try:
+        detail = str(response.json().get("detail", ""))
+    except Exception:
+        return False
+    return any(detail.startswith(f"{k}:") for k in floats)
+
+
+#
+# ST202 for a listing's `cursor` that the service never handed out: a cursor
+# is opaque (any string in the document, since no schema can say which
+# strings a previous page returned), and a made-up one is rightly refused 400.
+def _made_up_cursor_refused(case, response):
+    if response.status_code != 400 or not (case.query or {}).get("cursor"):
+        return False
+    try:
+        detail = str(response.json().get("detail", ""))
+    except Exception:
+        return False
+    return detail.startswith("cursor: not a cursor from a previous page")
+
+
 @schemathesis.hook
 def filter_failure(context, failure, case, response):
     code = getattr(failure, "code", None)
+    if code == "ST202" and _float_integer_refused(case, response):
+        return False
+    if code == "ST202" and _made_up_cursor_refused(case, response):
+        return False
     if code not in ("ST301", "ST302"):
         return True
     method = case.operation.method.upper()

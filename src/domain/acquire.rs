@@ -1,0 +1,17 @@
+//! What an acquisition asks for, whichever the kind.
+
+use super::{Owner, Ttl, WaitTime};
+
+/// The parts of an acquisition that locks and semaphores share.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AcquireRequest {
+    /// How long the lease lives unless refreshed.
+    pub ttl: Ttl,
+    /// How long to wait in line while the lock or every slot is taken.
+    pub wait: WaitTime,
+    /// Who holds the lease, shown in status.
+    pub owner: Option<Owner>,
+    /// Joining the line makes the queued request that also asked this leave
+    /// it (409 `superseded`): only the newest matters.
+    pub newest_wins: bool,
+}

@@ -1,0 +1,392 @@
+//! Change events: every lock and semaphore change made on any instance, fanned
+//! out to this instance's watchers (`GET /events`, the dashboard).
+//!
+//! Each mutating script PUBLISHes one JSON event to the instance-wide events
+//! channel (`<prefix>events`). An instance holds ONE dedicated subscription to
+//! it, whatever the number of watchers, and hands each event to them through a
+//! [`tokio::sync::broadcast`] channel: Redis's cost does not grow with
+//! watchers. Events are parsed into [`ChangeEvent`], which has no field for a
+//! lease id, so none can reach a watcher even if a script sent one.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::pubsub::{Notice as PubSubNotice, Notices, PubSub};
+use super::Store;
+use crate::domain::NamePrefix;
+
+/// How many notices a slow watcher may fall behind before it is told it
+/// missed some (and should read the state afresh).
+const BACKLOG: usize = 1024;
+
+/// What happened to a lock or semaphore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Change {
+    Acquired,
+    Released,
+    Refreshed,
+    Expired,
+    ForceReleased,
+    Queued,
+    Left,
+}
+
+impl Change {
+    /// The event's name on the wire (`force-released`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Acquired => "acquired",
+            Self::Released => "released",
+            Self::Refreshed => "refreshed",
+            Self::Expired => "expired",
+            Self::ForceReleased => "force-released",
+            Self::Queued => "queued",
+            Self::Left => "left",
+        }
+    }
+}
+
+/// Whether a change is to a lock or to a semaphore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceKind {
+    Lock,
+    Semaphore,
+}
+
+/// One change, as published by a script (`{"event", "kind", "name", "owner"?,
+/// "fencing_token"?, "holders"?, "waiting"}`); any other member, a lease id
+/// included, is dropped on parsing.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ChangeEvent {
+    pub event: Change,
+    pub kind: ResourceKind,
+    pub name: String,
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// Lua's cjson prints large numbers in floating point, so scripts may send
+    /// tokens as decimal strings; both forms are read.
+    #[serde(default, deserialize_with = "whole_number")]
+    pub fencing_token: Option<u64>,
+    #[serde(default, deserialize_with = "whole_number")]
+    pub holders: Option<u64>,
+    #[serde(default, deserialize_with = "whole_number")]
+    pub waiting: Option<u64>,
+}
+
+impl ChangeEvent {
+    /// Parses one published message; `None` for anything that is not a change
+    /// event (e.g. another version's payload on the same channel).
+    pub fn parse(payload: &[u8]) -> Option<Self> {
+        serde_json::from_slice(payload).ok()
+    }
+}
+
+/// An integer sent as a JSON integer or as a decimal string.
+fn whole_number<'de, D: Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Int(u64),
+        Text(String),
+    }
+    match Option::<Raw>::deserialize(de)? {
+        None => Ok(None),
+        Some(Raw::Int(n)) => Ok(Some(n)),
+        Some(Raw::Text(s)) => s.parse().map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+/// What a watcher receives.
+#[derive(Debug, Clone)]
+pub enum Notice {
+    /// One change.
+    Change(Arc<ChangeEvent>),
+    /// Changes may have been missed (the subscription was lost, or the watcher
+    /// fell behind): read the current state again.
+    Resync,
+}
+
+/// The cap on open watches was reached.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("too many event streams are open")]
+pub struct TooManyWatches {
+    pub max: usize,
+}
+
+/// The instance's fan-out of change events: one subscription, many watchers.
+pub struct Events {
+    sender: broadcast::Sender<Notice>,
+    open: Arc<AtomicUsize>,
+    max_watches: usize,
+    stop: CancellationToken,
+    /// True while the subscription is up.
+    subscribed: watch::Receiver<bool>,
+}
+
+impl Events {
+    /// Subscribes to `channel` (classic pub/sub, so on a cluster every node's
+    /// events arrive) in a task of its own, which resubscribes after failures
+    /// and ends when `stop` is cancelled (tracked by `tasks`). At most `max_watches`
+    /// watches may be open at once.
+    pub fn start(
+        store: &Store,
+        channel: String,
+        max_watches: usize,
+        stop: CancellationToken,
+        tasks: &TaskTracker,
+    ) -> Arc<Self> {
+        let (sender, _) = broadcast::channel(BACKLOG);
+        let (up, subscribed) = watch::channel(false);
+        // A subscription connection of its own: the waiters' channels come
+        // and go on theirs, this one stays.
+        let (pubsub, notices) = store.pubsub(stop.clone());
+        tasks.spawn(subscribe(
+            pubsub,
+            notices,
+            channel,
+            sender.clone(),
+            stop.clone(),
+            up,
+        ));
+        Arc::new(Self {
+            sender,
+            open: Arc::default(),
+            max_watches,
+            stop,
+            subscribed,
+        })
+    }
+
+    /// Waits up to `limit` for the subscription to be up; whether it is.
+    pub async fn subscribed(&self, limit: Duration) -> bool {
+        let mut subscribed = self.subscribed.clone();
+        tokio::time::timeout(limit, subscribed.wait_for(|up| *up))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// How many watches are open now.
+    pub fn open_watches(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Starts watching the changes to names that start with `prefix`.
+    ///
+    /// # Errors
+    /// [`TooManyWatches`] when the cap is reached.
+    pub fn watch(&self, prefix: NamePrefix) -> Result<Watch, TooManyWatches> {
+        if self.open.fetch_add(1, Ordering::Relaxed) >= self.max_watches {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            return Err(TooManyWatches {
+                max: self.max_watches,
+            });
+        }
+        metrics::gauge!("baton_event_streams").increment(1.0);
+        Ok(Watch {
+            receiver: self.sender.subscribe(),
+            prefix: prefix.as_str().to_owned(),
+            stop: self.stop.clone(),
+            _open: Some(OpenWatch(self.open.clone())),
+        })
+    }
+
+    /// Watches the changes to `name` (and names it is a prefix of) for a
+    /// request that waits in line; not counted against the cap on streams,
+    /// since waiters have their own.
+    pub fn follow(&self, name: &str) -> Watch {
+        Watch {
+            receiver: self.sender.subscribe(),
+            prefix: name.to_owned(),
+            stop: self.stop.clone(),
+            _open: None,
+        }
+    }
+}
+
+/// Counts a watch as open for as long as it lives.
+struct OpenWatch(Arc<AtomicUsize>);
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+        metrics::gauge!("baton_event_streams").decrement(1.0);
+    }
+}
+
+/// One watcher's view of the changes under a name prefix.
+pub struct Watch {
+    receiver: broadcast::Receiver<Notice>,
+    prefix: String,
+    stop: CancellationToken,
+    /// Counts the watch against the cap, if it is counted.
+    _open: Option<OpenWatch>,
+}
+
+impl Watch {
+    /// The next notice for this watcher; `None` once the service stops.
+    pub async fn next(&mut self) -> Option<Notice> {
+        loop {
+            let received = tokio::select! {
+                () = self.stop.cancelled() => return None,
+                received = self.receiver.recv() => received,
+            };
+            match received {
+                Ok(Notice::Change(change)) => {
+                    if change.name.starts_with(&self.prefix) {
+                        return Some(Notice::Change(change));
+                    }
+                }
+                Ok(Notice::Resync) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                    return Some(Notice::Resync)
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
+/// The subscription loop: parses every message on `channel` and broadcasts it,
+/// until `stop`. `up` says whether the subscription is up.
+async fn subscribe(
+    pubsub: PubSub,
+    mut notices: Notices,
+    channel: String,
+    sender: broadcast::Sender<Notice>,
+    stop: CancellationToken,
+    up: watch::Sender<bool>,
+) {
+    // Tracked from now on: subscribed again after every reconnect or failover.
+    if pubsub.subscribe(&channel).await {
+        up.send_replace(true);
+    }
+    let mut lost = false;
+    loop {
+        let notice = tokio::select! {
+            () = stop.cancelled() => return,
+            notice = notices.recv() => notice,
+        };
+        match notice {
+            None => return,
+            Some(PubSubNotice::Message {
+                channel: from,
+                payload,
+            }) => {
+                if from == channel {
+                    if let Some(change) = ChangeEvent::parse(&payload) {
+                        // No receiver is not an error: nobody watches.
+                        let _ = sender.send(Notice::Change(Arc::new(change)));
+                    }
+                }
+            }
+            Some(PubSubNotice::Lost) => {
+                up.send_replace(false);
+                lost = true;
+            }
+            Some(PubSubNotice::Subscribed) => {
+                up.send_replace(true);
+                if std::mem::take(&mut lost) {
+                    // Changes made meanwhile were not seen.
+                    let _ = sender.send(Notice::Resync);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_agreed_event_and_drops_anything_else() {
+        let change = ChangeEvent::parse(
+            br#"{"event":"force-released","kind":"lock","name":"deploy","owner":"ci",
+                 "fencing_token":"1763780000000001","waiting":2,"id":"secret-lease-id"}"#,
+        )
+        .expect("a change event");
+        assert_eq!(change.event, Change::ForceReleased);
+        assert_eq!(change.kind, ResourceKind::Lock);
+        assert_eq!(change.fencing_token, Some(1_763_780_000_000_001));
+        assert_eq!(change.waiting, Some(2));
+        assert_eq!(change.holders, None);
+
+        let sem = ChangeEvent::parse(
+            br#"{"event":"queued","kind":"semaphore","name":"w","holders":3,"waiting":1}"#,
+        )
+        .expect("a semaphore event");
+        assert_eq!(sem.holders, Some(3));
+
+        assert_eq!(ChangeEvent::parse(b"lock:deploy"), None);
+        assert_eq!(
+            ChangeEvent::parse(br#"{"event":"exploded","kind":"lock","name":"x","waiting":0}"#),
+            None
+        );
+    }
+
+    fn events(max: usize) -> (Arc<Events>, CancellationToken) {
+        let stop = CancellationToken::new();
+        let (sender, _) = broadcast::channel(4);
+        let events = Arc::new(Events {
+            sender,
+            open: Arc::default(),
+            max_watches: max,
+            stop: stop.clone(),
+            subscribed: watch::channel(true).1,
+        });
+        (events, stop)
+    }
+
+    fn change(name: &str) -> Notice {
+        Notice::Change(Arc::new(ChangeEvent {
+            event: Change::Released,
+            kind: ResourceKind::Lock,
+            name: name.into(),
+            owner: None,
+            fencing_token: Some(1),
+            holders: None,
+            waiting: Some(0),
+        }))
+    }
+
+    #[tokio::test]
+    async fn a_watch_sees_only_its_prefix_and_ends_at_shutdown() {
+        let (events, stop) = events(10);
+        let mut watch = events.watch(NamePrefix::parse("ci.").unwrap()).unwrap();
+        events.sender.send(change("other")).unwrap();
+        events.sender.send(change("ci.deploy")).unwrap();
+        match watch.next().await {
+            Some(Notice::Change(c)) => assert_eq!(c.name, "ci.deploy"),
+            other => panic!("expected ci.deploy, got {other:?}"),
+        }
+        stop.cancel();
+        assert!(watch.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_watch_that_falls_behind_is_told_to_resync() {
+        let (events, _stop) = events(10);
+        let mut watch = events.watch(NamePrefix::parse("").unwrap()).unwrap();
+        for i in 0..10 {
+            events.sender.send(change(&format!("n{i}"))).unwrap();
+        }
+        assert!(matches!(watch.next().await, Some(Notice::Resync)));
+    }
+
+    #[test]
+    fn caps_the_open_watches_and_forgets_those_closed() {
+        let (events, _stop) = events(1);
+        let one = events.watch(NamePrefix::parse("").unwrap()).unwrap();
+        assert!(events.watch(NamePrefix::parse("").unwrap()).is_err());
+        drop(one);
+        assert_eq!(events.open_watches(), 0);
+        assert!(events.watch(NamePrefix::parse("").unwrap()).is_ok());
+    }
+}

@@ -1,0 +1,451 @@
+//! This instance's side of the waiting lines: its waiters by name, one
+//! keep-alive task per name while it has waiters there, and the one pub/sub
+//! connection that hears about grants.
+//!
+//! The line itself lives in Redis (`lua/line.lua`). A waiter joins it with one
+//! script and then sleeps: the script that ends a lease grants it to the head
+//! of the line and publishes the grant on the name's channel, which this
+//! instance subscribes to only while it has a waiter on that name. The
+//! per-name task keeps this instance's waiters alive in Redis with one call
+//! about every second (however many wait), confirms the grants its waiters
+//! answered, and serves the line when a lease of the name expires.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::keys::{Keys, Kind};
+use super::pubsub::{Notice as PubSubNotice, Notices, PubSub};
+use super::reply::Reply;
+use super::scripts;
+use super::store::Store;
+use super::Error;
+use crate::domain::{LeaseId, Name, Owner};
+
+/// How often an instance tells Redis that its waiters on a name are alive.
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(1);
+/// How soon after a grant its confirmation is sent (grants are batched).
+const CONFIRM_WITHIN: Duration = Duration::from_millis(100);
+
+/// What a waiter hears while it waits.
+#[derive(Debug)]
+pub(crate) enum Notice {
+    /// The line granted it a lease.
+    Granted { token: u64, expires_at_ms: u64 },
+    /// A newer `newest_wins` request took its place.
+    Superseded { owner: Option<Owner> },
+    /// Messages may have been missed: ask Redis again.
+    Recheck,
+}
+
+/// One waiter, as the dispatcher needs it.
+struct Slot {
+    id: LeaseId,
+    notices: mpsc::UnboundedSender<Notice>,
+}
+
+/// This instance's waiters on one name.
+struct NameLine {
+    kind: Kind,
+    name: Name,
+    waiters: HashMap<u64, Slot>,
+    /// Leases granted to this instance's waiters, not yet confirmed in Redis.
+    confirms: Vec<LeaseId>,
+    /// When a lease of the name ends, as far as this instance knows.
+    wake_at: Option<Instant>,
+    /// Wakes the name's task (new confirmation, earlier expiry, new waiter).
+    nudge: Arc<Notify>,
+    /// The subscription generation this name is subscribed under (0: not yet).
+    subscribed: watch::Sender<u64>,
+}
+
+/// The registry of this instance's waiters, by name channel.
+pub(crate) struct Line {
+    /// This process's id in Redis's lines; waiters of a dead instance leave.
+    instance: String,
+    store: Store,
+    keys: Keys,
+    names: Mutex<HashMap<String, NameLine>>,
+    count: AtomicUsize,
+    max: usize,
+    /// The instance's subscription connection (the names' channels only).
+    pubsub: PubSub,
+    /// Bumped each time the pub/sub connection is (re)established.
+    generation: watch::Sender<u64>,
+    shutdown: CancellationToken,
+    tasks: tokio_util::task::TaskTracker,
+}
+
+/// A waiter's registration; dropping it takes the waiter out of the registry.
+pub(crate) struct Registration {
+    line: Arc<Line>,
+    channel: String,
+    kind: Kind,
+    pub tag: u64,
+    notices: mpsc::UnboundedReceiver<Notice>,
+    subscribed: watch::Receiver<u64>,
+}
+
+impl Line {
+    /// Starts the registry and its pub/sub connection; both stop on `shutdown`.
+    pub(crate) fn start(
+        store: Store,
+        keys: Keys,
+        max: usize,
+        shutdown: CancellationToken,
+        tasks: tokio_util::task::TaskTracker,
+    ) -> Arc<Self> {
+        let (pubsub, notices) = store.pubsub(shutdown.clone());
+        let line = Arc::new(Self {
+            instance: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned(),
+            store,
+            keys,
+            names: Mutex::default(),
+            count: AtomicUsize::new(0),
+            max,
+            pubsub,
+            generation: watch::Sender::new(0),
+            shutdown,
+            tasks,
+        });
+        line.tasks.spawn(subscriber(line.clone(), notices));
+        line
+    }
+
+    pub(crate) fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// How many requests wait on this instance now.
+    pub(crate) fn len(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// The pub/sub connection has been established at least once.
+    pub(crate) fn connected(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    fn names(&self) -> std::sync::MutexGuard<'_, HashMap<String, NameLine>> {
+        // Every change under this lock is one insert or remove: a panic cannot
+        // leave it inconsistent, so poisoning is ignored.
+        self.names.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a waiter for `id` on `name`, starting the name's task if it
+    /// is the first.
+    ///
+    /// # Errors
+    /// [`Error::TooManyWaiters`] when the cap is reached.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        kind: Kind,
+        name: &Name,
+        id: LeaseId,
+    ) -> Result<Registration, Error> {
+        if self.count.fetch_add(1, Ordering::Relaxed) >= self.max {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+            return Err(Error::TooManyWaiters);
+        }
+        crate::telemetry::record_waiting(kind.as_str(), 1.0);
+        let channel = self.keys.name_channel(kind, name);
+        let tag = rand_tag();
+        let (sender, notices) = mpsc::unbounded_channel();
+        let mut names = self.names();
+        let entry = names.entry(channel.clone()).or_insert_with(|| {
+            let line = NameLine {
+                kind,
+                name: name.clone(),
+                waiters: HashMap::new(),
+                confirms: Vec::new(),
+                wake_at: None,
+                nudge: Arc::new(Notify::new()),
+                subscribed: watch::Sender::new(0),
+            };
+            self.tasks.spawn(keep_alive(
+                self.clone(),
+                channel.clone(),
+                line.nudge.clone(),
+            ));
+            line
+        });
+        entry.waiters.insert(
+            tag,
+            Slot {
+                id,
+                notices: sender,
+            },
+        );
+        let subscribed = entry.subscribed.subscribe();
+        drop(names);
+        Ok(Registration {
+            line: self.clone(),
+            channel,
+            kind,
+            tag,
+            notices,
+            subscribed,
+        })
+    }
+
+    /// A lease of the name ends in `expires_in`: serve the line then.
+    fn wake_at(&self, channel: &str, expires_in: Duration) {
+        if let Some(line) = self.names().get_mut(channel) {
+            // One millisecond past the expiry, so Redis has let the lease go.
+            let at = Instant::now() + expires_in + Duration::from_millis(1);
+            if line.wake_at.is_none_or(|w| at < w) {
+                line.wake_at = Some(at);
+                line.nudge.notify_one();
+            }
+        }
+    }
+
+    /// One message on a name's channel (`lua/line.lua` lists them).
+    fn dispatch(&self, channel: &str, payload: &str) {
+        let mut fields = payload.splitn(5, ' ');
+        let (kind, a, b, c, d) = (
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+        );
+        let number = |s: Option<&str>| s.and_then(|s| s.parse::<u64>().ok());
+        match (kind, number(a)) {
+            (Some("g"), Some(tag)) => {
+                let (Some(token), Some(expires_at_ms), Some(expires_in)) =
+                    (number(b), number(c), number(d))
+                else {
+                    return;
+                };
+                {
+                    let mut names = self.names();
+                    if let Some(line) = names.get_mut(channel) {
+                        if let Some(slot) = line.waiters.get(&tag) {
+                            let granted = Notice::Granted {
+                                token,
+                                expires_at_ms,
+                            };
+                            if slot.notices.send(granted).is_ok() {
+                                line.confirms.push(slot.id);
+                                line.nudge.notify_one();
+                            }
+                        }
+                    }
+                }
+                // Whoever holds it, the line moves again when it expires.
+                self.wake_at(channel, Duration::from_millis(expires_in));
+            }
+            (Some("s"), Some(tag)) => {
+                let owner = payload
+                    .splitn(3, ' ')
+                    .nth(2)
+                    .and_then(|o| Owner::from_stored(o.to_owned()));
+                if let Some(slot) = self
+                    .names()
+                    .get(channel)
+                    .and_then(|line| line.waiters.get(&tag))
+                {
+                    let _ = slot.notices.send(Notice::Superseded { owner });
+                }
+            }
+            (Some("x"), Some(ms)) => self.wake_at(channel, Duration::from_millis(ms)),
+            _ => tracing::debug!("unknown message on a name's channel"),
+        }
+    }
+
+    /// The waiters of one name ask Redis again.
+    fn recheck(&self, channel: &str) {
+        if let Some(line) = self.names().get(channel) {
+            for slot in line.waiters.values() {
+                let _ = slot.notices.send(Notice::Recheck);
+            }
+        }
+    }
+
+    /// Every waiter asks Redis again (after messages may have been missed).
+    fn recheck_all(&self) {
+        for line in self.names().values() {
+            for slot in line.waiters.values() {
+                let _ = slot.notices.send(Notice::Recheck);
+            }
+        }
+    }
+}
+
+impl Registration {
+    /// Resolves once the name's channel is subscribed, or after `at_most`.
+    pub(crate) async fn subscribed(&mut self, at_most: Duration) {
+        let _ = tokio::time::timeout(at_most, self.subscribed.wait_for(|g| *g > 0)).await;
+    }
+
+    /// The next notice for this waiter.
+    pub(crate) async fn notice(&mut self) -> Notice {
+        match self.notices.recv().await {
+            Some(notice) => notice,
+            // The registry keeps the sender while this registration lives.
+            None => std::future::pending().await,
+        }
+    }
+
+    /// A lease of the name ends in `expires_in`: the name's task serves the line then.
+    pub(crate) fn expiry_in(&self, expires_in: Duration) {
+        self.line.wake_at(&self.channel, expires_in);
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(line) = self.line.names().get_mut(&self.channel) {
+            line.waiters.remove(&self.tag);
+            line.nudge.notify_one();
+        }
+        self.line.count.fetch_sub(1, Ordering::Relaxed);
+        crate::telemetry::record_waiting(self.kind.as_str(), -1.0);
+    }
+}
+
+fn rand_tag() -> u64 {
+    // The low 53 bits: Lua keeps them exact when it copies the tag around.
+    let bytes = *uuid::Uuid::new_v4().as_bytes();
+    u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) >> 11
+}
+
+/// The task of one name on this instance: keeps its waiters alive, confirms
+/// their grants, serves the line when a lease expires; ends (unsubscribing)
+/// when the name has no waiter and nothing to confirm.
+async fn keep_alive(line: Arc<Line>, channel: String, nudge: Arc<Notify>) {
+    let Some((kind, name)) = line.names().get(&channel).map(|l| (l.kind, l.name.clone())) else {
+        return;
+    };
+    let keys = line.keys.line(kind, &name);
+    let mut generation = line.generation.subscribe();
+    let mut next_tick = Instant::now();
+    let mut confirm_by: Option<Instant> = None;
+    // Subscribed before the first waiter joins the line (it waits for this);
+    // a subscription made later is followed by a re-check of every waiter.
+    line.pubsub.subscribe_shard(&channel).await;
+    if let Some(entry) = line.names().get(&channel) {
+        entry.subscribed.send_replace(1);
+    }
+    loop {
+        generation.borrow_and_update();
+        let state = {
+            let mut names = line.names();
+            match names.get_mut(&channel) {
+                None => return,
+                Some(entry) if entry.waiters.is_empty() && entry.confirms.is_empty() => {
+                    names.remove(&channel);
+                    None
+                }
+                Some(entry) => Some((entry.wake_at, !entry.confirms.is_empty())),
+            }
+        };
+        let Some((wake_at, has_confirms)) = state else {
+            line.pubsub.unsubscribe_shard(&channel).await;
+            // A waiter that came meanwhile has a new task, whose subscription
+            // this may have undone: subscribe again, and have its waiters ask
+            // Redis in case a message was missed.
+            if line.names().contains_key(&channel) {
+                line.pubsub.subscribe_shard(&channel).await;
+                line.recheck(&channel);
+            }
+            return;
+        };
+        if has_confirms && confirm_by.is_none() {
+            confirm_by = Some(Instant::now() + CONFIRM_WITHIN);
+        }
+        let due = [Some(next_tick), wake_at, confirm_by]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(next_tick);
+        tokio::select! {
+            biased;
+            () = line.shutdown.cancelled() => return,
+            r = generation.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                continue;
+            }
+            () = nudge.notified() => continue,
+            () = tokio::time::sleep_until(due) => {}
+        }
+        let confirms = {
+            let mut names = line.names();
+            let Some(entry) = names.get_mut(&channel) else {
+                return;
+            };
+            if entry.wake_at.is_some_and(|w| w <= Instant::now()) {
+                entry.wake_at = None;
+            }
+            std::mem::take(&mut entry.confirms)
+        };
+        let mut call = scripts::KEEP_ALIVE.prepare_invoke();
+        for key in &keys {
+            call.key(key);
+        }
+        call.arg(kind.as_str())
+            .arg(name.as_str())
+            .arg(&channel)
+            .arg(line.store.shard_publish_command())
+            .arg(line.keys.events_channel())
+            .arg(&line.instance);
+        for id in &confirms {
+            call.arg(id.expose());
+        }
+        match line.store.eval(&call).await.and_then(Reply::new) {
+            Ok(reply) => {
+                super::lease::note_expired(kind, &name, &reply, 2);
+                confirm_by = None;
+                next_tick = Instant::now() + KEEP_ALIVE_EVERY;
+                if let Ok(ms) = reply.int(0) {
+                    if ms >= 0 {
+                        line.wake_at(&channel, Duration::from_millis(ms as u64));
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::debug!(%err, "keep-alive failed; retrying");
+                if let Some(entry) = line.names().get_mut(&channel) {
+                    entry.confirms.extend(confirms);
+                }
+                confirm_by = None;
+                next_tick = Instant::now() + Duration::from_millis(250);
+            }
+        }
+    }
+}
+
+/// Hands the messages of the names' channels to the registry; when messages
+/// may have been missed (a new connection), every waiter asks Redis again.
+async fn subscriber(line: Arc<Line>, mut notices: Notices) {
+    let mut generation = 0u64;
+    loop {
+        let notice = tokio::select! {
+            () = line.shutdown.cancelled() => return,
+            notice = notices.recv() => notice,
+        };
+        match notice {
+            Some(PubSubNotice::Message { channel, payload }) => {
+                if let Ok(payload) = std::str::from_utf8(&payload) {
+                    line.dispatch(&channel, payload);
+                }
+            }
+            // Waiters keep their place; they ask again once resubscribed.
+            Some(PubSubNotice::Lost) => {}
+            Some(PubSubNotice::Subscribed) => {
+                generation += 1;
+                line.generation.send_replace(generation);
+                line.recheck_all();
+            }
+            None => return,
+        }
+    }
+}

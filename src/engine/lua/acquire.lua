@@ -1,0 +1,86 @@
+-- Acquire a lease, or join the line of waiters (line.lua: KEYS, ARGV[1..5]).
+--
+-- ARGV[6]  lease id (UUID) of the new lease; also the waiter's id in the line
+-- ARGV[7]  tag: a number naming the waiter on its instance (published on grants)
+-- ARGV[8]  instance id of the caller
+-- ARGV[9]  limit (1 for a lock; 1 .. 100000), judged for this acquisition only
+-- ARGV[10] ttl in milliseconds (1 .. 86400000)
+-- ARGV[11] owner label, "" for none
+-- ARGV[12] 1: join the line when busy (the caller waits); 0: do not queue
+-- ARGV[13] 1: newest_wins (joining makes the queued newest_wins waiter leave)
+--
+-- Replies
+--   {1, fencing_token, expires_at_ms}
+--       acquired: now, or earlier by a grant to this waiter (a repeated call
+--       after a missed message returns that lease and confirms it)
+--   {0, holders, waiting, next_expiry_in_ms, owner, ticket, position}
+--       busy: holders and waiting counted after this call; next_expiry_in_ms
+--       and owner of the lease that ends first (-1 and "" when none); ticket 0
+--       and position 0 when not queued, else its place (1 = next)
+--   each followed by the expired leases it noticed (line.lua: noticed())
+--   error "BATON fencing counter past 2^53 ..." when tokens cannot grow exactly
+--
+-- A request that has not queued acquires only when holders + waiting < limit,
+-- so it never overtakes a queued waiter.
+local id, tag, instance = ARGV[6], ARGV[7], ARGV[8]
+local limit, ttl, owner = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
+local join, newest = ARGV[12] == '1', ARGV[13] == '1'
+
+end_expired()
+drop_dead_instances()
+serve_line()
+
+local lease = live_lease(id)
+if lease then
+  confirm(id, lease)
+  return noticed({1, lease.token, lease.expires_at})
+end
+
+local queued = redis.call('HGET', K_WAITERS, id)
+if not queued then
+  if holders() + waiting() < limit then
+    local token, full = write_lease(id, ttl, limit, owner, false)
+    event('acquired', owner, token)
+    return noticed({1, token, full})
+  end
+  if join then
+    if newest then
+      local older = redis.call('HGET', K_WAITERS, 'newest')
+      local packed = older and redis.call('HGET', K_WAITERS, older)
+      if packed then
+        local older_tag, older_owner = remove_waiter(older, packed)
+        redis.call(NAME_PUBLISH, NAME_CHANNEL, 's ' .. older_tag .. ' ' .. owner)
+        event('left', older_owner)
+      end
+    end
+    local ticket = next_token(LINE_TTL_MS)
+    local flag = newest and '1' or '0'
+    redis.call('ZADD', K_QUEUE, ticket, id)
+    redis.call('HSET', K_WAITERS, id, num(ticket) .. '|' .. tag .. '|' .. instance .. '|' ..
+      num(ttl) .. '|' .. num(limit) .. '|' .. num(now_ms) .. '|' .. flag .. '|' .. owner)
+    if newest then
+      redis.call('HSET', K_WAITERS, 'newest', id)
+    end
+    redis.call('ZADD', K_BYINST, 0, instance .. '|' .. id)
+    redis.call('ZADD', K_INSTANCES, now_ms + ALIVE_MS, instance)
+    event('queued', owner)
+    -- Superseded waiters ahead may have left room.
+    serve_line()
+    lease = live_lease(id)
+    if lease then
+      confirm(id, lease)
+      touch_line()
+      return noticed({1, lease.token, lease.expires_at})
+    end
+    queued = true
+  end
+end
+touch_line()
+
+local ticket, position = 0, 0
+if queued then
+  ticket = tonumber(redis.call('ZSCORE', K_QUEUE, id))
+  position = redis.call('ZRANK', K_QUEUE, id) + 1
+end
+local expires_in, first_owner = next_expiry()
+return noticed({0, holders(), waiting(), expires_in, first_owner, ticket, position})

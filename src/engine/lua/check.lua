@@ -1,0 +1,12 @@
+-- Read a live lease by its id (line.lua: KEYS, ARGV[1..5]); writes nothing.
+--
+-- ARGV[6]  lease id
+--
+-- Replies
+--   {1, fencing_token, expires_at_ms, ttl_ms, limit, owner}   live; owner "" when none
+--   {0}                                                       no live lease
+local lease = live_lease(ARGV[6])
+if not lease then
+  return {0}
+end
+return {1, lease.token, lease.expires_at, lease.ttl, lease.limit, lease.owner}

@@ -1,0 +1,27 @@
+-- A waiter's place in line and the leases it waits behind, for acquisitions
+-- that report their progress (line.lua: KEYS, ARGV[1..5]); writes nothing.
+-- Bounded: at most 100 leases.
+--
+-- ARGV[6]  the waiter's id
+--
+-- Reply
+--   {position, waiting, n, token_1, expires_in_ms_1, owner_1, ..., token_n, ...}
+--   position: 1 for the next to be served, 0 when the id is not in line
+--   (granted, or gone); waiting: requests in line; n (<= 100) live leases,
+--   those that expire first; owner "" when none
+local rank = redis.call('ZRANK', K_QUEUE, ARGV[6])
+local reply = {rank and (rank + 1) or 0, waiting()}
+local live = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. now_ms, '+inf', 'WITHSCORES', 'LIMIT', 0, 100)
+reply[#reply + 1] = #live / 2
+for i = 1, #live, 2 do
+  local packed = redis.call('HGET', K_OWNERS, live[i]) or '0|0|0|0|'
+  local token, _, _, full, owner = unpack_lease(packed)
+  local expires_at = tonumber(live[i + 1])
+  if full ~= '0' then
+    expires_at = tonumber(full)
+  end
+  reply[#reply + 1] = tonumber(token)
+  reply[#reply + 1] = expires_at - now_ms
+  reply[#reply + 1] = owner
+end
+return reply

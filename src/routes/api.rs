@@ -1,0 +1,78 @@
+//! Every documented route in one router: `/locks` and `/semaphores` behind
+//! the bearer-token check, with what all guarded operations share added to
+//! their OpenAPI operations in one place; the service endpoints open.
+
+use axum::middleware;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::security::SecurityRequirement;
+use utoipa::openapi::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+use super::{events, health, locks, problem, require_token, semaphores, AppState};
+
+/// Every documented route, without state or layers: `/locks` and
+/// `/semaphores` behind the bearer-token check, the service endpoints open.
+pub fn api() -> OpenApiRouter<AppState> {
+    let mut guarded = OpenApiRouter::new()
+        .merge(tagged(locks::router(), "locks"))
+        .merge(tagged(semaphores::router(), "semaphores"))
+        .merge(tagged(events::router(), "watching"))
+        .layer(middleware::from_fn(require_token));
+    document_guard(guarded.get_openapi_mut());
+    OpenApiRouter::new()
+        .merge(guarded)
+        .merge(tagged(health::router(), "service"))
+}
+
+/// Puts every operation of `router` under `tag`.
+fn tagged(mut router: OpenApiRouter<AppState>, tag: &str) -> OpenApiRouter<AppState> {
+    for_each_operation(router.get_openapi_mut(), |op| {
+        op.tags = Some(vec![tag.to_owned()]);
+    });
+    router
+}
+
+/// What every guarded operation may answer besides its own responses: a bad
+/// path, query or body (400), no valid token (401), Redis out of reach (503),
+/// and, with a body, one over the limit (413); an operation's own answer for
+/// a status wins. Its security: a bearer token,
+/// or none on a service without tokens.
+fn document_guard(doc: &mut OpenApi) {
+    use problem::ProblemType::{InvalidRequest, PayloadTooLarge, RedisUnavailable, Unauthorized};
+    for_each_operation(doc, |op| {
+        let mut shared = vec![InvalidRequest, Unauthorized, RedisUnavailable];
+        if op.request_body.is_some() {
+            shared.push(PayloadTooLarge);
+        }
+        for kind in shared {
+            let reference = utoipa::openapi::Ref::from_response_name(kind.component_name());
+            // An operation's own answer for a status wins (e.g. /events' 503).
+            op.responses
+                .responses
+                .entry(kind.facts().status.to_string())
+                .or_insert_with(|| reference.into());
+        }
+        op.security = Some(vec![
+            SecurityRequirement::default(),
+            SecurityRequirement::new("bearer", Vec::<String>::new()),
+        ]);
+    });
+}
+
+fn for_each_operation(doc: &mut OpenApi, mut f: impl FnMut(&mut Operation)) {
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.trace,
+        ];
+        for op in operations.into_iter().flatten() {
+            f(op);
+        }
+    }
+}

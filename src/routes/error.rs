@@ -1,0 +1,265 @@
+//! `AppError`: every failure the API reports, as `application/problem+json`
+//! (RFC 9457), each mapped to its [`ProblemType`]. 4xx details speak to the
+//! caller; 5xx hide internals and log them.
+
+use std::time::Duration;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::json::json_response;
+use super::problem::{Problem, ProblemType, RetryAfter};
+use crate::domain::Invalid;
+use crate::engine;
+
+/// A failure of a request.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{0}")]
+    Invalid(String),
+    /// A `wait_ms` over the server's maximum: told so the client can retry with it.
+    #[error("wait_ms over the maximum")]
+    WaitTooLong { max_wait_ms: u64 },
+    #[error("a bearer token is required")]
+    Unauthorized,
+    #[error("an admin token is required")]
+    Forbidden,
+    #[error("no such path")]
+    NotFound,
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    #[error("lease not found")]
+    LeaseNotFound,
+    #[error("lock not held")]
+    LockNotHeld,
+    #[error("semaphore not held")]
+    SemaphoreNotHeld,
+    #[error("lock held")]
+    LockHeld {
+        name: String,
+        owner: Option<String>,
+        expires_in: Duration,
+        /// Requests queued in the line.
+        waiting: u64,
+    },
+    #[error("semaphore full")]
+    SemaphoreFull {
+        name: String,
+        holders: u64,
+        limit: u32,
+        /// When the first lease expires, if any is held.
+        next_expiry_in: Option<Duration>,
+        /// Requests queued in the line.
+        waiting: u64,
+    },
+    #[error("superseded")]
+    Superseded {
+        name: String,
+        /// The newer request's owner label.
+        owner: Option<String>,
+    },
+    #[error("payload too large")]
+    PayloadTooLarge { limit: usize },
+    #[error("request timed out")]
+    Timeout,
+    #[error("too many event streams")]
+    TooManyStreams { max: usize },
+    #[error(transparent)]
+    Engine(#[from] engine::Error),
+}
+
+impl AppError {
+    /// A field-level validation failure; `field` leads the detail.
+    pub fn field(field: &str, err: Invalid) -> Self {
+        Self::Invalid(format!("{field}: {}", err.0))
+    }
+
+    /// Its problem type.
+    pub fn problem_type(&self) -> ProblemType {
+        match self {
+            Self::Invalid(_) | Self::WaitTooLong { .. } => ProblemType::InvalidRequest,
+            Self::Unauthorized => ProblemType::Unauthorized,
+            Self::Forbidden => ProblemType::Forbidden,
+            Self::NotFound => ProblemType::NotFound,
+            Self::MethodNotAllowed => ProblemType::MethodNotAllowed,
+            Self::LeaseNotFound => ProblemType::LeaseNotFound,
+            Self::LockNotHeld => ProblemType::LockNotHeld,
+            Self::SemaphoreNotHeld => ProblemType::SemaphoreNotHeld,
+            Self::LockHeld { .. } => ProblemType::LockHeld,
+            Self::SemaphoreFull { .. } => ProblemType::SemaphoreFull,
+            Self::Superseded { .. } => ProblemType::Superseded,
+            Self::PayloadTooLarge { .. } => ProblemType::PayloadTooLarge,
+            Self::Timeout => ProblemType::RequestTimeout,
+            Self::TooManyStreams { .. } => ProblemType::TooManyStreams,
+            Self::Engine(engine::Error::Unavailable(_)) => ProblemType::RedisUnavailable,
+            Self::Engine(engine::Error::ShuttingDown) => ProblemType::ShuttingDown,
+            Self::Engine(engine::Error::TooManyWaiters) => ProblemType::TooManyWaiters,
+            Self::Engine(engine::Error::Protocol(_)) => ProblemType::InternalError,
+        }
+    }
+
+    /// The problem document this error answers with.
+    pub fn problem(&self) -> Problem {
+        let kind = self.problem_type();
+        let mut problem = Problem::new(kind, kind.facts().detail.to_owned());
+        match self {
+            Self::Invalid(detail) => problem.detail.clone_from(detail),
+            Self::WaitTooLong { max_wait_ms } => {
+                problem.detail =
+                    format!("wait_ms: must be between 0 and {max_wait_ms} (the server's maximum)");
+                problem.max_wait_ms = Some(*max_wait_ms);
+            }
+            Self::LockHeld {
+                name,
+                owner,
+                expires_in,
+                waiting,
+            } => {
+                let ms = expires_in.as_millis() as u64;
+                problem.waiting = Some(*waiting);
+                problem.detail = format!(
+                    "lock '{name}' is held by someone else; it expires in {ms} ms unless refreshed"
+                );
+                problem.owner.clone_from(owner);
+                problem.expires_in_ms = Some(ms);
+            }
+            Self::SemaphoreFull {
+                name,
+                holders,
+                limit,
+                waiting,
+                ..
+            } => {
+                problem.waiting = Some(*waiting);
+                problem.detail =
+                    format!("semaphore '{name}' is full: {holders} of {limit} slots held");
+                problem.holders = Some(*holders);
+                problem.limit = Some(*limit);
+            }
+            Self::Superseded { name, owner } => {
+                problem.detail = format!(
+                    "a newer request for '{name}' asked for newest_wins; this one left the line"
+                );
+                problem.owner.clone_from(owner);
+            }
+            Self::PayloadTooLarge { limit } => {
+                problem.detail = format!("the request body is over the limit of {limit} bytes");
+            }
+            Self::TooManyStreams { max } => {
+                problem.detail = format!(
+                    "this instance already serves its maximum of {max} event streams; retry later"
+                );
+            }
+            _ => {}
+        }
+        problem
+    }
+
+    /// Seconds a client should wait before retrying, where that is known.
+    fn retry_after(&self) -> Option<u64> {
+        match self.problem_type().facts().retry {
+            RetryAfter::Never => None,
+            RetryAfter::Seconds(secs) => Some(secs),
+            RetryAfter::AtExpiry => {
+                let expiry = match self {
+                    Self::LockHeld { expires_in, .. } => Some(*expires_in),
+                    Self::SemaphoreFull { next_expiry_in, .. } => *next_expiry_in,
+                    _ => None,
+                };
+                Some(expiry.map_or(1, |d| (d.as_millis().div_ceil(1000) as u64).max(1)))
+            }
+        }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        // Each 5xx answer is logged once by the trace layer, with its route;
+        // an outage once where it starts and ends. The cause goes with them:
+        // at warn when it is a bug, at debug when Redis is out of reach.
+        match &self {
+            Self::Engine(err @ engine::Error::Protocol(_)) => tracing::warn!(%err, "cause"),
+            Self::Engine(err @ engine::Error::Unavailable(_)) => tracing::debug!(%err, "cause"),
+            _ => {}
+        }
+        let problem = self.problem();
+        let status =
+            StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = json_response(&problem, "application/problem+json");
+        *response.status_mut() = status;
+        if let Some(secs) = self.retry_after() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Self::Unauthorized = self {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_held_carries_holder_and_retry_after() {
+        let err = AppError::LockHeld {
+            name: "deploy".into(),
+            owner: Some("ci".into()),
+            expires_in: Duration::from_millis(1500),
+            waiting: 3,
+        };
+        let problem = err.problem();
+        assert_eq!(problem.status, 409);
+        assert!(problem.kind.ends_with("/lock-held"));
+        assert_eq!(problem.owner.as_deref(), Some("ci"));
+        assert_eq!(problem.expires_in_ms, Some(1500));
+        assert_eq!(problem.waiting, Some(3));
+        assert_eq!(err.retry_after(), Some(2));
+    }
+
+    #[test]
+    fn a_full_semaphore_retries_at_its_next_expiry() {
+        let full = |next_expiry_in| AppError::SemaphoreFull {
+            name: "s".into(),
+            holders: 2,
+            limit: 2,
+            next_expiry_in,
+            waiting: 0,
+        };
+        assert_eq!(
+            full(Some(Duration::from_millis(2001))).retry_after(),
+            Some(3)
+        );
+        assert_eq!(full(Some(Duration::from_millis(10))).retry_after(), Some(1));
+        assert_eq!(full(None).retry_after(), Some(1));
+    }
+
+    #[test]
+    fn a_wait_over_the_maximum_names_the_maximum() {
+        let problem = AppError::WaitTooLong { max_wait_ms: 5000 }.problem();
+        assert_eq!(problem.status, 400);
+        assert_eq!(problem.max_wait_ms, Some(5000));
+        assert!(problem.detail.starts_with("wait_ms: "));
+    }
+
+    #[test]
+    fn unauthorized_challenges_for_a_bearer_token() {
+        let response = AppError::Unauthorized.into_response();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer");
+    }
+
+    #[test]
+    fn redis_errors_do_not_leak_internals() {
+        let err = AppError::Engine(engine::Error::Unavailable("10.0.0.7:6379 refused".into()));
+        let problem = err.problem();
+        assert_eq!(problem.status, 503);
+        assert!(!problem.detail.contains("10.0.0.7"));
+        assert_eq!(err.retry_after(), Some(1));
+    }
+}

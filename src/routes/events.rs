@@ -1,0 +1,145 @@
+//! `GET /events`: a server-sent event stream of every change to the locks and
+//! semaphores under a name prefix, made on any instance.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::problem::responses::TooManyStreams;
+use super::{AppError, AppState};
+use crate::domain::NamePrefix;
+use crate::engine::events::{ChangeEvent, Notice, ResourceKind, Watch};
+
+/// How often a comment line keeps proxies from closing an idle stream.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The `/events` route, documented.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(events))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Only changes to names that start with this; all changes when absent.
+    #[param(max_length = 200, example = "deploy-")]
+    pub prefix: Option<String>,
+}
+
+/// The data of one change event; the SSE event's name says what happened
+/// (`acquired`, `released`, `refreshed`, `expired`, `force-released`,
+/// `queued`, `left`). A lease id is never part of it.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "kind": "lock",
+    "name": "deploy-prod",
+    "owner": "https://ci.example.com/jobs/42",
+    "fencing_token": 1_763_780_000_000_001_u64,
+    "waiting": 2
+}))]
+pub struct ChangeEventBody {
+    /// `lock` or `semaphore`.
+    #[schema(pattern = "^(lock|semaphore)$")]
+    pub kind: &'static str,
+    pub name: String,
+    /// The owner label of the lease that changed, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The fencing token of the lease that changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fencing_token: Option<u64>,
+    /// Semaphores: how many leases are held after the change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holders: Option<u64>,
+    /// How many requests are in the waiting line after the change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<u64>,
+}
+
+impl From<&ChangeEvent> for ChangeEventBody {
+    fn from(change: &ChangeEvent) -> Self {
+        Self {
+            kind: match change.kind {
+                ResourceKind::Lock => "lock",
+                ResourceKind::Semaphore => "semaphore",
+            },
+            name: change.name.clone(),
+            owner: change.owner.clone(),
+            fencing_token: change.fencing_token,
+            holders: change.holders,
+            waiting: change.waiting,
+        }
+    }
+}
+
+/// Watch changes
+///
+/// A server-sent event stream (`text/event-stream`) of every change to the
+/// locks and semaphores whose names start with `prefix`, made through any
+/// baton instance, as it happens. Each event is named `acquired`, `released`,
+/// `refreshed`, `expired`, `force-released`, `queued` or `left`, and its data
+/// is one `ChangeEventBody`. An event named `resync` (data `{}`) says that
+/// changes may have been missed (Redis was unreachable, or the client read too
+/// slowly): read the current state again. A comment line is sent every 15 s;
+/// the stream ends when the service shuts down. Each instance serves at most
+/// `BATON_MAX_EVENT_STREAMS` streams at once (503 `too-many-streams` beyond).
+///
+/// Browsers: `EventSource` cannot send an `Authorization` header; when the
+/// service has API tokens, read the stream with `fetch()` (as the dashboard
+/// at `/` does) rather than putting a token in the URL.
+#[utoipa::path(
+    get,
+    path = "/events",
+    operation_id = "watch_events",
+    params(EventsQuery),
+    responses(
+        (status = 200, description = "The event stream; each event's data is a ChangeEventBody",
+            content_type = "text/event-stream", body = ChangeEventBody),
+        (status = 503, response = TooManyStreams),
+    )
+)]
+pub async fn events(
+    State(state): State<AppState>,
+    Query(query): Query<EventsQuery>,
+) -> Result<Response, AppError> {
+    let prefix = NamePrefix::parse(query.prefix.as_deref().unwrap_or_default())
+        .map_err(|e| AppError::field("prefix", e))?;
+    let watch = state
+        .engine
+        .events()
+        .watch(prefix)
+        .map_err(|e| AppError::TooManyStreams { max: e.max })?;
+    let sse = Sse::new(stream(watch)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE));
+    Ok((
+        [
+            (header::CACHE_CONTROL, "no-cache"),
+            // nginx and its kin buffer responses unless told not to.
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        sse,
+    )
+        .into_response())
+}
+
+/// The watch as SSE events, until the service stops.
+fn stream(watch: Watch) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold(watch, |mut watch| async move {
+        let event = match watch.next().await? {
+            Notice::Change(change) => Event::default()
+                .event(change.event.as_str())
+                .json_data(ChangeEventBody::from(&*change))
+                .unwrap_or_else(|_| Event::default().event("resync").data("{}")),
+            Notice::Resync => Event::default().event("resync").data("{}"),
+        };
+        Some((Ok(event), watch))
+    })
+}

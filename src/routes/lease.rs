@@ -1,0 +1,296 @@
+//! What the `/locks` and `/semaphores` routes share: the `{name}` and `{id}`
+//! path parameters (each pattern stated once), the refresh body, the
+//! conversion of an acquisition's fields into a domain [`AcquireRequest`],
+//! the body fields' schemas, and the helpers the handlers of
+//! [`super::kind`] are made of.
+
+use std::future::Future;
+
+use axum::extract::{FromRequestParts, RawPathParams};
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::{AppError, Json};
+use crate::domain::{AcquireRequest, LeaseId, Name, Owner, Ttl, WaitTime};
+use crate::engine;
+
+/// The `{name}` path parameter.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct NamePath {
+    /// The lock's or semaphore's name: 1 to 200 printable characters (no
+    /// control characters), percent-encoded: a `/` as `%2F`.
+    #[param(value_type = String, min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u200E\u200F\u2028-\u202E\u2066-\u2069]+$", example = "review%2Fapp-1")]
+    pub name: Name,
+}
+
+/// The `{id}` path parameter, next to `{name}`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct IdPath {
+    /// The lease id from the acquisition.
+    #[param(value_type = String, format = Uuid)]
+    pub id: LeaseId,
+}
+
+/// The raw value of path parameter `key`.
+async fn path_param<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    key: &str,
+) -> Result<String, AppError> {
+    let params = RawPathParams::from_request_parts(parts, state)
+        .await
+        .map_err(|e| AppError::Invalid(format!("{key}: {}", e.body_text())))?;
+    let value = params.iter().find(|(k, _)| *k == key).map(|(_, v)| v);
+    value
+        .map(str::to_owned)
+        .ok_or_else(|| AppError::Invalid(format!("{key}: missing from the path")))
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for NamePath {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let raw = path_param(parts, state, "name").await?;
+        let name = Name::parse(&raw).map_err(|e| AppError::field("name", e))?;
+        Ok(Self { name })
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for IdPath {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let raw = path_param(parts, state, "id").await?;
+        let id = LeaseId::parse(&raw).map_err(|e| {
+            AppError::Invalid(format!(
+                "id: {}; if the name has a `/` in it, send it as `%2F` \
+                 (review/app-1 as review%2Fapp-1)",
+                e.0
+            ))
+        })?;
+        Ok(Self { id })
+    }
+}
+
+/// Body of `PATCH /locks/{name}/{id}` and `PATCH /semaphores/{name}/{id}`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"ttl_ms": 60000}))]
+pub struct Refresh {
+    #[schema(schema_with = field::refresh_ttl_ms)]
+    pub ttl_ms: Option<u64>,
+}
+
+impl Refresh {
+    /// The new ttl, if one was given.
+    ///
+    /// # Errors
+    /// `invalid-request` naming `ttl_ms` when it is out of range.
+    pub fn ttl(&self) -> Result<Option<Ttl>, AppError> {
+        self.ttl_ms
+            .map(Ttl::from_ms)
+            .transpose()
+            .map_err(|e| AppError::field("ttl_ms", e))
+    }
+}
+
+/// The fields every acquisition takes, parsed into a domain request.
+///
+/// # Errors
+/// `invalid-request` naming the first field at fault.
+pub fn acquire_request(
+    ttl_ms: Option<u64>,
+    wait_ms: Option<u64>,
+    owner: Option<String>,
+    newest_wins: Option<bool>,
+    max_wait_ms: u64,
+) -> Result<AcquireRequest, AppError> {
+    let ttl = (Refresh { ttl_ms }).ttl()?.unwrap_or_default();
+    let wait = WaitTime::from_ms(wait_ms.unwrap_or(0), max_wait_ms)
+        .map_err(|_| AppError::WaitTooLong { max_wait_ms })?;
+    let owner = Owner::parse(owner).map_err(|e| AppError::field("owner", e))?;
+    Ok(AcquireRequest {
+        ttl,
+        wait,
+        owner,
+        newest_wins: newest_wins.unwrap_or(false),
+    })
+}
+
+/// 201 with the lease's `Location`.
+pub fn created(kind: &str, name: &Name, id: LeaseId, body: impl Serialize) -> Response {
+    let location = format!("/{kind}/{}/{}", name.path_segment(), id.expose());
+    (
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(body),
+    )
+        .into_response()
+}
+
+/// The answer to a path that no route takes: when it is a name under `/locks/`
+/// or `/semaphores/` with a raw `/` in it (`POST /locks/review/x`), a 400 that
+/// says to send the `/` as `%2F`; else `otherwise` (404 or 405).
+pub fn unrouted(path: &str, method: &axum::http::Method, otherwise: AppError) -> AppError {
+    let rest = path
+        .strip_prefix("/locks/")
+        .or_else(|| path.strip_prefix("/semaphores/"));
+    let segments = rest.map_or(0, |r| r.split('/').count());
+    // Two segments whose second is a lease id are a lease
+    // (`/locks/{name}/{id}`), which takes no POST: 405 as for any other
+    // method it lacks. Any other second segment was meant as part of a name.
+    let lease_path = rest
+        .and_then(|r| r.split('/').nth(1))
+        .is_some_and(|id| LeaseId::parse(id).is_ok());
+    if segments > 2 || (segments == 2 && method == axum::http::Method::POST && !lease_path) {
+        AppError::Invalid(
+            "name: a `/` in a name must be sent percent-encoded as `%2F` \
+             (POST /locks/review%2Fapp-1 for the name review/app-1)"
+                .into(),
+        )
+    } else {
+        otherwise
+    }
+}
+
+/// The lease as its body, or `lease-not-found`: refresh and check.
+///
+/// # Errors
+/// `lease-not-found` when there is no such live lease; what the engine reports.
+pub async fn found<L, B: From<L>>(
+    lease: impl Future<Output = Result<Option<L>, engine::Error>>,
+) -> Result<Json<B>, AppError> {
+    lease
+        .await?
+        .map(|lease| Json(lease.into()))
+        .ok_or(AppError::LeaseNotFound)
+}
+
+/// 204, or `lease-not-found`: release.
+///
+/// # Errors
+/// `lease-not-found` when there is no such live lease; what the engine reports.
+pub async fn released(
+    released: impl Future<Output = Result<bool, engine::Error>>,
+) -> Result<StatusCode, AppError> {
+    if released.await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(AppError::LeaseNotFound)
+    }
+}
+
+/// The schemas of the body fields both kinds take, stated once from the
+/// domain's limits (`#[schema(schema_with = ...)]`).
+pub mod field {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, SchemaType, Type};
+    use utoipa::openapi::Object;
+
+    use crate::config::DEFAULT_MAX_WAIT_MS;
+    use crate::domain::{printable_pattern, Limit, Ttl, MAX_OWNER_LEN};
+
+    fn millis(minimum: u64, maximum: u64, description: &str) -> ObjectBuilder {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(minimum))
+            .maximum(Some(maximum))
+            .description(Some(description))
+    }
+
+    /// `ttl_ms` of an acquisition.
+    pub fn ttl_ms() -> Object {
+        let (max, default) = (Ttl::MAX_MS, Ttl::DEFAULT_MS);
+        let text = format!("Lease lifetime in ms unless refreshed: 1 to {max}, default {default}.");
+        millis(1, max, &text).default(Some(default.into())).build()
+    }
+
+    /// `ttl_ms` of a refresh.
+    pub fn refresh_ttl_ms() -> Object {
+        let max = Ttl::MAX_MS;
+        let text =
+            format!("New lifetime from now, in ms: 1 to {max}; default: the lease's own ttl.");
+        millis(1, max, &text).build()
+    }
+
+    /// `wait_ms`; the served document states the configured maximum.
+    pub fn wait_ms() -> Object {
+        let text = format!(
+            "How long to wait in line, in ms: 0 (default) to the server's maximum \
+             (`BATON_MAX_WAIT_MS`, {DEFAULT_MAX_WAIT_MS} unless configured otherwise)."
+        );
+        millis(0, DEFAULT_MAX_WAIT_MS, &text)
+            .default(Some(0.into()))
+            .build()
+    }
+
+    /// A semaphore's `limit`.
+    pub fn limit() -> Object {
+        let max = Limit::MAX;
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(1))
+            .maximum(Some(max))
+            .description(Some(format!(
+                "At most this many leases are held at once: 1 to {max}. Required."
+            )))
+            .build()
+    }
+
+    /// `owner`.
+    pub fn owner() -> Object {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+            .max_length(Some(MAX_OWNER_LEN))
+            .pattern(Some(printable_pattern()))
+            .description(Some(format!(
+                "Who holds the lease, shown in status (e.g. a CI job URL); at most \
+                 {MAX_OWNER_LEN} characters, all printable (no control or format characters)."
+            )))
+            .build()
+    }
+}
+
+/// RFC 3339 UTC with milliseconds, from milliseconds since the Unix epoch.
+pub fn rfc3339_ms(epoch_ms: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(epoch_ms);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn formats_redis_time_as_rfc3339() {
+        assert_eq!(
+            super::rfc3339_ms(1_700_000_000_123),
+            "2023-11-14T22:13:20.123Z"
+        );
+    }
+}
+
+/// One queued request in a status, without its lease id.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WaiterBody {
+    /// 1 for the next to be served.
+    pub position: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// How long it has waited so far.
+    pub waited_ms: u64,
+}
+
+impl From<engine::Waiter> for WaiterBody {
+    fn from(waiter: engine::Waiter) -> Self {
+        Self {
+            position: waiter.position,
+            owner: waiter.owner.map(Owner::into_string),
+            waited_ms: waiter.waited.as_millis() as u64,
+        }
+    }
+}

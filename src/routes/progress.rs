@@ -1,0 +1,214 @@
+//! Acquisitions that report their progress. With `Accept: text/event-stream`
+//! and a `wait_ms`, `POST /locks/{name}` and `POST /semaphores/{name}` answer
+//! `200 text/event-stream` at once, send `queued` (position, waiting, holders)
+//! on joining the line and whenever the position or the holders change, then
+//! exactly one `acquired` (the lease body) or `problem` (the problem body the
+//! plain request would have answered). Dropping the stream (the client went
+//! away) drops the acquisition, which leaves the line as a plain one does.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+
+use axum::http::{header, HeaderMap};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use super::AppError;
+use crate::domain::{LeaseId, Name, Owner, WaitTime};
+use crate::engine::events::{Notice, ResourceKind, Watch};
+use crate::engine::progress::{report_joins, Place};
+use crate::engine::{Engine, Kind};
+
+/// Whether the request asks for progress events: `Accept: text/event-stream`
+/// and a wait (without one there is nothing to report).
+pub fn wanted(headers: &HeaderMap, wait: WaitTime) -> bool {
+    !wait.as_duration().is_zero()
+        && headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|v| {
+                v.split(';')
+                    .next()
+                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
+            })
+}
+
+/// `queued` data.
+#[derive(Debug, Serialize)]
+struct Queued {
+    position: u64,
+    waiting: u64,
+    holders: Vec<QueuedBehind>,
+}
+
+#[derive(Debug, Serialize)]
+struct QueuedBehind {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+    expires_in_ms: u64,
+}
+
+impl From<&Place> for Queued {
+    fn from(place: &Place) -> Self {
+        Self {
+            position: place.position,
+            waiting: place.waiting,
+            holders: place
+                .holders
+                .iter()
+                .map(|h| QueuedBehind {
+                    owner: h.owner.clone().map(Owner::into_string),
+                    expires_in_ms: h.expires_in.as_millis() as u64,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What makes a `queued` event worth sending again: the position, the line's
+/// length and who holds (not the time they have left, which always moves).
+fn fingerprint(place: &Place) -> (u64, u64, Vec<u64>) {
+    (
+        place.position,
+        place.waiting,
+        place.holders.iter().map(|h| h.fencing_token).collect(),
+    )
+}
+
+type Outcome = Result<serde_json::Value, AppError>;
+
+/// The lease body, as JSON, of a successful acquisition.
+pub fn lease_json(body: &impl Serialize) -> Result<serde_json::Value, AppError> {
+    serde_json::to_value(body).map_err(|err| {
+        AppError::Engine(crate::engine::Error::Protocol(format!("lease body: {err}")))
+    })
+}
+
+/// One acquisition with progress, as a stream of events.
+struct Progress {
+    acquisition: Pin<Box<dyn Future<Output = Outcome> + Send>>,
+    joins: mpsc::UnboundedReceiver<LeaseId>,
+    changes: Option<Watch>,
+    engine: Engine,
+    kind: Kind,
+    name: Name,
+    /// The id it waits under, once it has joined the line.
+    id: Option<LeaseId>,
+    last: Option<(u64, u64, Vec<u64>)>,
+    done: bool,
+}
+
+impl Progress {
+    async fn next(&mut self) -> Option<Event> {
+        while !self.done {
+            tokio::select! {
+                biased;
+                outcome = &mut self.acquisition => {
+                    self.done = true;
+                    return Some(final_event(outcome));
+                }
+                Some(id) = self.joins.recv() => {
+                    self.id = Some(id);
+                    // A rejoin is a new place: report it even if it looks the same.
+                    self.last = None;
+                }
+                notice = next_change(&mut self.changes) => match notice {
+                    None => {
+                        self.changes = None;
+                        continue;
+                    }
+                    Some(Notice::Change(change))
+                        if change.name != self.name.as_str() || !same_kind(change.kind, self.kind) =>
+                    {
+                        continue;
+                    }
+                    Some(_) => {}
+                },
+            }
+            let Some(id) = self.id else { continue };
+            // Redis unreachable: the next change (or the outcome) will tell.
+            if let Ok(Some(place)) = self.engine.place(self.kind, &self.name, id).await {
+                let now = fingerprint(&place);
+                if self.last.as_ref() != Some(&now) {
+                    self.last = Some(now);
+                    return Some(json_event("queued", &Queued::from(&place)));
+                }
+            }
+        }
+        None
+    }
+}
+
+fn same_kind(event: ResourceKind, kind: Kind) -> bool {
+    matches!(
+        (event, kind),
+        (ResourceKind::Lock, Kind::Lock) | (ResourceKind::Semaphore, Kind::Semaphore)
+    )
+}
+
+async fn next_change(changes: &mut Option<Watch>) -> Option<Notice> {
+    match changes {
+        Some(watch) => watch.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn json_event(name: &str, data: &impl Serialize) -> Event {
+    Event::default()
+        .event(name)
+        .json_data(data)
+        .unwrap_or_else(|_| Event::default().event(name).data("{}"))
+}
+
+fn final_event(outcome: Outcome) -> Event {
+    match outcome {
+        Ok(lease) => json_event("acquired", &lease),
+        Err(err) => {
+            if let AppError::Engine(cause) = &err {
+                tracing::warn!(%cause, "acquisition with progress failed");
+            }
+            json_event("problem", &err.problem())
+        }
+    }
+}
+
+/// Answers an acquisition with progress events: `acquisition` resolves to the
+/// lease body, or to the error the plain request would have answered.
+pub fn respond<F>(engine: &Engine, kind: Kind, name: Name, acquisition: F) -> Response
+where
+    F: Future<Output = Outcome> + Send + 'static,
+{
+    // Watching starts before the acquisition, so no change falls between.
+    let changes = Some(engine.events().follow(name.as_str()));
+    let (acquisition, joins) = report_joins(acquisition);
+    let progress = Progress {
+        acquisition: Box::pin(acquisition),
+        joins,
+        changes,
+        engine: engine.clone(),
+        kind,
+        name,
+        id: None,
+        last: None,
+        done: false,
+    };
+    let stream = futures_util::stream::unfold(progress, |mut progress| async move {
+        let event = progress.next().await?;
+        Some((Ok::<_, Infallible>(event), progress))
+    });
+    (
+        [
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        // A client that goes away is noticed at once (the connection reads EOF);
+        // the comments are for proxies that close idle streams.
+        Sse::new(stream).keep_alive(KeepAlive::new().interval(super::events::KEEP_ALIVE)),
+    )
+        .into_response()
+}

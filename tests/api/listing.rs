@@ -1,0 +1,337 @@
+//! Paged listings of locks and semaphores, and semaphore force-release.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use crate::helpers::{problem, shared_redis, TestApp};
+
+/// Every page of `path` (which has a `?`), following `next_cursor`; the pages.
+async fn pages(app: &TestApp, path: &str, key: &str) -> Vec<Vec<String>> {
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let url = match &cursor {
+            Some(c) => format!("{path}&cursor={c}"),
+            None => path.to_owned(),
+        };
+        let response = app.get(&url).await;
+        assert_eq!(response.status(), 200, "{url}");
+        let body: Value = response.json().await.unwrap();
+        let names: Vec<String> = body[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_owned())
+            .collect();
+        pages.push(names);
+        match body.get("next_cursor").and_then(Value::as_str) {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return pages,
+        }
+        assert!(pages.len() < 100, "the pages never end");
+    }
+}
+
+fn check_pages(pages: &[Vec<String>], limit: usize, expected: &HashSet<String>) {
+    let mut seen = HashSet::new();
+    for page in pages {
+        assert!(page.len() <= limit, "a page of {}", page.len());
+        let mut sorted = page.clone();
+        sorted.sort();
+        assert_eq!(&sorted, page, "a page sorted by name");
+        for name in page {
+            assert!(seen.insert(name.clone()), "{name} listed twice");
+        }
+    }
+    assert_eq!(&seen, expected);
+}
+
+#[tokio::test]
+async fn two_hundred_fifty_locks_come_back_in_pages_of_100_each_once() {
+    let app = TestApp::spawn().await;
+    let mut expected = HashSet::new();
+    let mut acquires = Vec::new();
+    for i in 0..250 {
+        let name = format!("page/{i:03}");
+        expected.insert(name.clone());
+        let app = &app;
+        acquires.push(async move {
+            app.post(&format!("/locks/page%2F{i:03}"), r#"{"ttl_ms": 600000}"#)
+                .await
+        });
+    }
+    for response in futures_util::future::join_all(acquires).await {
+        assert_eq!(response.status(), 201);
+    }
+    app.post("/locks/other", "").await;
+
+    let pages = pages(&app, "/locks?prefix=page%2F", "locks").await;
+
+    assert!(pages.len() >= 3, "{} pages", pages.len());
+    assert_eq!(pages[0].len(), 100, "the first page is full");
+    check_pages(&pages, 100, &expected);
+    // The default page size is 100 too, and the other lock is there.
+    let first: Value = app.get("/locks").await.json().await.unwrap();
+    assert_eq!(first["locks"].as_array().unwrap().len(), 100);
+    assert!(first["next_cursor"].is_string());
+    let small = pages_of(&app, "/locks?prefix=page%2F&limit=7").await;
+    check_pages(&small, 7, &expected);
+}
+
+async fn pages_of(app: &TestApp, path: &str) -> Vec<Vec<String>> {
+    pages(app, path, "locks").await
+}
+
+#[tokio::test]
+async fn a_prefix_with_glob_characters_matches_only_itself() {
+    let app = TestApp::spawn().await;
+    for name in ["a*1", "a*2", "ab", "a?", "a[b]", "a\\x"] {
+        app.post(&format!("/locks/{}", percent(name)), "").await;
+    }
+    let names = |prefix: &'static str| {
+        let app = &app;
+        async move {
+            let body: Value = app
+                .get(&format!("/locks?prefix={}", percent(prefix)))
+                .await
+                .json()
+                .await
+                .unwrap();
+            body["locks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(names("a*").await, ["a*1", "a*2"]);
+    assert_eq!(names("a?").await, ["a?"]);
+    assert_eq!(names("a[").await, ["a[b]"]);
+    assert_eq!(names("a\\").await, ["a\\x"]);
+}
+
+fn percent(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+#[tokio::test]
+async fn bad_prefix_limit_or_cursor_is_400_naming_it() {
+    let app = TestApp::spawn().await;
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("limit=1001", "limit"),
+        ("limit=1e3", "limit"),
+        ("limit=-1", "limit"),
+        ("cursor=abc", "cursor"),
+        ("cursor=1.zz", "cursor"),
+        ("prefix=a%0A", "prefix"),
+    ] {
+        for list in ["/locks", "/semaphores"] {
+            let body = problem(
+                app.get(&format!("{list}?{query}")).await,
+                400,
+                "invalid-request",
+            )
+            .await;
+            assert!(
+                body["detail"].as_str().unwrap().contains(field),
+                "{list}?{query}: {body}"
+            );
+        }
+    }
+    assert_eq!(app.get("/locks?limit=1000").await.status(), 200);
+}
+
+#[tokio::test]
+async fn semaphores_with_holders_are_listed_by_prefix_in_pages() {
+    let app = TestApp::spawn().await;
+    let mut expected = HashSet::new();
+    for i in 0..25 {
+        let name = format!("pool/{i:02}");
+        expected.insert(name.clone());
+        let path = format!("/semaphores/pool%2F{i:02}");
+        for _ in 0..2 {
+            let response = app.post(&path, r#"{"limit": 3, "owner": "w"}"#).await;
+            assert_eq!(response.status(), 201);
+        }
+    }
+    let lease: Value = app
+        .post("/semaphores/pool%2Fgone", r#"{"limit": 1}"#)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = lease["id"].as_str().unwrap();
+    app.delete(&format!("/semaphores/pool%2Fgone/{id}")).await;
+    app.post("/semaphores/elsewhere", r#"{"limit": 1}"#).await;
+
+    let pages = pages(&app, "/semaphores?prefix=pool%2F&limit=10", "semaphores").await;
+
+    check_pages(&pages, 10, &expected);
+    let first: Value = app
+        .get("/semaphores?prefix=pool%2F&limit=1")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let entry = &first["semaphores"][0];
+    assert_eq!(entry["holders"], 2, "{first}");
+    assert_eq!(entry["limit"], 3);
+    assert_eq!(entry["leases"][0]["owner"], "w");
+    assert!(entry["leases"][0].get("id").is_none());
+}
+
+#[tokio::test]
+async fn force_releasing_a_semaphore_frees_every_slot_and_wakes_a_waiter() {
+    let app = TestApp::spawn().await;
+    let mut leases = Vec::new();
+    for _ in 0..2 {
+        let lease: Value = app
+            .post(
+                "/semaphores/stuck%2Fpool",
+                r#"{"limit": 2, "ttl_ms": 600000}"#,
+            )
+            .await
+            .json()
+            .await
+            .unwrap();
+        leases.push(lease);
+    }
+    let waiter = app.post_in_background(
+        "/semaphores/stuck%2Fpool",
+        r#"{"limit": 2, "wait_ms": 10000}"#,
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    let started = std::time::Instant::now();
+    assert_eq!(app.delete("/semaphores/stuck%2Fpool").await.status(), 204);
+
+    let answer = waiter.await.unwrap();
+    assert_eq!(answer.response.status(), 201);
+    assert!(answer.at.duration_since(started) < std::time::Duration::from_secs(2));
+    for lease in &leases {
+        let id = lease["id"].as_str().unwrap();
+        let path = format!("/semaphores/stuck%2Fpool/{id}");
+        problem(app.patch(&path, "").await, 404, "lease-not-found").await;
+    }
+    let status: Value = app
+        .get("/semaphores/stuck%2Fpool")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["holders"], 1, "only the woken waiter: {status}");
+    let waiter_lease: Value = answer.response.json().await.unwrap();
+    let id = waiter_lease["id"].as_str().unwrap();
+    app.delete(&format!("/semaphores/stuck%2Fpool/{id}")).await;
+    problem(
+        app.delete("/semaphores/stuck%2Fpool").await,
+        404,
+        "semaphore-not-held",
+    )
+    .await;
+    problem(
+        app.delete("/semaphores/never-used").await,
+        404,
+        "semaphore-not-held",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn force_releasing_a_semaphore_needs_an_admin_token_when_tokens_are_set() {
+    let mut settings =
+        crate::helpers::settings_for(&shared_redis().url(), &crate::helpers::unique_prefix());
+    settings.api_tokens = vec!["user-token".into()];
+    settings.admin_tokens = vec!["admin-token".into()];
+    let app = TestApp::spawn_with(settings).await;
+    let send = |method: reqwest::Method, path: &str, token: Option<&str>| {
+        let mut req = app.client.request(method, format!("{}{path}", app.base));
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
+        req.body(r#"{"limit": 1}"#).send()
+    };
+    assert_eq!(
+        send(
+            reqwest::Method::POST,
+            "/semaphores/admin",
+            Some("user-token")
+        )
+        .await
+        .unwrap()
+        .status(),
+        201
+    );
+    problem(
+        send(reqwest::Method::DELETE, "/semaphores/admin", None)
+            .await
+            .unwrap(),
+        401,
+        "unauthorized",
+    )
+    .await;
+    problem(
+        send(
+            reqwest::Method::DELETE,
+            "/semaphores/admin",
+            Some("user-token"),
+        )
+        .await
+        .unwrap(),
+        403,
+        "forbidden",
+    )
+    .await;
+    assert_eq!(
+        send(
+            reqwest::Method::DELETE,
+            "/semaphores/admin",
+            Some("admin-token")
+        )
+        .await
+        .unwrap()
+        .status(),
+        204
+    );
+}
+
+#[tokio::test]
+async fn the_service_serves_its_own_with_lock_script() {
+    let app = TestApp::spawn().await;
+    let response = app.get("/with-lock").await;
+    assert_eq!(response.status(), 200);
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        content_type.starts_with("text/x-shellscript"),
+        "{content_type}"
+    );
+    let body = response.text().await.unwrap();
+    let file =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/with-lock")).unwrap();
+    assert_eq!(body, file);
+    assert!(body.starts_with("#!/usr/bin/env bash"));
+}
+
+#[tokio::test]
+async fn on_a_cluster_the_pages_walk_every_master_and_list_each_lock_once() {
+    let settings = crate::topology::cluster_settings(crate::topology::shared_cluster());
+    let app = TestApp::spawn_with(settings).await;
+    let mut expected = HashSet::new();
+    for i in 0..60 {
+        // Different hash tags: the names spread over the masters.
+        let name = format!("spread/{i:02}");
+        expected.insert(name.clone());
+        let response = app.post(&format!("/locks/spread%2F{i:02}"), "").await;
+        assert_eq!(response.status(), 201);
+    }
+
+    let pages = pages(&app, "/locks?prefix=spread%2F&limit=25", "locks").await;
+
+    check_pages(&pages, 25, &expected);
+}

@@ -1,0 +1,211 @@
+// Drives baton's dashboard (GET /) in Debian's headless Chromium with
+// playwright-core, on a service with API tokens: the page asks for a token,
+// loads from the service alone, and shows a lock taken, queued for and
+// released through the API within 1 s each, without a reload.
+//
+// Env: BATON_URL (the running service), BATON_TOKEN (one of its API tokens),
+// SCREENSHOT (PNG path to write), CHROMIUM (default /usr/bin/chromium).
+// Prints one "ok - ..." or "not ok - ..." line per check, then
+// "N passed, N failed"; exits non-zero when a check failed.
+'use strict';
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { chromium } = require('playwright-core');
+
+const BASE = (process.env.BATON_URL || '').replace(/\/+$/, '');
+const TOKEN = process.env.BATON_TOKEN || '';
+const SCREENSHOT = process.env.SCREENSHOT || path.join(os.tmpdir(), 'baton-dashboard.png');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const TIMEOUT_MS = 30_000;
+// How soon a change must show on the page.
+const WITHIN_MS = 1000;
+
+let passed = 0;
+let failed = 0;
+function check(ok, what, detail) {
+  if (ok) {
+    passed += 1;
+    console.log(`ok - ${what}`);
+  } else {
+    failed += 1;
+    console.log(`not ok - ${what}${detail ? `: ${detail}` : ''}`);
+  }
+  return ok;
+}
+
+// A call to the API from outside the page, as a CI job would make it.
+async function api(method, p, body) {
+  const res = await fetch(`${BASE}${p}`, {
+    method,
+    headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+// Milliseconds until `predicate` holds in the page (polled every 20 ms), or null.
+async function timeUntil(page, predicate, arg, limitMs) {
+  const started = Date.now();
+  try {
+    await page.waitForFunction(predicate, arg, { timeout: limitMs, polling: 20 });
+    return Date.now() - started;
+  } catch (err) {
+    return null;
+  }
+}
+
+function row(kind, name) {
+  return `tr[data-kind="${kind}"][data-name="${name}"]`;
+}
+
+async function main() {
+  if (!BASE) throw new Error('BATON_URL is not set');
+  if (!TOKEN) throw new Error('BATON_TOKEN is not set');
+  const origin = new URL(BASE).origin;
+  const run = `${process.pid}-${Date.now()}`;
+  const lockName = `dash-lock-${run}`;
+  const semName = `dash-sem-${run}`;
+  const firstOwner = `https://ci.example.com/jobs/${run}`;
+  const queuedOwner = 'queued-job';
+
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    chromiumSandbox: false,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+    viewport: { width: 1400, height: 900 },
+    timeout: TIMEOUT_MS,
+  });
+
+  const requests = [];
+  const failures = [];
+  const tokenInUrl = [];
+  context.on('request', (req) => {
+    requests.push(req.url());
+    if (req.url().includes(TOKEN)) tokenInUrl.push(req.url());
+  });
+  context.on('requestfailed', (req) => {
+    failures.push(`${req.method()} ${req.url()}: ${req.failure()?.errorText}`);
+  });
+
+  try {
+    const page = context.pages()[0] || (await context.newPage());
+    page.setDefaultTimeout(TIMEOUT_MS);
+    const pageErrors = [];
+    page.on('pageerror', (err) => pageErrors.push(String(err)));
+
+    const response = await page.goto(`${BASE}/`, { waitUntil: 'domcontentloaded' });
+    check(response && response.status() === 200, 'GET / answers 200', response && String(response.status()));
+
+    // A service with API tokens: the page asks for one.
+    await page.locator('#token').waitFor({ state: 'visible' });
+    check(true, 'the page asks for an API token');
+    await page.locator('#token').fill('not-a-token');
+    await page.locator('#token-submit button[type=submit]').click();
+    await page.locator('#token-error').filter({ hasText: /refused/ }).waitFor();
+    check(true, 'a wrong token is refused and asked again');
+    await page.locator('#token').fill(TOKEN);
+    await page.locator('#token-submit button[type=submit]').click();
+    await page.locator('#conn[data-state="live"]').waitFor();
+    check(true, 'with a good token the page goes live');
+    const stored = await page.evaluate(() => sessionStorage.getItem('baton-api-token'));
+    check(stored === TOKEN, 'the token is kept in sessionStorage');
+    const navigations = [];
+    page.on('framenavigated', (frame) => { if (frame === page.mainFrame()) navigations.push(frame.url()); });
+
+    // 1. A lock taken through the API.
+    const first = await api('POST', `/locks/${lockName}`, { ttl_ms: 60000, owner: firstOwner });
+    check(first.status === 201, 'the lock is taken through the API', JSON.stringify(first));
+    let ms = await timeUntil(page, ([sel, owner]) => {
+      const a = document.querySelector(`${sel} td.holder a`);
+      return a && a.textContent === owner && a.getAttribute('href') === owner;
+    }, [row('lock', lockName), firstOwner], 5000);
+    check(ms !== null && ms <= WITHIN_MS, `the held lock shows with its owner as a link within ${WITHIN_MS} ms (${ms} ms)`);
+
+    // Its countdown moves on its own.
+    const leftBefore = await page.locator(`${row('lock', lockName)} .left`).innerText();
+    await page.waitForTimeout(1200);
+    const leftAfter = await page.locator(`${row('lock', lockName)} .left`).innerText();
+    check(leftBefore !== leftAfter && /\d/.test(leftAfter), 'the time left counts down', `${leftBefore} -> ${leftAfter}`);
+
+    // 2. A request queued for it.
+    const queued = api('POST', `/locks/${lockName}`, { ttl_ms: 60000, wait_ms: 20000, owner: queuedOwner });
+    ms = await timeUntil(page, (sel) => {
+      const badge = document.querySelector(`${sel} td.waiting .badge`);
+      return badge && badge.dataset.waiting === '1';
+    }, row('lock', lockName), 5000);
+    check(ms !== null && ms <= WITHIN_MS, `the queued request shows in the waiting line within ${WITHIN_MS} ms (${ms} ms)`);
+    const lineOwner = await page.locator(`${row('lock', lockName)} ol.line li`).first().innerText({ timeout: 2000 }).catch(() => '');
+    check(lineOwner.includes(queuedOwner), 'the waiting line names the queued owner', lineOwner);
+
+    // A semaphore too.
+    const sem = await api('POST', `/semaphores/${semName}`, { limit: 3, ttl_ms: 60000, owner: 'worker-1' });
+    check(sem.status === 201, 'a semaphore slot is taken through the API', JSON.stringify(sem));
+    ms = await timeUntil(page, (sel) => {
+      const cell = document.querySelector(`${sel} td.holders`);
+      return cell && cell.textContent.trim() === '1 / 3';
+    }, row('semaphore', semName), 5000);
+    check(ms !== null && ms <= WITHIN_MS, `the semaphore shows 1 / 3 holders within ${WITHIN_MS} ms (${ms} ms)`);
+
+    await page.screenshot({ path: SCREENSHOT, fullPage: false });
+
+    // 3. The lock released: the queued request gets it.
+    const released = await api('DELETE', `/locks/${lockName}/${first.body.id}`);
+    check(released.status === 204, 'the lock is released through the API', String(released.status));
+    ms = await timeUntil(page, ([sel, owner]) => {
+      const holder = document.querySelector(`${sel} td.holder`);
+      const badge = document.querySelector(`${sel} td.waiting .badge`);
+      return holder && holder.textContent === owner && badge && badge.dataset.waiting === '0';
+    }, [row('lock', lockName), queuedOwner], 5000);
+    check(ms !== null && ms <= WITHIN_MS, `the hand-off to the queued request shows within ${WITHIN_MS} ms (${ms} ms)`);
+    const second = await queued;
+    check(second.status === 201, 'the queued request got the lock', JSON.stringify(second));
+
+    // 4. Released for good: the lock leaves the page.
+    if (second.body && second.body.id) await api('DELETE', `/locks/${lockName}/${second.body.id}`);
+    ms = await timeUntil(page, (sel) => !document.querySelector(sel), row('lock', lockName), 5000);
+    check(ms !== null && ms <= WITHIN_MS, `the released lock leaves the page within ${WITHIN_MS} ms (${ms} ms)`);
+    if (sem.body && sem.body.id) await api('DELETE', `/semaphores/${semName}/${sem.body.id}`);
+
+    const shown = await page.locator('#events li[data-name]').evaluateAll((items, name) => items
+      .filter((li) => li.dataset.name === name).map((li) => li.dataset.event), lockName);
+    for (const ev of ['acquired', 'queued', 'released']) {
+      check(shown.includes(ev), `recent events list "${ev}" for the lock`, shown.join(', '));
+    }
+    await page.screenshot({ path: SCREENSHOT.replace(/\.png$/, '-after.png'), fullPage: false });
+
+    check(navigations.length === 0, 'the page never reloaded', navigations.join(', '));
+    const docs = await page.locator('header a[href="docs"]').count();
+    check(docs === 1, 'the page links Swagger UI');
+    check(requests.length > 0, `the page made requests (${requests.length})`);
+    const foreign = requests.filter((u) => !u.startsWith('data:') && new URL(u).origin !== origin);
+    check(foreign.length === 0, 'every request goes to the service itself', foreign.join(', '));
+    check(tokenInUrl.length === 0, 'the token never appears in a URL', tokenInUrl.join(', '));
+    check(requests.some((u) => new URL(u).pathname === '/events'), 'the page follows /events');
+    check(failures.length === 0, 'no request failed', failures.join('; '));
+    check(pageErrors.length === 0, 'no JavaScript error on the page', pageErrors.join('; '));
+  } finally {
+    await context.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+main()
+  .catch((err) => check(false, 'the browser test ran to the end', err && err.stack ? err.stack : String(err)))
+  .finally(() => {
+    console.log(`${passed} passed, ${failed} failed`);
+    process.exitCode = failed === 0 && passed > 0 ? 0 : 1;
+  });

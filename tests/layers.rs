@@ -1,0 +1,212 @@
+//! The crate is a strict stack: `main` -> `startup` -> `routes` (and
+//! `openapi` over it) -> `engine` -> `domain`, `config`, `telemetry`. Each
+//! module may use only modules below it, so there is no cycle and nothing
+//! reaches up. This test reads every `crate::` and `super::` path in `src/`
+//! and fails on a use that breaks the order, and on a module missing from the
+//! order.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Each top-level module and its layer: a module may use only lower layers.
+const LAYERS: &[(&str, u8)] = &[
+    ("domain", 0),
+    ("config", 0),
+    ("telemetry", 1),
+    ("shutdown", 1),
+    ("engine", 2),
+    ("routes", 3),
+    ("openapi", 4),
+    ("server", 4),
+    ("startup", 5),
+];
+
+/// Within `routes/`, files that must not use one another: what the two kinds
+/// share lives in a shared module.
+const SIBLINGS_APART: &[(&str, &str)] = &[("locks", "semaphores"), ("semaphores", "locks")];
+
+fn layer(module: &str) -> u8 {
+    LAYERS
+        .iter()
+        .find(|(name, _)| *name == module)
+        .map(|(_, layer)| *layer)
+        .unwrap_or_else(|| panic!("src/{module}: add it to LAYERS in tests/layers.rs"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file without its comments (doc links name modules too).
+fn code(source: &str) -> String {
+    source
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The first segment after every `anchor` (`crate::`, `super::`), with the
+/// first segments inside `anchor{a, b::c}` groups.
+fn first_segments(code: &str, anchor: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find(anchor) {
+        let preceded_by_ident = rest[..at].chars().next_back().is_some_and(is_ident);
+        rest = &rest[at + anchor.len()..];
+        if preceded_by_ident {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            // The first segment of each item at the group's own depth.
+            let (mut depth, mut at_item_start) = (0, true);
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => at_item_start = true,
+                    c if at_item_start && is_ident(c) => {
+                        let name: String =
+                            group[i..].chars().take_while(|c| is_ident(*c)).collect();
+                        found.push(name);
+                        at_item_start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            let name: String = rest.chars().take_while(|c| is_ident(*c)).collect();
+            found.push(name);
+        }
+    }
+    found
+}
+
+/// The top-level modules `file` (under `src/`) uses.
+fn modules_used(relative: &Path, source: &str) -> BTreeSet<String> {
+    let code = code(source);
+    let mut used: BTreeSet<String> = first_segments(&code, "crate::").into_iter().collect();
+    // A top-level module's own file: `super::x` is the crate's `x`.
+    let depth = relative.components().count();
+    let is_root = depth == 1 || relative.file_name().is_some_and(|f| f == "mod.rs") && depth == 2;
+    if is_root {
+        used.extend(first_segments(&code, "super::"));
+    }
+    used.extend(first_segments(&code, "super::super::"));
+    used.retain(|m| LAYERS.iter().any(|(name, _)| name == m) || m == "super");
+    used.remove("super");
+    used
+}
+
+/// Every use in `files` (path under `src/`, source) that reaches up or sideways,
+/// and how many uses were looked at.
+fn breaches(files: &[(PathBuf, String)]) -> (Vec<String>, usize) {
+    let mut found = Vec::new();
+    let mut checked = 0;
+    for (relative, source) in files {
+        let first = relative.components().next().unwrap();
+        let module = first
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_owned();
+        if module == "lib" || module == "main" || module == "bin" {
+            continue;
+        }
+        let own = layer(&module);
+        for used in modules_used(relative, source) {
+            checked += 1;
+            if used != module && layer(&used) >= own {
+                found.push(format!("{} uses {used}", relative.display()));
+            }
+        }
+    }
+    (found, checked)
+}
+
+#[test]
+fn every_module_uses_only_modules_below_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    let files: Vec<(PathBuf, String)> = paths
+        .iter()
+        .map(|p| {
+            (
+                p.strip_prefix(&src).unwrap().to_owned(),
+                std::fs::read_to_string(p).unwrap(),
+            )
+        })
+        .collect();
+    let (found, checked) = breaches(&files);
+    assert!(
+        checked > 10,
+        "the scan found too few uses ({checked}) to mean anything"
+    );
+    assert!(
+        found.is_empty(),
+        "uses that reach up or sideways:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_use_that_reaches_up_or_sideways_is_found() {
+    let file = |path: &str, source: &str| (PathBuf::from(path), source.to_owned());
+    let (found, _) = breaches(&[
+        file("engine/lock.rs", "use crate::routes::AppError;"),
+        file(
+            "routes/error.rs",
+            "use crate::engine; use crate::openapi::ApiDoc;",
+        ),
+        file("config.rs", "use crate::domain::Name;"),
+        file("startup.rs", "use crate::{openapi, routes::api};"),
+    ]);
+    assert_eq!(
+        found,
+        [
+            "engine/lock.rs uses routes",
+            "routes/error.rs uses openapi",
+            "config.rs uses domain",
+        ]
+    );
+}
+
+#[test]
+fn the_lock_and_semaphore_routes_do_not_use_each_other() {
+    let routes = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/routes");
+    for (file, other) in SIBLINGS_APART {
+        let source = std::fs::read_to_string(routes.join(format!("{file}.rs"))).unwrap();
+        let used = first_segments(&code(&source), "super::");
+        assert!(
+            !used.iter().any(|m| m == other),
+            "routes/{file}.rs uses routes/{other}.rs: move what they share to a shared module"
+        );
+    }
+}
+
+#[test]
+fn the_scan_sees_uses_in_every_form() {
+    let source = "use crate::engine::Error;\nuse crate::{config::{Settings, LogFormat}, domain};\n\
+                  // crate::startup in a comment\nlet x = crate::telemetry::f();\nnotcrate::routes";
+    let used = modules_used(Path::new("routes/locks.rs"), source);
+    let expected: BTreeSet<String> = ["engine", "config", "domain", "telemetry"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    assert_eq!(used, expected);
+    let root = modules_used(Path::new("startup.rs"), "use super::routes::api;");
+    assert!(root.contains("routes"));
+}

@@ -1,0 +1,245 @@
+//! `baton --help`, `--version`, `healthcheck`, and the exit codes of bad
+//! settings and flags.
+
+use std::time::Duration;
+
+use crate::harness::{baton, run, Service};
+use crate::helpers::{free_port, shared_redis};
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+#[test]
+fn help_lists_every_setting_with_its_variable_and_default() {
+    let out = run(baton().arg("--help"), LIMIT);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    for (variable, default) in [
+        ("BATON_LISTEN", "127.0.0.1:8080"),
+        ("BATON_REDIS_URL", "redis://127.0.0.1:6379"),
+        ("BATON_REDIS_MODE", "standalone"),
+        ("BATON_REDIS_SENTINEL_MASTER", "mymaster"),
+        ("BATON_REDIS_WAIT_REPLICAS", "0"),
+        ("BATON_KEY_PREFIX", "baton:"),
+        ("BATON_MAX_WAIT_MS", "300000"),
+        ("BATON_LOG_FORMAT", "text"),
+        ("BATON_HEADER_TIMEOUT_MS", "10000"),
+        ("BATON_IDLE_TIMEOUT_MS", "60000"),
+        ("BATON_MAX_CONNECTIONS", "10000"),
+        ("BATON_REQUEST_TIMEOUT_MS", "10000"),
+        ("BATON_REDIS_TIMEOUT_MS", "1000"),
+        ("BATON_MAX_BODY_BYTES", "16384"),
+        ("BATON_MAX_WAITERS", "100000"),
+        ("BATON_WORKER_THREADS", "auto"),
+    ] {
+        let at = help
+            .find(&format!("[env: {variable}"))
+            .unwrap_or_else(|| panic!("{variable} in --help:\n{help}"));
+        let entry = &help[at..];
+        let entry = &entry[..entry.find("\n\n").unwrap_or(entry.len())];
+        assert!(
+            entry.contains(&format!("[default: {default}]")),
+            "{variable} default {default}: {entry}"
+        );
+    }
+    for variable in ["BATON_API_TOKENS", "BATON_ADMIN_TOKENS"] {
+        assert!(help.contains(&format!("[env: {variable}]")), "{variable}");
+    }
+    assert!(help.contains("healthcheck") && help.contains("RUST_LOG"));
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    let out = run(baton().arg("--version"), LIMIT);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        format!("baton {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn a_bad_setting_exits_2_with_one_line_naming_variable_value_and_form() {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    for (variable, value, shown, form) in [
+        (
+            "BATON_MAX_WAIT_MS",
+            "soon",
+            "\"soon\"",
+            "whole number of milliseconds",
+        ),
+        (
+            "BATON_MAX_WAIT_MS",
+            "86400001",
+            "\"86400001\"",
+            "0 to 86400000",
+        ),
+        ("BATON_REQUEST_TIMEOUT_MS", "0", "\"0\"", "above 0"),
+        (
+            "BATON_HEADER_TIMEOUT_MS",
+            "-5",
+            "\"-5\"",
+            "milliseconds above 0",
+        ),
+        (
+            "BATON_MAX_CONNECTIONS",
+            "many",
+            "\"many\"",
+            "whole number above 0",
+        ),
+        ("BATON_LOG_FORMAT", "xml", "\"xml\"", "one of text, json"),
+        (
+            "BATON_REDIS_MODE",
+            "replica",
+            "\"replica\"",
+            "one of standalone, cluster, sentinel",
+        ),
+        ("BATON_LISTEN", "8080", "\"8080\"", "host:port"),
+        (
+            "BATON_WORKER_THREADS",
+            "0",
+            "\"0\"",
+            "auto or a whole number",
+        ),
+        (
+            "BATON_REDIS_URL",
+            "http://:hunter2@redis:6379",
+            "\"http://:***@redis:6379\"",
+            "redis://",
+        ),
+    ] {
+        let mut cmd = baton();
+        cmd.env(variable, value);
+        if variable != "BATON_LISTEN" {
+            cmd.env("BATON_LISTEN", &listen);
+        }
+        let out = run(&mut cmd, LIMIT);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{variable}={value}: {stderr}");
+        assert_eq!(
+            stderr.lines().count(),
+            1,
+            "one line for {variable}: {stderr}"
+        );
+        assert!(
+            stderr.contains(variable) && stderr.contains(shown) && stderr.contains(form),
+            "{variable}={value}: {stderr}"
+        );
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+        assert!(out.stdout.is_empty());
+    }
+    // Nothing was served meanwhile.
+    assert!(std::net::TcpStream::connect(&listen).is_err());
+}
+
+#[test]
+fn a_flag_is_read_like_its_variable_and_wins_over_it() {
+    let out = run(
+        baton()
+            .env("BATON_MAX_WAIT_MS", "1000")
+            .args(["--max-wait-ms", "later"]),
+        LIMIT,
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("BATON_MAX_WAIT_MS (--max-wait-ms) = \"later\""),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn secret_values_are_never_shown_in_errors() {
+    // Tokens are never shown, even in an error about the command line.
+    let out = run(baton().args(["--api-tokens"]), LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(
+        baton().env("BATON_REDIS_URL", "redis+unix:///nowhere?pass=hunter2&db=x"),
+        LIMIT,
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("BATON_REDIS_URL") && !stderr.contains("hunter2"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unknown_flag_or_command_exits_2_with_one_line() {
+    for args in [&["--bogus"][..], &["serve-forever"], &["--max-wait-ms"]] {
+        let out = run(baton().args(args), LIMIT);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains("baton --help"), "{stderr}");
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_variable_is_warned_about_with_the_closest_known_one() {
+    let redis = shared_redis();
+    let mut service = Service::start(&[
+        ("BATON_REDIS_URL", &redis.url()),
+        ("BATON_MAX_WAITMS", "1000"),
+        ("BATON_URL", "http://example.invalid"),
+    ])
+    .await;
+    service.stop();
+    let log = service.log();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("unknown variable"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(
+        warnings[0].contains("BATON_MAX_WAITMS")
+            && warnings[0].contains("did you mean BATON_MAX_WAIT_MS"),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn healthcheck_exits_0_when_the_service_answers_and_1_when_not() {
+    let redis = shared_redis();
+    let mut service = Service::start(&[("BATON_REDIS_URL", &redis.url())]).await;
+    let ok = run(
+        baton()
+            .env("BATON_LISTEN", &service.listen)
+            .arg("healthcheck"),
+        LIMIT,
+    );
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    // The flag works as well as the variable.
+    let ok = run(
+        baton().args(["healthcheck", "--listen", &service.listen]),
+        LIMIT,
+    );
+    assert_eq!(ok.status.code(), Some(0));
+    assert_eq!(service.stop().code(), Some(0), "SIGTERM exits 0");
+    let down = run(
+        baton()
+            .env("BATON_LISTEN", &service.listen)
+            .arg("healthcheck"),
+        LIMIT,
+    );
+    assert_eq!(down.status.code(), Some(1));
+    // Something that answers, but not with 200.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 1024];
+        let _ = conn.read(&mut buf);
+        let _ = conn.write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n");
+    });
+    let sick = run(baton().env("BATON_LISTEN", &addr).arg("healthcheck"), LIMIT);
+    assert_eq!(sick.status.code(), Some(1));
+    server.join().unwrap();
+}

@@ -1,0 +1,386 @@
+//! JSON log lines: one object per line, an audit line per operation carrying
+//! the request id, no lease id and no token anywhere; request ids echoed or
+//! made; trace ids recorded; a Redis outage logged once each way.
+
+use std::time::Duration;
+
+use reqwest::{Client, Method, StatusCode};
+use serde_json::Value;
+
+use crate::harness::Service;
+use crate::helpers::{shared_redis, unique_prefix, RedisServer};
+
+const API_TOKEN: &str = "api-token-3f9c1d";
+const ADMIN_TOKEN: &str = "admin-token-7b2e4a";
+
+/// Sends one request with a bearer token and a request id; returns the
+/// status and the JSON body (Null when empty).
+async fn call(
+    client: &Client,
+    service: &Service,
+    method: Method,
+    path: &str,
+    body: &str,
+    token: &str,
+    request_id: &str,
+) -> (StatusCode, Value) {
+    let response = client
+        .request(method, format!("{}{path}", service.base))
+        .bearer_auth(token)
+        .header("x-request-id", request_id)
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(
+        response
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok()),
+        Some(request_id),
+        "the request id is echoed"
+    );
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn audit_lines(lines: &[Value]) -> Vec<&Value> {
+    lines
+        .iter()
+        .filter(|l| l["target"] == "baton::audit")
+        .collect()
+}
+
+#[tokio::test]
+async fn json_logs_have_one_audit_line_per_operation_and_no_lease_id_or_token() {
+    let redis = shared_redis();
+    let prefix = unique_prefix();
+    let mut service = Service::start(&[
+        ("BATON_REDIS_URL", &redis.url()),
+        ("BATON_KEY_PREFIX", &prefix),
+        ("BATON_LOG_FORMAT", "json"),
+        ("BATON_API_TOKENS", API_TOKEN),
+        ("BATON_ADMIN_TOKENS", ADMIN_TOKEN),
+    ])
+    .await;
+    let client = Client::new();
+    let owner = "ci job 42";
+    let body = format!(r#"{{"ttl_ms": 60000, "owner": "{owner}"}}"#);
+
+    let (status, lock) = call(
+        &client,
+        &service,
+        Method::POST,
+        "/locks/deploy.prod",
+        &body,
+        API_TOKEN,
+        "req-lock-acquire",
+    )
+    .await;
+    assert_eq!(status, 201);
+    let lock_path = format!("/locks/deploy.prod/{}", lock["id"].as_str().unwrap());
+    let (status, _) = call(
+        &client,
+        &service,
+        Method::PATCH,
+        &lock_path,
+        "",
+        API_TOKEN,
+        "req-lock-refresh",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = call(
+        &client,
+        &service,
+        Method::DELETE,
+        &lock_path,
+        "",
+        API_TOKEN,
+        "req-lock-release",
+    )
+    .await;
+    assert_eq!(status, 204);
+    let (status, again) = call(
+        &client,
+        &service,
+        Method::POST,
+        "/locks/deploy.prod",
+        &body,
+        API_TOKEN,
+        "req-lock-again",
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (status, _) = call(
+        &client,
+        &service,
+        Method::DELETE,
+        "/locks/deploy.prod",
+        "",
+        ADMIN_TOKEN,
+        "req-lock-force",
+    )
+    .await;
+    assert_eq!(status, 204);
+
+    let sem_body = format!(r#"{{"limit": 2, "ttl_ms": 60000, "owner": "{owner}"}}"#);
+    let (status, sem) = call(
+        &client,
+        &service,
+        Method::POST,
+        "/semaphores/builds",
+        &sem_body,
+        API_TOKEN,
+        "req-sem-acquire",
+    )
+    .await;
+    assert_eq!(status, 201);
+    let sem_path = format!("/semaphores/builds/{}", sem["id"].as_str().unwrap());
+    let (status, _) = call(
+        &client,
+        &service,
+        Method::PATCH,
+        &sem_path,
+        r#"{"ttl_ms": 30000}"#,
+        API_TOKEN,
+        "req-sem-refresh",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = call(
+        &client,
+        &service,
+        Method::DELETE,
+        &sem_path,
+        "",
+        API_TOKEN,
+        "req-sem-release",
+    )
+    .await;
+    assert_eq!(status, 204);
+
+    assert_eq!(service.stop().code(), Some(0));
+    let lines = service.json_lines();
+    assert!(lines.len() > 2, "{}", service.log());
+    for line in &lines {
+        assert!(
+            line["timestamp"].is_string() && line["level"].is_string(),
+            "{line}"
+        );
+    }
+    let audits = audit_lines(&lines);
+    let expected = [
+        (
+            "req-lock-acquire",
+            "acquired",
+            "lock",
+            Some(lock["fencing_token"].as_u64().unwrap()),
+        ),
+        (
+            "req-lock-refresh",
+            "refreshed",
+            "lock",
+            Some(lock["fencing_token"].as_u64().unwrap()),
+        ),
+        (
+            "req-lock-release",
+            "released",
+            "lock",
+            Some(lock["fencing_token"].as_u64().unwrap()),
+        ),
+        (
+            "req-lock-again",
+            "acquired",
+            "lock",
+            Some(again["fencing_token"].as_u64().unwrap()),
+        ),
+        ("req-lock-force", "force-released", "lock", None),
+        (
+            "req-sem-acquire",
+            "acquired",
+            "semaphore",
+            Some(sem["fencing_token"].as_u64().unwrap()),
+        ),
+        (
+            "req-sem-refresh",
+            "refreshed",
+            "semaphore",
+            Some(sem["fencing_token"].as_u64().unwrap()),
+        ),
+        (
+            "req-sem-release",
+            "released",
+            "semaphore",
+            Some(sem["fencing_token"].as_u64().unwrap()),
+        ),
+    ];
+    assert_eq!(audits.len(), expected.len(), "{audits:#?}");
+    for (line, (request_id, event, kind, token)) in audits.iter().zip(expected) {
+        assert_eq!(line["level"], "INFO", "{line}");
+        assert_eq!(line["message"], "audit", "{line}");
+        assert_eq!(line["event"], event, "{line}");
+        assert_eq!(line["kind"], kind, "{line}");
+        assert_eq!(line["span"]["request_id"], request_id, "{line}");
+        assert!(
+            line["span"]["route"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("/{kind}")),
+            "{line}"
+        );
+        let name = if kind == "lock" {
+            "deploy.prod"
+        } else {
+            "builds"
+        };
+        assert_eq!(line["name"], name, "{line}");
+        if let Some(token) = token {
+            assert_eq!(line["fencing_token"], token, "{line}");
+            assert_eq!(line["owner"], owner, "{line}");
+        }
+    }
+    let log = service.log();
+    for secret in [
+        lock["id"].as_str().unwrap(),
+        again["id"].as_str().unwrap(),
+        sem["id"].as_str().unwrap(),
+        API_TOKEN,
+        ADMIN_TOKEN,
+    ] {
+        assert!(!log.contains(secret), "{secret} is in the log:\n{log}");
+    }
+}
+
+#[tokio::test]
+async fn request_ids_are_echoed_or_made_and_trace_ids_recorded() {
+    let redis = shared_redis();
+    let mut service = Service::start(&[
+        ("BATON_REDIS_URL", &redis.url()),
+        ("BATON_KEY_PREFIX", &unique_prefix()),
+        ("BATON_LOG_FORMAT", "json"),
+    ])
+    .await;
+    let client = Client::new();
+    let url = format!("{}/locks/traced", service.base);
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let response = client
+        .post(&url)
+        .header("x-request-id", "client-chosen-id")
+        .header("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    assert_eq!(response.headers()["x-request-id"], "client-chosen-id");
+
+    // Without one (or with one that is not plain text), a new id is made.
+    let made = client
+        .get(format!("{}/locks/traced", service.base))
+        .send()
+        .await
+        .unwrap();
+    let made_id = made.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert!(uuid::Uuid::parse_str(&made_id).is_ok(), "{made_id}");
+    let long = "x".repeat(500);
+    let replaced = client
+        .get(format!("{}/healthz", service.base))
+        .header("x-request-id", &long)
+        .send()
+        .await
+        .unwrap();
+    let replaced_id = replaced.headers()["x-request-id"].to_str().unwrap();
+    assert!(uuid::Uuid::parse_str(replaced_id).is_ok(), "{replaced_id}");
+
+    // Every error answer carries one too.
+    let bad = client.post(&url).body("{").send().await.unwrap();
+    assert_eq!(bad.status(), 400);
+    assert!(bad.headers().contains_key("x-request-id"));
+
+    service.stop();
+    let lines = service.json_lines();
+    let audit = audit_lines(&lines);
+    assert_eq!(audit.len(), 1, "{audit:#?}");
+    assert_eq!(audit[0]["span"]["request_id"], "client-chosen-id");
+    assert_eq!(audit[0]["span"]["trace_id"], trace_id);
+    assert_eq!(audit[0]["span"]["route"], "/locks/{name}");
+}
+
+#[tokio::test]
+async fn a_redis_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
+    let mut redis = RedisServer::start();
+    let mut service = Service::start(&[
+        ("BATON_REDIS_URL", &redis.url()),
+        ("BATON_KEY_PREFIX", &unique_prefix()),
+        ("BATON_LOG_FORMAT", "json"),
+    ])
+    .await;
+    let client = Client::new();
+    redis.kill();
+    // Three seconds of requests and reconnect attempts during the outage.
+    for _ in 0..6 {
+        let response = client
+            .post(format!("{}/locks/outage", service.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 503);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    redis.restart();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let response = client
+            .post(format!("{}/locks/outage", service.base))
+            .send()
+            .await
+            .unwrap();
+        if response.status() == 201 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Redis never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    service.stop();
+    let lines = service.json_lines();
+    let messages = |text: &str| {
+        lines
+            .iter()
+            .filter(|l| l["message"].as_str().is_some_and(|m| m.starts_with(text)))
+            .count()
+    };
+    assert_eq!(messages("Redis is unreachable"), 1, "{}", service.log());
+    // From then on, nothing is logged at warn but that line and one per 503.
+    let outage = lines
+        .iter()
+        .skip_while(|l| l["message"] != "Redis is unreachable; calls answer 503 until it is back");
+    for line in outage.filter(|l| l["level"] == "WARN" || l["level"] == "ERROR") {
+        assert!(
+            line["message"] == "request failed"
+                || line["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("Redis is unreachable"),
+            "unexpected during the outage: {line}"
+        );
+    }
+    assert_eq!(messages("Redis answers again"), 1, "{}", service.log());
+    // Each 503 is logged with its route, inside its request span.
+    let failed: Vec<&Value> = lines
+        .iter()
+        .filter(|l| {
+            l["message"] == "request failed"
+                && l["answer"].as_str().is_some_and(|a| a.contains("503"))
+        })
+        .collect();
+    assert_eq!(failed.len(), 6, "{}", service.log());
+    for line in failed {
+        assert_eq!(line["span"]["route"], "/locks/{name}", "{line}");
+        assert_eq!(line["level"], "WARN", "{line}");
+    }
+}

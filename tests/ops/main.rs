@@ -1,0 +1,13 @@
+//! What an operator sees, tested on the real binary: the command line and its
+//! exit codes, JSON log lines with an audit line per operation, request ids,
+//! Redis outages logged once, and no secret in any log line.
+
+#[allow(dead_code)]
+#[path = "../api/helpers.rs"]
+mod helpers;
+
+mod harness;
+
+mod cli;
+mod logs;
+mod secrets;
