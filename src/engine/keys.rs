@@ -16,7 +16,7 @@ pub enum Kind {
 
 impl Kind {
     /// The kind as events and audit lines name it.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Self::Lock => "lock",
             Self::Semaphore => "semaphore",

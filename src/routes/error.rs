@@ -74,6 +74,34 @@ impl AppError {
         Self::Invalid(format!("{field}: {}", err.0))
     }
 
+    /// What force-release of a `kind` answers when nothing is held.
+    pub const fn not_held(kind: engine::Kind) -> Self {
+        match kind {
+            engine::Kind::Lock => Self::LockNotHeld,
+            engine::Kind::Semaphore => Self::SemaphoreNotHeld,
+        }
+    }
+
+    /// A `kind` named `name` that stayed held (full) for a whole wait.
+    pub fn busy(kind: engine::Kind, name: &crate::domain::Name, busy: engine::Busy) -> Self {
+        let name = name.to_string();
+        match kind {
+            engine::Kind::Lock => Self::LockHeld {
+                name,
+                owner: busy.owner.map(crate::domain::Owner::into_string),
+                expires_in: busy.next_expiry_in.unwrap_or_default(),
+                waiting: busy.waiting,
+            },
+            engine::Kind::Semaphore => Self::SemaphoreFull {
+                name,
+                holders: busy.holders,
+                limit: busy.limit.get(),
+                next_expiry_in: busy.next_expiry_in,
+                waiting: busy.waiting,
+            },
+        }
+    }
+
     /// Its problem type.
     pub fn problem_type(&self) -> ProblemType {
         match self {

@@ -5,18 +5,20 @@
 use std::future::Future;
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, patch};
 use axum::Extension;
+use serde::de::DeserializeOwned;
 use serde::Serialize;
+use utoipa::openapi::header::Header;
 use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, ParameterIn, Paths};
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, SchemaType, Type};
 use utoipa::openapi::{Content, Ref, RefOr, ResponseBuilder, Schema};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 
 use super::lease::{created, found, released, IdPath, NamePath, Refresh};
 use super::listing::{parse_list_query, ListQuery};
@@ -24,26 +26,67 @@ use super::problem::ProblemType;
 use super::{progress, Access, AppError, AppState, Json, JsonBody};
 use crate::domain::{LeaseId, Name, NamePrefix, Owner, Ttl, WaitTime};
 use crate::engine::{
-    self, Busy, Cursor, LockLease, LockStatus, Locks, Page, PageLimit, Refusal, SemaphoreLease,
+    self, Cursor, LockLease, LockStatus, Locks, Page, PageLimit, Refusal, SemaphoreLease,
     SemaphoreStatus, Semaphores,
 };
 
 /// A kind of lease, as the shared handlers see it: its engine, its name in
-/// paths and docs, and its response body.
+/// paths and docs, and its response bodies. [`impl_kind!`] implements it.
 pub trait Kind: LeaseOps + 'static {
+    /// The kind as the engine's events and progress name it.
+    const LEASE_KIND: engine::Kind;
     /// The singular noun: "lock"; its routes live under `/{NOUN}s`.
-    const NOUN: &'static str;
+    const NOUN: &'static str = Self::LEASE_KIND.as_str();
     /// What force-release answers when nothing is held.
-    const NOT_HELD: AppError;
+    const NOT_HELD: AppError = AppError::not_held(Self::LEASE_KIND);
     /// The lease as its holder sees it.
     type Body: Serialize + ToSchema + From<Self::Lease>;
     /// The status as anyone may see it.
     type StatusBody: Serialize + ToSchema + From<Self::Status>;
-    /// The kind as the engine's events and progress name it.
-    const LEASE_KIND: engine::Kind;
     fn of(state: &AppState) -> &Self;
-    /// The problem for a name that stayed held (full) for the whole wait.
-    fn busy(name: &Name, busy: Busy) -> AppError;
+}
+
+/// Implements [`Kind`], one line per kind: the engine's type, its
+/// [`engine::Kind`], the holder's and everyone's bodies, and its field of
+/// [`AppState`].
+macro_rules! impl_kind {
+    ($engine:ty, $kind:ident, $body:ty, $status:ty, $field:ident) => {
+        impl $crate::routes::kind::Kind for $engine {
+            const LEASE_KIND: $crate::engine::Kind = $crate::engine::Kind::$kind;
+            type Body = $body;
+            type StatusBody = $status;
+            fn of(state: &$crate::routes::AppState) -> &Self {
+                &state.$field
+            }
+        }
+    };
+}
+pub(crate) use impl_kind;
+
+/// What an acquire handler of either kind takes from its request, in the
+/// order it is checked: the name, then the body; and the headers, which say
+/// whether progress is wanted.
+pub struct Acquisition<B> {
+    pub name: Name,
+    pub headers: HeaderMap,
+    pub body: B,
+}
+
+impl<B: DeserializeOwned + Default> FromRequest<AppState> for Acquisition<B> {
+    type Rejection = AppError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, AppError> {
+        let (mut parts, body) = request.into_parts();
+        let NamePath { name } = NamePath::from_request_parts(&mut parts, state).await?;
+        let headers = parts.headers.clone();
+        let JsonBody(body) =
+            JsonBody::from_request(Request::from_parts(parts, body), state).await?;
+        Ok(Self {
+            name,
+            headers,
+            body,
+        })
+    }
 }
 
 /// Answers an acquisition of either kind: 201 with the lease and its
@@ -70,7 +113,7 @@ where
         async move {
             match acquisition.await? {
                 Ok(lease) => Ok((lease.id, K::Body::from(lease))),
-                Err(Refusal::Busy(busy)) => Err(K::busy(&name, busy)),
+                Err(Refusal::Busy(busy)) => Err(AppError::busy(K::LEASE_KIND, &name, busy)),
                 Err(Refusal::Superseded { owner }) => Err(AppError::Superseded {
                     name: name.to_string(),
                     owner: owner.map(Owner::into_string),
@@ -375,6 +418,57 @@ fn capitalized(word: &str) -> String {
     chars.next().map_or_else(String::new, |first| {
         first.to_uppercase().chain(chars).collect()
     })
+}
+
+/// Every route of a kind, documented: its own acquire handler (see
+/// [`acquire_route`]) and the shared [`name_routes`] and [`lease_routes`].
+pub fn routes<K: Kind>(acquire: UtoipaMethodRouter<AppState>) -> OpenApiRouter<AppState> {
+    acquire_route::<K>(acquire)
+        .merge(name_routes::<K>())
+        .merge(lease_routes::<K>())
+}
+
+/// `POST /{kind}s/{name}`: the kind's own documented acquire handler, whose
+/// documentation gets the answers every acquisition has: 201 with the lease
+/// and its `Location`, or 200 with server-sent progress.
+pub fn acquire_route<K: Kind>(
+    (schemas, mut paths, handler): UtoipaMethodRouter<AppState>,
+) -> OpenApiRouter<AppState> {
+    let noun = K::NOUN;
+    let location = Header::builder()
+        .schema(Some(utoipa::openapi::Object::with_type(Type::String)))
+        .description(Some(format!("The lease: /{noun}s/{{name}}/{{id}}")))
+        .build();
+    let acquired = ResponseBuilder::new()
+        .description("Acquired")
+        .header("Location", location)
+        .content(
+            "application/json",
+            Content::new(Some(Ref::from_schema_name(K::Body::name()))),
+        )
+        .build();
+    let progress = ResponseBuilder::new()
+        .description(
+            "With `Accept: text/event-stream` and a `wait_ms`: server-sent progress events, \
+             `queued` (`{\"position\", \"waiting\", \"holders\": [{\"owner\"?, \"expires_in_ms\"}]}`) \
+             on joining the line and whenever the position or the holders change, then one \
+             `acquired` (the lease body) or `problem` (the problem body)",
+        )
+        .content(
+            "text/event-stream",
+            Content::new(Some(utoipa::openapi::Object::with_type(Type::String))),
+        )
+        .build();
+    for operation in paths
+        .paths
+        .values_mut()
+        .filter_map(|item| item.post.as_mut())
+    {
+        let responses = &mut operation.responses.responses;
+        responses.insert("201".into(), acquired.clone().into());
+        responses.insert("200".into(), progress.clone().into());
+    }
+    OpenApiRouter::new().routes((schemas, paths, handler))
 }
 
 /// `/{kind}s/{name}/{id}`: refresh, release and check of one kind, documented

@@ -122,6 +122,48 @@ pub fn acquire_request(
     })
 }
 
+/// Declares an acquire-request body: the fields given, then the ones every
+/// acquisition takes (`ttl_ms`, `wait_ms`, `owner`, `newest_wins`), with a
+/// `request` method that parses those into a domain [`AcquireRequest`].
+macro_rules! acquire_body {
+    ($(#[$meta:meta])* pub struct $body:ident { $($fields:tt)* }) => {
+        #[derive(Debug, Default, serde::Deserialize, utoipa::ToSchema)]
+        #[serde(deny_unknown_fields)]
+        $(#[$meta])*
+        pub struct $body {
+            $($fields)*
+            #[schema(schema_with = $crate::routes::lease::field::ttl_ms)]
+            pub ttl_ms: Option<u64>,
+            #[schema(schema_with = $crate::routes::lease::field::wait_ms)]
+            pub wait_ms: Option<u64>,
+            #[schema(schema_with = $crate::routes::lease::field::owner)]
+            pub owner: Option<String>,
+            /// When `true` and the request waits in line, every queued request on
+            /// this name that also asked `newest_wins` leaves the line (409
+            /// `superseded`): for deploy queues where only the latest version matters.
+            #[schema(default = false)]
+            pub newest_wins: Option<bool>,
+        }
+
+        impl $body {
+            /// The fields every acquisition takes, parsed.
+            ///
+            /// # Errors
+            /// `invalid-request` naming the first field at fault.
+            fn request(self, max_wait_ms: u64) -> Result<$crate::domain::AcquireRequest, AppError> {
+                $crate::routes::lease::acquire_request(
+                    self.ttl_ms,
+                    self.wait_ms,
+                    self.owner,
+                    self.newest_wins,
+                    max_wait_ms,
+                )
+            }
+        }
+    };
+}
+pub(crate) use acquire_body;
+
 /// 201 with the lease's `Location`.
 pub fn created(kind: &str, name: &Name, id: LeaseId, body: impl Serialize) -> Response {
     let location = format!("/{kind}/{}/{}", name.path_segment(), id.expose());
@@ -256,6 +298,28 @@ pub mod field {
             .build()
     }
 }
+
+/// Implements `From<engine::Lease>` for a kind's lease body: the fields both
+/// kinds show, plus the body's own, each computed from the lease.
+macro_rules! lease_body {
+    ($body:ty $(, $field:ident = |$lease:ident| $value:expr)*) => {
+        impl From<$crate::engine::Lease> for $body {
+            fn from(lease: $crate::engine::Lease) -> Self {
+                $(let $field = { let $lease = &lease; $value };)*
+                Self {
+                    name: lease.name.to_string(),
+                    id: lease.id.expose(),
+                    owner: lease.owner.map($crate::domain::Owner::into_string),
+                    fencing_token: lease.fencing_token,
+                    ttl_ms: lease.ttl.as_ms(),
+                    expires_at: $crate::routes::lease::rfc3339_ms(lease.expires_at_ms),
+                    $($field,)*
+                }
+            }
+        }
+    };
+}
+pub(crate) use lease_body;
 
 /// RFC 3339 UTC with milliseconds, from milliseconds since the Unix epoch.
 pub fn rfc3339_ms(epoch_ms: u64) -> String {

@@ -1,59 +1,30 @@
 //! `/locks`: acquire, refresh, release, check, status, listing, force-release.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::kind::{self, lease_routes, name_routes, Kind};
-use super::lease::{acquire_request, field, rfc3339_ms, NamePath, WaiterBody};
+use super::kind::{self, impl_kind, Acquisition};
+use super::lease::{acquire_body, lease_body};
+use super::lease::{NamePath, WaiterBody};
 use super::problem::responses::LockHeld;
-use super::{AppError, AppState, JsonBody};
-use crate::domain::{AcquireRequest, Name, Owner};
-use crate::engine::{Busy, Kind as LeaseKind, LockLease, LockStatus, Locks};
+use super::{AppError, AppState};
+use crate::domain::Owner;
+use crate::engine::{LockStatus, Locks};
 
 /// The `/locks` routes, documented.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(acquire))
-        .merge(name_routes::<Locks>())
-        .merge(lease_routes::<Locks>())
+    kind::routes::<Locks>(routes!(acquire))
 }
 
-/// Body of `POST /locks/{name}`; every field is optional and an empty body
-/// means all defaults.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"ttl_ms": 60000, "wait_ms": 10000, "owner": "https://ci.example.com/jobs/42"}))]
-pub struct AcquireLock {
-    #[schema(schema_with = field::ttl_ms)]
-    pub ttl_ms: Option<u64>,
-    #[schema(schema_with = field::wait_ms)]
-    pub wait_ms: Option<u64>,
-    #[schema(schema_with = field::owner)]
-    pub owner: Option<String>,
-    /// When `true` and the request waits in line, every queued request on
-    /// this name that also asked `newest_wins` leaves the line (409
-    /// `superseded`): for deploy queues where only the latest version matters.
-    #[schema(default = false)]
-    pub newest_wins: Option<bool>,
-}
-
-impl AcquireLock {
-    /// # Errors
-    /// `invalid-request` naming the first field at fault.
-    pub fn parse(self, max_wait_ms: u64) -> Result<AcquireRequest, AppError> {
-        acquire_request(
-            self.ttl_ms,
-            self.wait_ms,
-            self.owner,
-            self.newest_wins,
-            max_wait_ms,
-        )
-    }
+acquire_body! {
+    /// Body of `POST /locks/{name}`; every field is optional and an empty body
+    /// means all defaults.
+    #[schema(example = json!({"ttl_ms": 60000, "wait_ms": 10000, "owner": "https://ci.example.com/jobs/42"}))]
+    pub struct AcquireLock {}
 }
 
 /// A lock lease, as its holder sees it.
@@ -82,37 +53,9 @@ pub struct LockLeaseBody {
     pub expires_at: String,
 }
 
-impl From<LockLease> for LockLeaseBody {
-    fn from(lease: LockLease) -> Self {
-        Self {
-            name: lease.name.to_string(),
-            id: lease.id.expose(),
-            owner: lease.owner.map(Owner::into_string),
-            fencing_token: lease.fencing_token,
-            ttl_ms: lease.ttl.as_ms(),
-            expires_at: rfc3339_ms(lease.expires_at_ms),
-        }
-    }
-}
+lease_body!(LockLeaseBody);
 
-impl Kind for Locks {
-    const NOUN: &'static str = "lock";
-    const NOT_HELD: AppError = AppError::LockNotHeld;
-    type Body = LockLeaseBody;
-    type StatusBody = LockStatusBody;
-    const LEASE_KIND: LeaseKind = LeaseKind::Lock;
-    fn of(state: &AppState) -> &Self {
-        &state.locks
-    }
-    fn busy(name: &Name, held: Busy) -> AppError {
-        AppError::LockHeld {
-            name: name.to_string(),
-            owner: held.owner.map(Owner::into_string),
-            expires_in: held.next_expiry_in.unwrap_or_default(),
-            waiting: held.waiting,
-        }
-    }
-}
+impl_kind!(Locks, Lock, LockLeaseBody, LockStatusBody, locks);
 
 /// A lock as anyone may see it; the lease id is never shown.
 #[derive(Debug, Default, Serialize, ToSchema)]
@@ -162,21 +105,13 @@ impl From<LockStatus> for LockStatusBody {
 /// milliseconds) for at most `wait_ms`.
 #[utoipa::path(post, path = "/locks/{name}", operation_id = "acquire_lock", params(NamePath),
     request_body(content = Option<AcquireLock>, description = "May be empty: all defaults", content_type = "application/json"),
-    responses(
-        (status = 201, description = "Acquired", body = LockLeaseBody,
-            headers(("Location" = String, description = "The lease: /locks/{name}/{id}"))),
-        (status = 200, description = "With `Accept: text/event-stream` and a `wait_ms`: server-sent progress events, `queued` (`{\"position\", \"waiting\", \"holders\": [{\"owner\"?, \"expires_in_ms\"}]}`) on joining the line and whenever the position or the holders change, then one `acquired` (the lease body) or `problem` (the problem body)",
-            content_type = "text/event-stream", body = String),
-        (status = 409, response = LockHeld),
-    ))]
+    responses((status = 409, response = LockHeld)))]
 pub async fn acquire(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    NamePath { name }: NamePath,
-    JsonBody(body): JsonBody<AcquireLock>,
+    call: Acquisition<AcquireLock>,
 ) -> Result<Response, AppError> {
-    let request = body.parse(state.settings.max_wait_ms)?;
-    let (locks, wait, key) = (state.locks.clone(), request.wait, name.clone());
-    let acquisition = async move { locks.acquire(&key, request).await };
-    kind::acquired::<Locks, _>(state, &headers, name, wait, acquisition).await
+    let request = call.body.request(state.settings.max_wait_ms)?;
+    let (locks, wait, name) = (state.locks.clone(), request.wait, call.name.clone());
+    let acquisition = async move { locks.acquire(&name, request).await };
+    kind::acquired::<Locks, _>(state, &call.headers, call.name, wait, acquisition).await
 }

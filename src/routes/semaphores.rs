@@ -2,46 +2,32 @@
 //! force-release.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::kind::{self, lease_routes, name_routes, Kind};
-use super::lease::{acquire_request, field, rfc3339_ms, NamePath, WaiterBody};
+use super::kind::{self, impl_kind, Acquisition};
+use super::lease::{acquire_body, lease_body};
+use super::lease::{field, NamePath, WaiterBody};
 use super::problem::responses::SemaphoreFull;
-use super::{AppError, AppState, JsonBody};
-use crate::domain::{AcquireRequest, Limit, Name, Owner};
-use crate::engine::{Busy, Kind as LeaseKind, SemaphoreLease, SemaphoreStatus, Semaphores};
+use super::{AppError, AppState};
+use crate::domain::{AcquireRequest, Limit, Owner};
+use crate::engine::{SemaphoreStatus, Semaphores};
 
 /// The `/semaphores` routes, documented.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(acquire))
-        .merge(name_routes::<Semaphores>())
-        .merge(lease_routes::<Semaphores>())
+    kind::routes::<Semaphores>(routes!(acquire))
 }
 
-/// Body of `POST /semaphores/{name}`.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"limit": 4, "ttl_ms": 60000, "wait_ms": 10000, "owner": "worker-7"}))]
-pub struct AcquireSemaphore {
-    #[schema(schema_with = field::limit, required = true)]
-    pub limit: Option<u64>,
-    #[schema(schema_with = field::ttl_ms)]
-    pub ttl_ms: Option<u64>,
-    #[schema(schema_with = field::wait_ms)]
-    pub wait_ms: Option<u64>,
-    #[schema(schema_with = field::owner)]
-    pub owner: Option<String>,
-    /// When `true` and the request waits in line, every queued request on
-    /// this name that also asked `newest_wins` leaves the line (409
-    /// `superseded`): for deploy queues where only the latest version matters.
-    #[schema(default = false)]
-    pub newest_wins: Option<bool>,
+acquire_body! {
+    /// Body of `POST /semaphores/{name}`.
+    #[schema(example = json!({"limit": 4, "ttl_ms": 60000, "wait_ms": 10000, "owner": "worker-7"}))]
+    pub struct AcquireSemaphore {
+        #[schema(schema_with = field::limit, required = true)]
+        pub limit: Option<u64>,
+    }
 }
 
 impl AcquireSemaphore {
@@ -52,14 +38,7 @@ impl AcquireSemaphore {
             .limit
             .ok_or_else(|| AppError::Invalid("limit: is required".into()))
             .and_then(|n| Limit::new(n).map_err(|e| AppError::field("limit", e)))?;
-        let request = acquire_request(
-            self.ttl_ms,
-            self.wait_ms,
-            self.owner,
-            self.newest_wins,
-            max_wait_ms,
-        )?;
-        Ok((limit, request))
+        Ok((limit, self.request(max_wait_ms)?))
     }
 }
 
@@ -91,39 +70,15 @@ pub struct SemaphoreLeaseBody {
     pub expires_at: String,
 }
 
-impl From<SemaphoreLease> for SemaphoreLeaseBody {
-    fn from(lease: SemaphoreLease) -> Self {
-        Self {
-            name: lease.name.to_string(),
-            id: lease.id.expose(),
-            owner: lease.owner.map(Owner::into_string),
-            limit: lease.limit.get(),
-            fencing_token: lease.fencing_token,
-            ttl_ms: lease.ttl.as_ms(),
-            expires_at: rfc3339_ms(lease.expires_at_ms),
-        }
-    }
-}
+lease_body!(SemaphoreLeaseBody, limit = |lease| lease.limit.get());
 
-impl Kind for Semaphores {
-    const NOUN: &'static str = "semaphore";
-    const NOT_HELD: AppError = AppError::SemaphoreNotHeld;
-    type Body = SemaphoreLeaseBody;
-    type StatusBody = SemaphoreStatusBody;
-    const LEASE_KIND: LeaseKind = LeaseKind::Semaphore;
-    fn of(state: &AppState) -> &Self {
-        &state.semaphores
-    }
-    fn busy(name: &Name, full: Busy) -> AppError {
-        AppError::SemaphoreFull {
-            name: name.to_string(),
-            holders: full.holders,
-            limit: full.limit.get(),
-            next_expiry_in: full.next_expiry_in,
-            waiting: full.waiting,
-        }
-    }
-}
+impl_kind!(
+    Semaphores,
+    Semaphore,
+    SemaphoreLeaseBody,
+    SemaphoreStatusBody,
+    semaphores
+);
 
 /// One held slot, without its lease id.
 #[derive(Debug, Serialize, ToSchema)]
@@ -190,21 +145,13 @@ impl From<SemaphoreStatus> for SemaphoreStatusBody {
 /// 0, the request queues and waits for its turn, for at most `wait_ms`.
 #[utoipa::path(post, path = "/semaphores/{name}", operation_id = "acquire_semaphore", params(NamePath),
     request_body(content = AcquireSemaphore, content_type = "application/json"),
-    responses(
-        (status = 201, description = "Acquired", body = SemaphoreLeaseBody,
-            headers(("Location" = String, description = "The lease: /semaphores/{name}/{id}"))),
-        (status = 200, description = "With `Accept: text/event-stream` and a `wait_ms`: server-sent progress events, `queued` (`{\"position\", \"waiting\", \"holders\": [{\"owner\"?, \"expires_in_ms\"}]}`) on joining the line and whenever the position or the holders change, then one `acquired` (the lease body) or `problem` (the problem body)",
-            content_type = "text/event-stream", body = String),
-        (status = 409, response = SemaphoreFull),
-    ))]
+    responses((status = 409, response = SemaphoreFull)))]
 pub async fn acquire(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    NamePath { name }: NamePath,
-    JsonBody(body): JsonBody<AcquireSemaphore>,
+    call: Acquisition<AcquireSemaphore>,
 ) -> Result<Response, AppError> {
-    let (limit, request) = body.parse(state.settings.max_wait_ms)?;
-    let (semaphores, wait, key) = (state.semaphores.clone(), request.wait, name.clone());
-    let acquisition = async move { semaphores.acquire(&key, limit, request).await };
-    kind::acquired::<Semaphores, _>(state, &headers, name, wait, acquisition).await
+    let (limit, request) = call.body.parse(state.settings.max_wait_ms)?;
+    let (semaphores, wait, name) = (state.semaphores.clone(), request.wait, call.name.clone());
+    let acquisition = async move { semaphores.acquire(&name, limit, request).await };
+    kind::acquired::<Semaphores, _>(state, &call.headers, call.name, wait, acquisition).await
 }

@@ -292,6 +292,26 @@ local function end_lease(id, what)
   return 0, ''
 end
 
+-- Appends the live leases that expire first (at most 100) to `reply`: their
+-- count n, then token, expires_in_ms and owner ("" none) of each. A
+-- provisional grant shows its full expiry.
+local function append_leases(reply)
+  local live = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. now_ms, '+inf', 'WITHSCORES', 'LIMIT', 0, 100)
+  reply[#reply + 1] = #live / 2
+  for i = 1, #live, 2 do
+    local packed = redis.call('HGET', K_OWNERS, live[i]) or '0|0|0|0|'
+    local token, _, _, full, owner = unpack_lease(packed)
+    local expires_at = tonumber(live[i + 1])
+    if full ~= '0' then
+      expires_at = tonumber(full)
+    end
+    reply[#reply + 1] = tonumber(token)
+    reply[#reply + 1] = expires_at - now_ms
+    reply[#reply + 1] = owner
+  end
+  return reply
+end
+
 -- The earliest live expiry, in ms from now, and its owner; -1 and "" when none.
 local function next_expiry()
   local first = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. now_ms, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)

@@ -11,17 +11,5 @@
 --   those that expire first; owner "" when none
 local rank = redis.call('ZRANK', K_QUEUE, ARGV[6])
 local reply = {rank and (rank + 1) or 0, waiting()}
-local live = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. now_ms, '+inf', 'WITHSCORES', 'LIMIT', 0, 100)
-reply[#reply + 1] = #live / 2
-for i = 1, #live, 2 do
-  local packed = redis.call('HGET', K_OWNERS, live[i]) or '0|0|0|0|'
-  local token, _, _, full, owner = unpack_lease(packed)
-  local expires_at = tonumber(live[i + 1])
-  if full ~= '0' then
-    expires_at = tonumber(full)
-  end
-  reply[#reply + 1] = tonumber(token)
-  reply[#reply + 1] = expires_at - now_ms
-  reply[#reply + 1] = owner
-end
+append_leases(reply)
 return reply
