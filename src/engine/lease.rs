@@ -467,7 +467,9 @@ impl Leases {
     /// # Errors
     /// Redis unavailable.
     pub(crate) async fn status(&self, name: &Name) -> Result<Status, Error> {
+        let turn = self.engine.read_turn().await;
         let reply = self.eval(&self.call(&scripts::STATUS, name)).await?;
+        drop(turn);
         let n = reply.uint(3)? as usize;
         let mut leases = Vec::with_capacity(n);
         for i in 0..n {

@@ -59,7 +59,16 @@ struct Inner {
     events: Arc<events::Events>,
     /// Why Redis may evict baton's keys, if it may (checked at start).
     eviction: Arc<std::sync::Mutex<Option<String>>>,
+    /// Turns for the reads whose cost grows with the data (status, listing
+    /// pages): at most [`READS_AT_ONCE`] run at once, so that a flood of them
+    /// queues here instead of crowding acquisitions out of Redis.
+    reads: tokio::sync::Semaphore,
 }
+
+/// Status and listing calls that run against Redis at once, per instance.
+/// Each is bounded (100 leases, 100 waiters, a page), so this is the most
+/// Redis time such reads take from other work at any moment.
+pub const READS_AT_ONCE: usize = 2;
 
 impl Engine {
     /// Connects to Redis lazily and starts the background tasks (the
@@ -102,6 +111,7 @@ impl Engine {
             tasks,
             events,
             eviction: Arc::default(),
+            reads: tokio::sync::Semaphore::new(READS_AT_ONCE),
         }));
         let mut connected = engine.0.line.connected();
         if tokio::time::timeout(Duration::from_secs(2), connected.wait_for(|g| *g > 0))
@@ -173,6 +183,13 @@ impl Engine {
 
     fn keys(&self) -> &Keys {
         &self.0.keys
+    }
+
+    /// Waits for a turn to run a read whose cost grows with the data; the
+    /// turn lasts as long as the permit.
+    async fn read_turn(&self) -> tokio::sync::SemaphorePermit<'_> {
+        // The semaphore is never closed.
+        self.0.reads.acquire().await.expect("the read semaphore stays open")
     }
 
     fn line(&self) -> &Arc<Line> {

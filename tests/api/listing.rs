@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::helpers::{problem, shared_redis, TestApp};
+use crate::helpers::{problem, settings_for, shared_redis, unique_prefix, RedisServer, TestApp};
 
 /// Every page of `path` (which has a `?`), following `next_cursor`; the pages.
 async fn pages(app: &TestApp, path: &str, key: &str) -> Vec<Vec<String>> {
@@ -334,4 +334,55 @@ async fn on_a_cluster_the_pages_walk_every_master_and_list_each_lock_once() {
     let pages = pages(&app, "/locks?prefix=spread%2F&limit=25", "locks").await;
 
     check_pages(&pages, 25, &expected);
+}
+
+/// The status of a semaphore with 10,000 holders lists the 100 leases that
+/// expire first, and no call it makes is slow for Redis: the SLOWLOG of a
+/// Redis of the test's own (threshold 10 ms) stays empty.
+#[tokio::test]
+async fn status_of_ten_thousand_holders_lists_a_hundred_and_is_never_slow() {
+    let redis = RedisServer::start();
+    let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
+    let app = std::sync::Arc::new(app);
+    let holders = 10_000;
+    let tasks: Vec<_> = (0..16)
+        .map(|worker| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                for i in (worker..holders).step_by(16) {
+                    let body =
+                        format!(r#"{{"limit": {holders}, "owner": "h{i}", "ttl_ms": 600000}}"#);
+                    let response = app.post("/semaphores/crowd", &body).await;
+                    assert_eq!(response.status(), 201, "holder {i}");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut conn = redis.conn();
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(10_000)
+        .query::<()>(&mut conn)
+        .unwrap();
+    redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query::<()>(&mut conn)
+        .unwrap();
+
+    for _ in 0..20 {
+        let status: Value = app.get("/semaphores/crowd").await.json().await.unwrap();
+        assert_eq!(status["holders"], holders, "{}", status["holders"]);
+        assert_eq!(status["leases"].as_array().unwrap().len(), 100);
+    }
+
+    let slow: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(10)
+        .query(&mut conn)
+        .unwrap();
+    assert!(slow.is_empty(), "slow calls: {slow:?}");
 }
