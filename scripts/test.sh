@@ -27,18 +27,24 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 echo "== cargo test"
-cargo test --quiet 2>&1 | tee -a "$log"
+timeout --kill-after=30s 45m cargo test --quiet 2>&1 | tee -a "$log"
 
+# Each script runs under a time limit, so that one that hangs fails on its own
+# (with its output so far) instead of holding up the whole run.
+TEST_TIMEOUT=${TEST_TIMEOUT:-20m}
 status=0
-for t in tests/shell/*_test.sh; do
+for t in tests/shell/*_test.sh tests/*/run.sh; do
   [ -e "$t" ] || continue
   echo "== $t"
-  bash "$t" 2>&1 | tee -a "$log" || status=1
-done
-for t in tests/*/run.sh; do
-  [ -e "$t" ] || continue
-  echo "== $t"
-  bash "$t" 2>&1 | tee -a "$log" || status=1
+  set +e
+  timeout --kill-after=30s "$TEST_TIMEOUT" bash "$t" 2>&1 </dev/null | tee -a "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" = 0 ] || status=1
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "0 passed, 1 failed" | tee -a "$log"
+    echo "$t: did not finish within $TEST_TIMEOUT" >&2
+  fi
 done
 
 # One closing line for everything: cargo's "test result" lines and the

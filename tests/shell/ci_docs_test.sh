@@ -47,8 +47,9 @@ sleep "${DEPLOY_SECONDS:-0}"
 EOF
   chmod +x "$dir/deploy.sh"
   job_script "$n" >"$dir/job.sh"
+  # A job that has not ended within 2 minutes has hung: it fails.
   (cd "$dir" && env -u GITHUB_ACTIONS -u GITLAB_CI -u JENKINS_URL -u BUILDKITE "$@" \
-    BATON_URL="$BATON_URL" bash -e job.sh >job.log 2>&1)
+    BATON_URL="$BATON_URL" timeout -k 5 120 bash -e job.sh >job.log 2>&1)
 }
 
 github=(GITHUB_ACTIONS=true GITHUB_SERVER_URL=https://github.com GITHUB_REPOSITORY=acme/shop)
@@ -85,10 +86,14 @@ fi
 if curl -sS "$BATON_URL/openapi.json" | grep -q '"newest_wins"'; then
   DEPLOY_SECONDS=4 run_job 1 "$T/n1" "${github[@]}" GITHUB_RUN_ID=1 &
   p1=$!
-  for _ in $(seq 50); do [ -e "$T/n1/deployed" ] && break; sleep 0.1; done
+  for _ in $(seq 300); do [ -e "$T/n1/deployed" ] && break; sleep 0.1; done
   run_job 1 "$T/n2" "${github[@]}" GITHUB_RUN_ID=2 &
   p2=$!
-  sleep 1
+  # Run 3 comes once run 2 waits in line.
+  for _ in $(seq 100); do
+    curl -sS "$BATON_URL/locks/deploy%2Facme%2Fshop%3Astaging" | grep -q '"waiting":1' && break
+    sleep 0.1
+  done
   run_job 1 "$T/n3" "${github[@]}" GITHUB_RUN_ID=3 &
   p3=$!
   wait "$p1"; r1=$?

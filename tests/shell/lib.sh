@@ -15,13 +15,29 @@ FAILED=0
 # Other processes a test starts (e.g. a browser driver) to stop on exit.
 TRACKED_PIDS=()
 
+# Stops PID: SIGTERM, then SIGKILL if it is still there after 10 s, so that a
+# process that does not stop cannot hold up the test run.
+stop_pid() {
+  local pid=$1
+  kill "$pid" 2>/dev/null || return 0
+  for _ in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "# pid $pid did not stop within 10 s of SIGTERM: killed" >&2
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+}
+
 cleanup_stack() {
   local pid
   for pid in "${TRACKED_PIDS[@]}"; do
-    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    stop_pid "$pid"
   done
-  [ -n "${BATON_PID:-}" ] && kill "$BATON_PID" 2>/dev/null && wait "$BATON_PID" 2>/dev/null
-  [ -n "${REDIS_PID:-}" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
+  [ -n "${BATON_PID:-}" ] && stop_pid "$BATON_PID"
+  [ -n "${REDIS_PID:-}" ] && stop_pid "$REDIS_PID"
   rm -rf "$TEST_TMP"
 }
 trap cleanup_stack EXIT
