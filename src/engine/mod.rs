@@ -189,7 +189,11 @@ impl Engine {
     /// turn lasts as long as the permit.
     async fn read_turn(&self) -> tokio::sync::SemaphorePermit<'_> {
         // The semaphore is never closed.
-        self.0.reads.acquire().await.expect("the read semaphore stays open")
+        self.0
+            .reads
+            .acquire()
+            .await
+            .expect("the read semaphore stays open")
     }
 
     fn line(&self) -> &Arc<Line> {

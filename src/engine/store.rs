@@ -320,8 +320,12 @@ impl Store {
             };
             call(conn).await
         };
+        // Boxed: a redis-rs call is a future of about 3.5 KiB, which every
+        // future that awaits it would otherwise carry (a waiter's for its
+        // whole wait); on the heap it lives only while the call runs.
+        let attempt = Box::pin(tokio::time::timeout(self.0.call_timeout, attempt));
         // Counted and watched for outages (logged once each way).
-        let outcome = match tokio::time::timeout(self.0.call_timeout, attempt).await {
+        let outcome = match attempt.await {
             Ok(Ok(value)) => {
                 crate::telemetry::redis_answered();
                 return Ok(value);

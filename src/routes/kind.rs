@@ -6,7 +6,7 @@ use std::future::Future;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, patch};
 use axum::Extension;
@@ -64,11 +64,11 @@ macro_rules! impl_kind {
 pub(crate) use impl_kind;
 
 /// What an acquire handler of either kind takes from its request, in the
-/// order it is checked: the name, then the body; and the headers, which say
-/// whether progress is wanted.
+/// order it is checked: the name, then the body; and whether the client
+/// accepts progress events (all it keeps of the headers while it waits).
 pub struct Acquisition<B> {
     pub name: Name,
-    pub headers: HeaderMap,
+    pub accepts_events: bool,
     pub body: B,
 }
 
@@ -78,12 +78,12 @@ impl<B: DeserializeOwned + Default> FromRequest<AppState> for Acquisition<B> {
     async fn from_request(request: Request, state: &AppState) -> Result<Self, AppError> {
         let (mut parts, body) = request.into_parts();
         let NamePath { name } = NamePath::from_request_parts(&mut parts, state).await?;
-        let headers = parts.headers.clone();
+        let accepts_events = progress::accepts_events(&parts.headers);
         let JsonBody(body) =
             JsonBody::from_request(Request::from_parts(parts, body), state).await?;
         Ok(Self {
             name,
-            headers,
+            accepts_events,
             body,
         })
     }
@@ -97,7 +97,7 @@ impl<B: DeserializeOwned + Default> FromRequest<AppState> for Acquisition<B> {
 /// The problem for a refusal (held, full, superseded) or an engine error.
 pub async fn acquired<K, F>(
     state: AppState,
-    headers: &HeaderMap,
+    accepts_events: bool,
     name: Name,
     wait: WaitTime,
     acquisition: F,
@@ -107,7 +107,7 @@ where
     K::Body: Send + 'static,
     F: Future<Output = Result<Result<engine::Lease, Refusal>, engine::Error>> + Send + 'static,
 {
-    let with_progress = progress::wanted(headers, wait);
+    let with_progress = progress::wanted(accepts_events, wait);
     let outcome = {
         let name = name.clone();
         async move {

@@ -113,5 +113,5 @@ pub async fn acquire(
     let request = call.body.request(state.settings.max_wait_ms)?;
     let (locks, wait, name) = (state.locks.clone(), request.wait, call.name.clone());
     let acquisition = async move { locks.acquire(&name, request).await };
-    kind::acquired::<Locks, _>(state, &call.headers, call.name, wait, acquisition).await
+    kind::acquired::<Locks, _>(state, call.accepts_events, call.name, wait, acquisition).await
 }

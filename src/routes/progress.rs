@@ -24,10 +24,14 @@ use crate::engine::{Engine, Kind};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`
 /// and a wait (without one there is nothing to report).
-pub fn wanted(headers: &HeaderMap, wait: WaitTime) -> bool {
-    !wait.as_duration().is_zero()
-        && headers
-            .get_all(header::ACCEPT)
+pub fn wanted(accepts_events: bool, wait: WaitTime) -> bool {
+    accepts_events && !wait.as_duration().is_zero()
+}
+
+/// Whether the request's `Accept` names `text/event-stream`.
+pub fn accepts_events(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))

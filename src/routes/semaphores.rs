@@ -153,5 +153,5 @@ pub async fn acquire(
     let (limit, request) = call.body.parse(state.settings.max_wait_ms)?;
     let (semaphores, wait, name) = (state.semaphores.clone(), request.wait, call.name.clone());
     let acquisition = async move { semaphores.acquire(&name, limit, request).await };
-    kind::acquired::<Semaphores, _>(state, &call.headers, call.name, wait, acquisition).await
+    kind::acquired::<Semaphores, _>(state, call.accepts_events, call.name, wait, acquisition).await
 }
