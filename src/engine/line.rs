@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -46,7 +46,55 @@ pub(crate) enum Notice {
 /// One waiter, as the dispatcher needs it.
 struct Slot {
     id: LeaseId,
-    notices: mpsc::UnboundedSender<Notice>,
+    mailbox: Arc<Mailbox>,
+}
+
+/// A waiter's notices: the one that ends its wait (a grant or superseding),
+/// and whether it should ask Redis again. A few dozen bytes, where a channel
+/// would allocate room for 32 notices for every waiter.
+#[derive(Default)]
+struct Mailbox {
+    mail: Mutex<Mail>,
+    ready: Notify,
+}
+
+#[derive(Default)]
+struct Mail {
+    last: Option<Notice>,
+    recheck: bool,
+}
+
+impl Mailbox {
+    fn post(&self, notice: Notice) {
+        {
+            // One assignment under the lock: poisoning cannot leave it half done.
+            let mut mail = self.mail.lock().unwrap_or_else(|e| e.into_inner());
+            match notice {
+                Notice::Recheck => mail.recheck = true,
+                // The first that ends the wait stays.
+                ending => {
+                    mail.last.get_or_insert(ending);
+                }
+            }
+        }
+        self.ready.notify_one();
+    }
+
+    async fn next(&self) -> Notice {
+        loop {
+            {
+                let mut mail = self.mail.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(notice) = mail.last.take() {
+                    return notice;
+                }
+                if std::mem::take(&mut mail.recheck) {
+                    return Notice::Recheck;
+                }
+            }
+            // A post between the check and here leaves a permit: not missed.
+            self.ready.notified().await;
+        }
+    }
 }
 
 /// This instance's waiters on one name.
@@ -87,7 +135,7 @@ pub(crate) struct Registration {
     channel: String,
     kind: Kind,
     pub tag: u64,
-    notices: mpsc::UnboundedReceiver<Notice>,
+    mailbox: Arc<Mailbox>,
     subscribed: watch::Receiver<u64>,
 }
 
@@ -155,7 +203,7 @@ impl Line {
         crate::telemetry::record_waiting(kind.as_str(), 1.0);
         let channel = self.keys.name_channel(kind, name);
         let tag = rand_tag();
-        let (sender, notices) = mpsc::unbounded_channel();
+        let mailbox = Arc::new(Mailbox::default());
         let mut names = self.names();
         let entry = names.entry(channel.clone()).or_insert_with(|| {
             let line = NameLine {
@@ -178,7 +226,7 @@ impl Line {
             tag,
             Slot {
                 id,
-                notices: sender,
+                mailbox: mailbox.clone(),
             },
         );
         let subscribed = entry.subscribed.subscribe();
@@ -188,7 +236,7 @@ impl Line {
             channel,
             kind,
             tag,
-            notices,
+            mailbox,
             subscribed,
         })
     }
@@ -231,10 +279,9 @@ impl Line {
                                 token,
                                 expires_at_ms,
                             };
-                            if slot.notices.send(granted).is_ok() {
-                                line.confirms.push(slot.id);
-                                line.nudge.notify_one();
-                            }
+                            slot.mailbox.post(granted);
+                            line.confirms.push(slot.id);
+                            line.nudge.notify_one();
                         }
                     }
                 }
@@ -251,7 +298,7 @@ impl Line {
                     .get(channel)
                     .and_then(|line| line.waiters.get(&tag))
                 {
-                    let _ = slot.notices.send(Notice::Superseded { owner });
+                    slot.mailbox.post(Notice::Superseded { owner });
                 }
             }
             (Some("x"), Some(ms)) => self.wake_at(channel, Duration::from_millis(ms)),
@@ -263,7 +310,7 @@ impl Line {
     fn recheck(&self, channel: &str) {
         if let Some(line) = self.names().get(channel) {
             for slot in line.waiters.values() {
-                let _ = slot.notices.send(Notice::Recheck);
+                slot.mailbox.post(Notice::Recheck);
             }
         }
     }
@@ -272,7 +319,7 @@ impl Line {
     fn recheck_all(&self) {
         for line in self.names().values() {
             for slot in line.waiters.values() {
-                let _ = slot.notices.send(Notice::Recheck);
+                slot.mailbox.post(Notice::Recheck);
             }
         }
     }
@@ -286,11 +333,7 @@ impl Registration {
 
     /// The next notice for this waiter.
     pub(crate) async fn notice(&mut self) -> Notice {
-        match self.notices.recv().await {
-            Some(notice) => notice,
-            // The registry keeps the sender while this registration lives.
-            None => std::future::pending().await,
-        }
+        self.mailbox.next().await
     }
 
     /// A lease of the name ends in `expires_in`: the name's task serves the line then.
