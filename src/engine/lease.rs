@@ -462,14 +462,19 @@ impl Leases {
         Ok(released == 1)
     }
 
-    /// The leases and the line of `name`, at most 100 of each.
+    /// The leases and the line of `name`, at most 100 of each, in its turn
+    /// among the reads whose cost grows with the data.
     ///
     /// # Errors
     /// Redis unavailable.
     pub(crate) async fn status(&self, name: &Name) -> Result<Status, Error> {
-        let turn = self.engine.read_turn().await;
+        let _turn = self.engine.read_turn().await;
+        self.status_now(name).await
+    }
+
+    /// [`Self::status`] for a caller that has the turn (a listing page).
+    pub(crate) async fn status_now(&self, name: &Name) -> Result<Status, Error> {
         let reply = self.eval(&self.call(&scripts::STATUS, name)).await?;
-        drop(turn);
         let n = reply.uint(3)? as usize;
         let mut leases = Vec::with_capacity(n);
         for i in 0..n {

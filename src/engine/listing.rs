@@ -147,6 +147,8 @@ pub(crate) async fn page(
     cursor: Cursor,
 ) -> Result<Page<Status>, Error> {
     let (engine, kind) = (leases.engine(), leases.kind());
+    // One turn for the whole page: its status calls run together, as one read.
+    let _turn = engine.read_turn().await;
     let keys = engine.keys();
     let pattern = keys.scan_pattern(kind, prefix);
     let (names, next_cursor) = find_names(
@@ -161,7 +163,7 @@ pub(crate) async fn page(
     let statuses: Vec<Status> = stream::iter(names)
         .map(|name| {
             let leases = leases.clone();
-            async move { leases.status(&name).await }
+            async move { leases.status_now(&name).await }
         })
         .buffered(STATUS_CALLS_IN_FLIGHT)
         .try_collect()

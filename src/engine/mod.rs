@@ -59,16 +59,17 @@ struct Inner {
     events: Arc<events::Events>,
     /// Why Redis may evict baton's keys, if it may (checked at start).
     eviction: Arc<std::sync::Mutex<Option<String>>>,
-    /// Turns for the reads whose cost grows with the data (status, listing
-    /// pages): at most [`READS_AT_ONCE`] run at once, so that a flood of them
-    /// queues here instead of crowding acquisitions out of Redis.
+    /// Turns for the reads whose cost grows with the data (a status call, a
+    /// listing page): at most [`READS_AT_ONCE`] run at once, so that a flood
+    /// of them queues here instead of crowding acquisitions out of Redis.
     reads: tokio::sync::Semaphore,
 }
 
-/// Status and listing calls that run against Redis at once, per instance.
-/// Each is bounded (100 leases, 100 waiters, a page), so this is the most
-/// Redis time such reads take from other work at any moment.
-pub const READS_AT_ONCE: usize = 2;
+/// Reads whose cost grows with the data (a status call, or a listing page
+/// with its status calls) that run against Redis at once, per instance. Each
+/// is bounded (100 leases and 100 waiters a status, 100 names a page), so this
+/// bounds the Redis time they take from other work at any moment.
+pub const READS_AT_ONCE: usize = 1;
 
 impl Engine {
     /// Connects to Redis lazily and starts the background tasks (the
@@ -187,7 +188,7 @@ impl Engine {
 
     /// Waits for a turn to run a read whose cost grows with the data; the
     /// turn lasts as long as the permit.
-    async fn read_turn(&self) -> tokio::sync::SemaphorePermit<'_> {
+    pub(crate) async fn read_turn(&self) -> tokio::sync::SemaphorePermit<'_> {
         // The semaphore is never closed.
         self.0
             .reads

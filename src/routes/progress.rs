@@ -32,14 +32,14 @@ pub fn wanted(accepts_events: bool, wait: WaitTime) -> bool {
 pub fn accepts_events(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|v| {
-                v.split(';')
-                    .next()
-                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
-            })
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
+        })
 }
 
 /// `queued` data.
