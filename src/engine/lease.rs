@@ -100,8 +100,19 @@ impl Status {
 
 /// The outcome of one acquire script call.
 enum Attempt {
-    Acquired { token: u64, expires_at_ms: u64 },
-    Busy { busy: Busy, queued: bool },
+    Acquired {
+        token: u64,
+        expires_at_ms: u64,
+    },
+    Busy {
+        busy: Busy,
+        queued: bool,
+    },
+    /// A newer `newest_wins` request took this waiter's place (learnt when
+    /// asking again after a missed message).
+    Superseded {
+        owner: Option<Owner>,
+    },
 }
 
 /// Operations on the leases of one kind; cheap to clone.
@@ -236,6 +247,7 @@ impl Leases {
                         expires_at_ms,
                     } => Ok((token, expires_at_ms)),
                     Attempt::Busy { busy, .. } => Err(Refusal::Busy(busy)),
+                    Attempt::Superseded { owner } => Err(Refusal::Superseded { owner }),
                 },
             );
         }
@@ -261,6 +273,7 @@ impl Leases {
                     super::progress::joined(id);
                     break busy;
                 }
+                Ok(Attempt::Superseded { owner }) => return Ok(Err(Refusal::Superseded { owner })),
                 Err(err @ Error::Unavailable(_)) => {
                     if Instant::now() + backoff >= deadline {
                         return Err(err);
@@ -294,7 +307,11 @@ impl Leases {
                     token,
                     expires_at_ms,
                 } => return Ok(Ok((token, expires_at_ms))),
-                Notice::Superseded { owner } => return Ok(Err(Refusal::Superseded { owner })),
+                Notice::Superseded { owner } => {
+                    // Takes the note of it out of the line.
+                    let _ = self.end(name, id, "leave").await;
+                    return Ok(Err(Refusal::Superseded { owner }));
+                }
                 Notice::Recheck => {
                     *attempts += 1;
                     match self.try_acquire(name, id, limit, request, tag, true).await {
@@ -302,6 +319,9 @@ impl Leases {
                             token,
                             expires_at_ms,
                         }) => return Ok(Ok((token, expires_at_ms))),
+                        Ok(Attempt::Superseded { owner }) => {
+                            return Ok(Err(Refusal::Superseded { owner }))
+                        }
                         Ok(Attempt::Busy { busy: now, queued }) => {
                             if let Some(expires_in) = now.next_expiry_in {
                                 registration.expiry_in(expires_in);
@@ -356,6 +376,12 @@ impl Leases {
             .arg(u8::from(join))
             .arg(u8::from(request.newest_wins));
         let reply = self.eval(&call).await?;
+        if reply.int(0)? == 2 {
+            note_expired(self.kind, name, &reply, 2);
+            return Ok(Attempt::Superseded {
+                owner: Owner::from_stored(reply.text(1)?),
+            });
+        }
         if reply.int(0)? == 1 {
             note_expired(self.kind, name, &reply, 3);
             return Ok(Attempt::Acquired {

@@ -536,6 +536,78 @@ async fn newest_wins_supersedes_the_queued_newest_wins_waiter_and_no_holder() {
     assert_eq!(v2.await.unwrap().response.status(), 201);
 }
 
+/// A newest_wins waiter that missed the message saying it was superseded
+/// (its instance was resubscribing) asks Redis again, learns it there, and
+/// answers 409 `superseded`: it neither takes its place back, superseding
+/// the newer request in turn, nor acquires.
+#[tokio::test]
+async fn a_superseded_waiter_that_missed_the_message_learns_it_when_it_asks_again() {
+    let redis = RedisServer::start();
+    let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
+    let _held = app.acquire_lock("deploy", r#"{"ttl_ms": 30000}"#).await;
+    let v1 = join_line(
+        &app,
+        "/locks/deploy",
+        r#"{"wait_ms": 10000, "owner": "v1", "newest_wins": true}"#,
+        &app,
+    )
+    .await;
+
+    // v2 joins through the acquire script itself, with its message to v1's
+    // instance sent to a channel nobody hears: v1 misses it.
+    let script = concat!(
+        include_str!("../../src/engine/lua/line.lua"),
+        include_str!("../../src/engine/lua/acquire.lua")
+    );
+    let mut conn = redis.conn();
+    let mut eval = redis::cmd("EVAL");
+    eval.arg(script).arg(7);
+    for suffix in [
+        "leases",
+        "owners",
+        "queue",
+        "waiters",
+        "byinst",
+        "instances",
+        "fence",
+    ] {
+        eval.arg(format!("{}{{lock:deploy}}:{suffix}", app.prefix));
+    }
+    eval.arg("lock")
+        .arg("deploy")
+        .arg("nowhere")
+        .arg("PUBLISH")
+        .arg(format!("{}events", app.prefix))
+        .arg(uuid::Uuid::new_v4().to_string())
+        .arg(1)
+        .arg("another-instance")
+        .arg(1)
+        .arg(30_000)
+        .arg("v2")
+        .arg(1)
+        .arg(1);
+    let joined: Vec<redis::Value> = eval.query(&mut conn).unwrap();
+    assert_eq!(joined[0], redis::Value::Int(0), "v2 queued: {joined:?}");
+    assert!(!v1.is_finished(), "v1 heard nothing");
+
+    // Its instance resubscribes, and every waiter asks Redis again.
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query::<()>(&mut conn)
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(5), v1)
+        .await
+        .expect("v1 answers once it asks again")
+        .unwrap();
+    let body = problem(answer.response, 409, "superseded").await;
+    assert_eq!(body["owner"], "v2");
+    let status: Value = app.get("/locks/deploy").await.json().await.unwrap();
+    assert_eq!(status["waiting"], 1, "{status}");
+    assert_eq!(status["waiters"][0]["owner"], "v2", "v2 keeps its place");
+}
+
 #[tokio::test]
 async fn every_key_baton_writes_has_a_ttl() {
     let redis = RedisServer::start();

@@ -13,6 +13,9 @@
 --   {1, fencing_token, expires_at_ms}
 --       acquired: now, or earlier by a grant to this waiter (a repeated call
 --       after a missed message returns that lease and confirms it)
+--   {2, owner}
+--       superseded: a newer newest_wins request (of that owner, "" none) took
+--       this waiter's place; it neither joins the line nor acquires
 --   {0, holders, waiting, next_expiry_in_ms, owner, ticket, position}
 --       busy: holders and waiting counted after this call; next_expiry_in_ms
 --       and owner of the lease that ends first (-1 and "" when none); ticket 0
@@ -37,6 +40,14 @@ if lease then
 end
 
 local queued = redis.call('HGET', K_WAITERS, id)
+if not queued and join then
+  -- A waiter asking again after a missed message may have been superseded.
+  local by = redis.call('HGET', K_WAITERS, 's:' .. id)
+  if by then
+    redis.call('HDEL', K_WAITERS, 's:' .. id)
+    return noticed({2, by})
+  end
+end
 if not queued then
   if holders() + waiting() < limit then
     local token, full = write_lease(id, ttl, limit, owner, false)
@@ -49,6 +60,7 @@ if not queued then
       local packed = older and redis.call('HGET', K_WAITERS, older)
       if packed then
         local older_tag, older_owner = remove_waiter(older, packed)
+        redis.call('HSET', K_WAITERS, 's:' .. older, owner)
         redis.call(NAME_PUBLISH, NAME_CHANNEL, 's ' .. older_tag .. ' ' .. owner)
         event('left', older_owner)
       end

@@ -19,7 +19,10 @@
 --   KEYS[4] waiters   hash: waiter id -> "ticket|tag|instance|ttl_ms|limit|joined_ms|newest|owner"
 --                     (tag: a number naming the waiter on its instance, published
 --                     instead of its id; newest: 1 when it asked newest_wins);
---                     field "newest": the id of the queued newest_wins waiter
+--                     field "newest": the id of the queued newest_wins waiter;
+--                     fields "s:ID": the owner of the request that superseded
+--                     waiter ID, for as long as the line lives (a waiter that
+--                     missed the message learns it there, and never rejoins)
 --   KEYS[5] byinst    zset, all scores 0: "instance|waiter id", each instance's waiters
 --   KEYS[6] instances zset: instance id -> alive until (ms); kept fresh by that
 --                     instance's keep-alive about every second

@@ -28,6 +28,9 @@ drop_dead_instances()
 local code = 0
 local released_token, released_owner = 0, ''
 local packed = redis.call('HGET', K_WAITERS, id)
+if mode ~= 'release' then
+  redis.call('HDEL', K_WAITERS, 's:' .. id)
+end
 if packed and mode ~= 'release' then
   local _, owner = remove_waiter(id, packed)
   event('left', owner)
