@@ -66,7 +66,7 @@ pub fn router(state: AppState) -> Router {
         }))
         // A request id for every request: the client's X-Request-Id, else a
         // new one; echoed in the response and carried by the request span.
-        .layer(middleware::map_request(drop_unusable_request_id))
+        .map_request(drop_unusable_request_id)
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(
@@ -111,7 +111,7 @@ async fn record_metrics(req: Request, next: Next) -> Response {
 
 /// A client's `X-Request-Id` that is too long or not plain text is dropped,
 /// so that a fresh one replaces it.
-async fn drop_unusable_request_id(mut req: Request) -> Request {
+fn drop_unusable_request_id(mut req: Request) -> Request {
     let unusable = req
         .headers()
         .get(crate::telemetry::REQUEST_ID)

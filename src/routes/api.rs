@@ -2,13 +2,12 @@
 //! the bearer-token check, with what all guarded operations share added to
 //! their OpenAPI operations in one place; the service endpoints open.
 
-use axum::middleware;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use super::{events, health, locks, problem, require_token, semaphores, AppState};
+use super::{events, health, locks, problem, semaphores, AppState, RequireToken};
 
 /// Every documented route, without state or layers: `/locks` and
 /// `/semaphores` behind the bearer-token check, the service endpoints open.
@@ -17,7 +16,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(tagged(locks::router(), "locks"))
         .merge(tagged(semaphores::router(), "semaphores"))
         .merge(tagged(events::router(), "watching"))
-        .layer(middleware::from_fn(require_token));
+        .layer(RequireToken);
     document_guard(guarded.get_openapi_mut());
     OpenApiRouter::new()
         .merge(guarded)

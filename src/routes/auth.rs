@@ -2,12 +2,17 @@
 //! guards `/locks` and `/semaphores`; admin tokens are API tokens too, and may
 //! also force-release. Compared in constant time, never logged.
 
+use std::convert::Infallible;
+use std::future::{ready, Ready};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
 use axum::extract::Request;
 use axum::http::header::AUTHORIZATION;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::Extension;
+use futures_util::future::Either;
 use subtle::{Choice, ConstantTimeEq};
+use tower::{Layer, Service};
 
 use super::AppError;
 
@@ -17,7 +22,7 @@ pub struct Auth {
     admin: Vec<Vec<u8>>,
 }
 
-/// What the caller proved, put in the request's extensions by [`require_token`].
+/// What the caller proved, put in the request's extensions by [`RequireToken`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
     /// No valid token, on a service whose API is open.
@@ -108,19 +113,50 @@ fn bearer(request: &Request) -> Option<&[u8]> {
         .then(|| token.trim_ascii())
 }
 
-/// Middleware for `/locks` and `/semaphores`: answers 401 unless the request
-/// may use the API, and records its [`Access`] for the handlers.
-pub async fn require_token(
-    Extension(auth): Extension<std::sync::Arc<Auth>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    match auth.access(bearer(&request)) {
-        Ok(access) => {
-            request.extensions_mut().insert(access);
-            next.run(request).await
+/// The guard of `/locks` and `/semaphores`: answers 401 unless the request
+/// may use the API, and records its [`Access`] for the handlers. The check is
+/// synchronous, so the guard adds nothing to a request's future (a waiting
+/// request keeps that future for its whole wait).
+#[derive(Clone, Copy)]
+pub struct RequireToken;
+
+impl<S> Layer<S> for RequireToken {
+    type Service = RequireTokenService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RequireTokenService(inner)
+    }
+}
+
+/// [`RequireToken`] around a service.
+#[derive(Clone)]
+pub struct RequireTokenService<S>(S);
+
+impl<S> Service<Request> for RequireTokenService<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<Ready<Result<Response, Infallible>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        // Put there by the `Extension` layer that wraps every route.
+        let Some(auth) = request.extensions().get::<Arc<Auth>>().cloned() else {
+            let err = AppError::Engine(crate::engine::Error::Protocol("no token check".into()));
+            return Either::Left(ready(Ok(err.into_response())));
+        };
+        match auth.access(bearer(&request)) {
+            Ok(access) => {
+                request.extensions_mut().insert(access);
+                Either::Right(self.0.call(request))
+            }
+            Err(err) => Either::Left(ready(Ok(err.into_response()))),
         }
-        Err(err) => err.into_response(),
     }
 }
 

@@ -20,7 +20,7 @@ pub mod semaphores;
 mod state;
 
 pub use api::api;
-pub use auth::{require_token, Access, Auth};
+pub use auth::{Access, Auth, RequireToken};
 pub use error::AppError;
 pub use extract::{BodyLimit, JsonBody};
 pub use json::Json;
