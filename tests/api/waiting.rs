@@ -495,17 +495,25 @@ async fn with_mixed_limits_a_waiter_that_fits_is_served_past_one_that_does_not()
     assert_eq!(body["waiting"], 0);
 }
 
+/// Lock "deploy" held for 30 s, and "v1" waiting for it with `newest_wins`.
+async fn held_with_newest_wins_waiter(
+    app: &TestApp,
+) -> (Value, tokio::task::JoinHandle<crate::helpers::Answer>) {
+    let held = app.acquire_lock("deploy", r#"{"ttl_ms": 30000}"#).await;
+    let v1 = join_line(
+        app,
+        "/locks/deploy",
+        r#"{"wait_ms": 10000, "owner": "v1", "newest_wins": true}"#,
+        app,
+    )
+    .await;
+    (held, v1)
+}
+
 #[tokio::test]
 async fn newest_wins_supersedes_the_queued_newest_wins_waiter_and_no_holder() {
     let app = TestApp::spawn().await;
-    let held = app.acquire_lock("deploy", r#"{"ttl_ms": 30000}"#).await;
-    let v1 = join_line(
-        &app,
-        "/locks/deploy",
-        r#"{"wait_ms": 10000, "owner": "v1", "newest_wins": true}"#,
-        &app,
-    )
-    .await;
+    let (held, v1) = held_with_newest_wins_waiter(&app).await;
     let plain = join_line(&app, "/locks/deploy", r#"{"wait_ms": 10000}"#, &app).await;
 
     let v2 = app.post_in_background(
@@ -544,14 +552,7 @@ async fn newest_wins_supersedes_the_queued_newest_wins_waiter_and_no_holder() {
 async fn a_superseded_waiter_that_missed_the_message_learns_it_when_it_asks_again() {
     let redis = RedisServer::start();
     let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
-    let _held = app.acquire_lock("deploy", r#"{"ttl_ms": 30000}"#).await;
-    let v1 = join_line(
-        &app,
-        "/locks/deploy",
-        r#"{"wait_ms": 10000, "owner": "v1", "newest_wins": true}"#,
-        &app,
-    )
-    .await;
+    let (_held, v1) = held_with_newest_wins_waiter(&app).await;
 
     // v2 joins through the acquire script itself, with its message to v1's
     // instance sent to a channel nobody hears: v1 misses it.
@@ -562,16 +563,9 @@ async fn a_superseded_waiter_that_missed_the_message_learns_it_when_it_asks_agai
     let mut conn = redis.conn();
     let mut eval = redis::cmd("EVAL");
     eval.arg(script).arg(7);
-    for suffix in [
-        "leases",
-        "owners",
-        "queue",
-        "waiters",
-        "byinst",
-        "instances",
-        "fence",
-    ] {
-        eval.arg(format!("{}{{lock:deploy}}:{suffix}", app.prefix));
+    let name = baton::domain::Name::parse("deploy").unwrap();
+    for key in baton::engine::Keys::new(app.prefix.clone()).line(baton::engine::Kind::Lock, &name) {
+        eval.arg(key);
     }
     eval.arg("lock")
         .arg("deploy")
