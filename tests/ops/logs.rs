@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use reqwest::{Client, Method, StatusCode};
+use reqwest::Client;
 use serde_json::Value;
 
 use crate::harness::Service;
@@ -13,36 +13,44 @@ use crate::helpers::{shared_redis, unique_prefix, RedisServer};
 const API_TOKEN: &str = "api-token-3f9c1d";
 const ADMIN_TOKEN: &str = "admin-token-7b2e4a";
 
-/// Sends one request with a bearer token and a request id; returns the
-/// status and the JSON body (Null when empty).
-async fn call(
-    client: &Client,
-    service: &Service,
-    method: Method,
-    path: &str,
-    body: &str,
-    token: &str,
-    request_id: &str,
-) -> (StatusCode, Value) {
-    let response = client
-        .request(method, format!("{}{path}", service.base))
-        .bearer_auth(token)
-        .header("x-request-id", request_id)
-        .body(body.to_owned())
-        .send()
-        .await
-        .expect("request sent");
-    assert_eq!(
-        response
-            .headers()
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok()),
-        Some(request_id),
-        "the request id is echoed"
-    );
-    let status = response.status();
-    let text = response.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+/// A client of one service that sends each request with a bearer token and
+/// a request id.
+struct Api<'a> {
+    client: Client,
+    service: &'a Service,
+    token: &'static str,
+}
+
+impl Api<'_> {
+    /// Sends `request` ("METHOD /path") with `body` and `request_id`; checks
+    /// that the answer has status `expect` and echoes the request id, and
+    /// returns its JSON body (Null when empty).
+    async fn send(&self, expect: u16, request: &str, body: &str, request_id: &str) -> Value {
+        let (method, path) = request.split_once(' ').expect("METHOD /path");
+        let response = self
+            .client
+            .request(
+                method.parse().unwrap(),
+                format!("{}{path}", self.service.base),
+            )
+            .bearer_auth(self.token)
+            .header("x-request-id", request_id)
+            .body(body.to_owned())
+            .send()
+            .await
+            .expect("request sent");
+        assert_eq!(
+            response
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok()),
+            Some(request_id),
+            "the request id is echoed"
+        );
+        assert_eq!(response.status(), expect, "{request}");
+        let text = response.text().await.unwrap();
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
 }
 
 fn audit_lines(lines: &[Value]) -> Vec<&Value> {
@@ -64,102 +72,49 @@ async fn json_logs_have_one_audit_line_per_operation_and_no_lease_id_or_token() 
         ("BATON_ADMIN_TOKENS", ADMIN_TOKEN),
     ])
     .await;
-    let client = Client::new();
     let owner = "ci job 42";
+    let api = Api {
+        client: Client::new(),
+        service: &service,
+        token: API_TOKEN,
+    };
+    let admin = Api {
+        client: api.client.clone(),
+        service: &service,
+        token: ADMIN_TOKEN,
+    };
     let body = format!(r#"{{"ttl_ms": 60000, "owner": "{owner}"}}"#);
-
-    let (status, lock) = call(
-        &client,
-        &service,
-        Method::POST,
-        "/locks/deploy.prod",
-        &body,
-        API_TOKEN,
-        "req-lock-acquire",
-    )
-    .await;
-    assert_eq!(status, 201);
+    let lock = api
+        .send(201, "POST /locks/deploy.prod", &body, "req-lock-acquire")
+        .await;
     let lock_path = format!("/locks/deploy.prod/{}", lock["id"].as_str().unwrap());
-    let (status, _) = call(
-        &client,
-        &service,
-        Method::PATCH,
-        &lock_path,
-        "",
-        API_TOKEN,
-        "req-lock-refresh",
-    )
-    .await;
-    assert_eq!(status, 200);
-    let (status, _) = call(
-        &client,
-        &service,
-        Method::DELETE,
-        &lock_path,
-        "",
-        API_TOKEN,
-        "req-lock-release",
-    )
-    .await;
-    assert_eq!(status, 204);
-    let (status, again) = call(
-        &client,
-        &service,
-        Method::POST,
-        "/locks/deploy.prod",
-        &body,
-        API_TOKEN,
-        "req-lock-again",
-    )
-    .await;
-    assert_eq!(status, 201);
-    let (status, _) = call(
-        &client,
-        &service,
-        Method::DELETE,
-        "/locks/deploy.prod",
-        "",
-        ADMIN_TOKEN,
-        "req-lock-force",
-    )
-    .await;
-    assert_eq!(status, 204);
+    api.send(200, &format!("PATCH {lock_path}"), "", "req-lock-refresh")
+        .await;
+    api.send(204, &format!("DELETE {lock_path}"), "", "req-lock-release")
+        .await;
+    let again = api
+        .send(201, "POST /locks/deploy.prod", &body, "req-lock-again")
+        .await;
+    admin
+        .send(204, "DELETE /locks/deploy.prod", "", "req-lock-force")
+        .await;
 
     let sem_body = format!(r#"{{"limit": 2, "ttl_ms": 60000, "owner": "{owner}"}}"#);
-    let (status, sem) = call(
-        &client,
-        &service,
-        Method::POST,
-        "/semaphores/builds",
-        &sem_body,
-        API_TOKEN,
-        "req-sem-acquire",
-    )
-    .await;
-    assert_eq!(status, 201);
+    let sem = api
+        .send(201, "POST /semaphores/builds", &sem_body, "req-sem-acquire")
+        .await;
     let sem_path = format!("/semaphores/builds/{}", sem["id"].as_str().unwrap());
-    let (status, _) = call(
-        &client,
-        &service,
-        Method::PATCH,
-        &sem_path,
-        r#"{"ttl_ms": 30000}"#,
-        API_TOKEN,
+    let refresh = r#"{"ttl_ms": 30000}"#;
+    api.send(
+        200,
+        &format!("PATCH {sem_path}"),
+        refresh,
         "req-sem-refresh",
     )
     .await;
-    assert_eq!(status, 200);
-    let (status, _) = call(
-        &client,
-        &service,
-        Method::DELETE,
-        &sem_path,
-        "",
-        API_TOKEN,
-        "req-sem-release",
-    )
-    .await;
-    assert_eq!(status, 204);
+    api.send(204, &format!("DELETE {sem_path}"), "", "req-sem-release")
+        .await;
+    drop((api, admin));
 
     assert_eq!(service.stop().code(), Some(0));
     let lines = service.json_lines();
@@ -171,50 +126,16 @@ async fn json_logs_have_one_audit_line_per_operation_and_no_lease_id_or_token() 
         );
     }
     let audits = audit_lines(&lines);
+    let token = |lease: &Value| Some(lease["fencing_token"].as_u64().unwrap());
     let expected = [
-        (
-            "req-lock-acquire",
-            "acquired",
-            "lock",
-            Some(lock["fencing_token"].as_u64().unwrap()),
-        ),
-        (
-            "req-lock-refresh",
-            "refreshed",
-            "lock",
-            Some(lock["fencing_token"].as_u64().unwrap()),
-        ),
-        (
-            "req-lock-release",
-            "released",
-            "lock",
-            Some(lock["fencing_token"].as_u64().unwrap()),
-        ),
-        (
-            "req-lock-again",
-            "acquired",
-            "lock",
-            Some(again["fencing_token"].as_u64().unwrap()),
-        ),
+        ("req-lock-acquire", "acquired", "lock", token(&lock)),
+        ("req-lock-refresh", "refreshed", "lock", token(&lock)),
+        ("req-lock-release", "released", "lock", token(&lock)),
+        ("req-lock-again", "acquired", "lock", token(&again)),
         ("req-lock-force", "force-released", "lock", None),
-        (
-            "req-sem-acquire",
-            "acquired",
-            "semaphore",
-            Some(sem["fencing_token"].as_u64().unwrap()),
-        ),
-        (
-            "req-sem-refresh",
-            "refreshed",
-            "semaphore",
-            Some(sem["fencing_token"].as_u64().unwrap()),
-        ),
-        (
-            "req-sem-release",
-            "released",
-            "semaphore",
-            Some(sem["fencing_token"].as_u64().unwrap()),
-        ),
+        ("req-sem-acquire", "acquired", "semaphore", token(&sem)),
+        ("req-sem-refresh", "refreshed", "semaphore", token(&sem)),
+        ("req-sem-release", "released", "semaphore", token(&sem)),
     ];
     assert_eq!(audits.len(), expected.len(), "{audits:#?}");
     for (line, (request_id, event, kind, token)) in audits.iter().zip(expected) {
