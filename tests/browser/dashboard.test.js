@@ -9,31 +9,16 @@
 // "N passed, N failed"; exits non-zero when a check failed.
 'use strict';
 
-const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { chromium } = require('playwright-core');
+const { TIMEOUT_MS, check, launch, run } = require('./harness');
 
 const BASE = (process.env.BATON_URL || '').replace(/\/+$/, '');
 const TOKEN = process.env.BATON_TOKEN || '';
 const SCREENSHOT = process.env.SCREENSHOT || path.join(os.tmpdir(), 'baton-dashboard.png');
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const TIMEOUT_MS = 30_000;
 // How soon a change must show on the page.
 const WITHIN_MS = 1000;
 
-let passed = 0;
-let failed = 0;
-function check(ok, what, detail) {
-  if (ok) {
-    passed += 1;
-    console.log(`ok - ${what}`);
-  } else {
-    failed += 1;
-    console.log(`not ok - ${what}${detail ? `: ${detail}` : ''}`);
-  }
-  return ok;
-}
 
 // A call to the API from outside the page, as a CI job would make it.
 async function api(method, p, body) {
@@ -71,24 +56,7 @@ async function main() {
   const firstOwner = `https://ci.example.com/jobs/${run}`;
   const queuedOwner = 'queued-job';
 
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    chromiumSandbox: false,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-    viewport: { width: 1400, height: 900 },
-    timeout: TIMEOUT_MS,
-  });
+  const { context, close } = await launch({ width: 1400, height: 900 });
 
   const requests = [];
   const failures = [];
@@ -198,14 +166,8 @@ async function main() {
     check(failures.length === 0, 'no request failed', failures.join('; '));
     check(pageErrors.length === 0, 'no JavaScript error on the page', pageErrors.join('; '));
   } finally {
-    await context.close();
-    fs.rmSync(profile, { recursive: true, force: true });
+    await close();
   }
 }
 
-main()
-  .catch((err) => check(false, 'the browser test ran to the end', err && err.stack ? err.stack : String(err)))
-  .finally(() => {
-    console.log(`${passed} passed, ${failed} failed`);
-    process.exitCode = failed === 0 && passed > 0 ? 0 : 1;
-  });
+run(main);

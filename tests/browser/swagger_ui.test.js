@@ -11,29 +11,14 @@
 // "N passed, N failed"; exits non-zero when a check failed.
 'use strict';
 
-const fs = require('node:fs');
 const http = require('node:http');
 const os = require('node:os');
 const path = require('node:path');
-const { chromium } = require('playwright-core');
+const { TIMEOUT_MS, check, launch, run } = require('./harness');
 
 const BASE = (process.env.BATON_URL || '').replace(/\/+$/, '');
 const SCREENSHOT = process.env.SCREENSHOT || path.join(os.tmpdir(), 'baton-swagger-ui.png');
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const TIMEOUT_MS = 30_000;
 
-let passed = 0;
-let failed = 0;
-function check(ok, what, detail) {
-  if (ok) {
-    passed += 1;
-    console.log(`ok - ${what}`);
-  } else {
-    failed += 1;
-    console.log(`not ok - ${what}${detail ? `: ${detail}` : ''}`);
-  }
-  return ok;
-}
 
 // A reverse proxy on a free port: /baton/... goes to baton as /..., with
 // X-Forwarded-Prefix: /baton; anything else is 404. Resolves to its origin.
@@ -192,40 +177,15 @@ async function exercise(context, base, label, screenshot) {
 async function main() {
   if (!BASE) throw new Error('BATON_URL is not set');
 
-  // playwright-core refuses --user-data-dir in args: a persistent context is
-  // how a fresh profile directory is handed to Chromium.
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    chromiumSandbox: false,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-    viewport: { width: 1280, height: 1600 },
-    timeout: TIMEOUT_MS,
-  });
+  const { context, close } = await launch({ width: 1280, height: 1600 });
   const proxy = await startProxy(BASE);
   try {
     await exercise(context, BASE, 'direct', SCREENSHOT);
     await exercise(context, `${proxy.origin}${PROXY_PREFIX}`, 'behind a proxy', SCREENSHOT.replace(/\.png$/, '-proxy.png'));
   } finally {
     proxy.server.close();
-    await context.close();
-    fs.rmSync(profile, { recursive: true, force: true });
+    await close();
   }
 }
 
-main()
-  .catch((err) => check(false, 'the browser test ran to the end', err && err.stack ? err.stack : String(err)))
-  .finally(() => {
-    console.log(`${passed} passed, ${failed} failed`);
-    process.exitCode = failed === 0 && passed > 0 ? 0 : 1;
-  });
+run(main);
