@@ -181,16 +181,13 @@ impl Task {
                 Ok(Ok(halves)) => halves,
                 // An outage is logged once, where it starts and ends, not at
                 // every attempt to subscribe again.
-                Ok(Err(err)) => {
-                    tracing::debug!(%err, "cannot subscribe to events; retrying");
-                    crate::telemetry::redis_unreachable(&err.to_string());
-                    retry_at = Instant::now() + backoff;
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
-                    continue;
-                }
-                Err(_) => {
-                    tracing::debug!("subscribing to events timed out; retrying");
-                    crate::telemetry::redis_unreachable("no answer in time");
+                failed => {
+                    let why = match failed {
+                        Ok(Err(err)) => err.to_string(),
+                        _ => "no answer in time".to_owned(),
+                    };
+                    tracing::debug!(%why, "cannot subscribe to events; retrying");
+                    crate::telemetry::redis_unreachable(&why);
                     retry_at = Instant::now() + backoff;
                     backoff = (backoff * 2).min(Duration::from_secs(1));
                     continue;
