@@ -77,18 +77,7 @@ impl RedisServer {
         .arg(&self.dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-        // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill
-        // the server when the thread that started it is gone.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        self.child = Some(
-            cmd.spawn()
-                .expect("redis-server is installed (scripts/test.sh installs it)"),
-        );
+        self.child = Some(spawn_dying_with_parent(&mut cmd));
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(client) = redis::Client::open(self.url()) {
@@ -163,6 +152,21 @@ impl Drop for RedisServer {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Starts `cmd` (a redis-server), asking the kernel to kill it when the
+/// thread that started it is gone, so no server outlives the tests.
+pub fn spawn_dying_with_parent(cmd: &mut Command) -> Child {
+    // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill
+    // the server when the thread that started it is gone.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .expect("redis-server is installed (scripts/test.sh installs it)")
 }
 
 /// The redis-server shared by the tests of this process, started once from a

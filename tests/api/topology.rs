@@ -3,7 +3,6 @@
 //! `redis-cli --cluster create`) and a Sentinel set (a master, a replica and
 //! three sentinels). Every process dies with the test process.
 
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -11,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use baton::config::{RedisMode, Settings};
 
-use crate::helpers::{free_port, settings_for, unique_prefix};
+use crate::helpers::{free_port, settings_for, spawn_dying_with_parent, unique_prefix};
 
 /// One redis-server (data node or sentinel) of a deployment.
 pub struct Node {
@@ -62,15 +61,7 @@ impl Node {
             .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill
-        // the server when the thread that started it is gone.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        self.child = Some(cmd.spawn().expect("redis-server is installed"));
+        self.child = Some(spawn_dying_with_parent(&mut cmd));
         self.wait_until(Duration::from_secs(10), |conn| {
             redis::cmd("PING").query::<String>(conn).is_ok()
         });
@@ -212,11 +203,7 @@ impl RedisCluster {
 
     /// The seed list for `BATON_REDIS_URL`.
     pub fn seeds(&self) -> String {
-        self.nodes
-            .iter()
-            .map(Node::url)
-            .collect::<Vec<_>>()
-            .join(",")
+        urls(&self.nodes)
     }
 
     /// A connection to any live node.
@@ -442,11 +429,7 @@ impl SentinelSet {
 
     /// The sentinel list for `BATON_REDIS_URL`.
     pub fn sentinel_urls(&self) -> String {
-        self.sentinels
-            .iter()
-            .map(Node::url)
-            .collect::<Vec<_>>()
-            .join(",")
+        urls(&self.sentinels)
     }
 
     /// The master's port as the sentinels name it now.
@@ -512,4 +495,9 @@ pub fn sentinel_settings(set: &SentinelSet) -> Settings {
     settings.redis_mode = RedisMode::Sentinel;
     settings.redis_sentinel_master = set.name.clone();
     settings
+}
+
+/// The nodes' URLs, comma-separated, as `BATON_REDIS_URL` takes a list.
+fn urls(nodes: &[Node]) -> String {
+    nodes.iter().map(Node::url).collect::<Vec<_>>().join(",")
 }
