@@ -10,14 +10,16 @@
 #[allow(dead_code)]
 #[path = "api/helpers.rs"]
 mod helpers;
+#[path = "support/chaos.rs"]
+mod support;
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use helpers::{free_port, RedisServer};
+use helpers::RedisServer;
 use serde_json::Value;
+use support::{check_holds, holds_by_name, Hold, Instance};
 use tokio::sync::watch;
 
 const CHAOS_FOR: Duration = Duration::from_secs(40);
@@ -31,85 +33,6 @@ const TTL_MS: u64 = 2000;
 const LOCK_WAIT_MS: u64 = 7000;
 /// A lock free this long with a live waiter in line is a violation.
 const STUCK: Duration = Duration::from_secs(5);
-
-/// One baton process on a fixed port, so a restart comes back where it was.
-struct Instance {
-    port: u16,
-    redis_url: String,
-    prefix: String,
-    child: Option<Child>,
-}
-
-impl Instance {
-    fn start(redis_url: &str, prefix: &str) -> Self {
-        let mut instance = Self {
-            port: free_port(),
-            redis_url: redis_url.to_owned(),
-            prefix: prefix.to_owned(),
-            child: None,
-        };
-        instance.launch();
-        instance
-    }
-
-    fn launch(&mut self) {
-        let child = Command::new(env!("CARGO_BIN_EXE_baton"))
-            .env("BATON_LISTEN", format!("127.0.0.1:{}", self.port))
-            .env("BATON_REDIS_URL", &self.redis_url)
-            .env("BATON_KEY_PREFIX", &self.prefix)
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("baton binary");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "baton did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// SIGKILL, as a crash.
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// SIGTERM, as an orchestrator stopping it; waits for the exit status.
-    fn terminate(&mut self) -> Option<std::process::ExitStatus> {
-        let mut child = self.child.take()?;
-        // SAFETY: sending a signal to our own child process.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        child.wait().ok()
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A lease as a client held it: from its 201 to the moment the client sent
-/// its release (or the lease's expiry, if sooner).
-#[derive(Debug, Clone)]
-struct Hold {
-    name: String,
-    token: u64,
-    /// When the acquisition was sent: it was granted after this.
-    requested: SystemTime,
-    start: SystemTime,
-    end: SystemTime,
-}
 
 /// A lock request that a live instance answered (201 or 409): it waited in
 /// line from `requested` to `answered`.
@@ -281,63 +204,11 @@ async fn client_loop(
 }
 
 fn check(record: &mut Record) {
-    let mut by_name: BTreeMap<String, Vec<Hold>> = BTreeMap::new();
-    for hold in &record.holds {
-        by_name
-            .entry(hold.name.clone())
-            .or_default()
-            .push(hold.clone());
-    }
-    for (name, holds) in &mut by_name {
-        holds.sort_by_key(|h| h.start);
+    for (name, holds) in holds_by_name(&record.holds) {
         let limit = if name == SEMAPHORE { LIMIT } else { 1 };
-        // Sweep: how many holds are open at each start.
-        let mut events: Vec<(SystemTime, i32)> = Vec::new();
-        for h in holds.iter() {
-            events.push((h.start, 1));
-            events.push((h.end, -1));
-        }
-        // Ends before starts at the same instant: touching holds do not overlap.
-        events.sort_by_key(|(t, delta)| (*t, *delta));
-        let mut open = 0;
-        for (at, delta) in events {
-            open += delta;
-            if open > limit as i32 {
-                record
-                    .violations
-                    .push(format!("{name}: {open} holders at {at:?}, limit {limit}"));
-            }
-        }
-        // An acquisition sent after another hold ended was granted after that
-        // one, so it must carry a larger token (across Redis restarts too).
-        let mut tokens = std::collections::HashSet::new();
-        for h in holds.iter() {
-            if !tokens.insert(h.token) {
-                record
-                    .violations
-                    .push(format!("{name}: token {} granted twice", h.token));
-            }
-        }
+        check_holds(&name, &holds, limit, &mut record.violations);
         if name != SEMAPHORE {
-            stuck_waiters(name, holds, &record.waits.clone(), &mut record.violations);
-        }
-        let mut by_end = holds.clone();
-        by_end.sort_by_key(|h| h.end);
-        let mut by_request = holds.clone();
-        by_request.sort_by_key(|h| h.requested);
-        let mut max_ended = 0u64;
-        let mut j = 0;
-        for h in &by_request {
-            while j < by_end.len() && by_end[j].end < h.requested {
-                max_ended = max_ended.max(by_end[j].token);
-                j += 1;
-            }
-            if h.token <= max_ended {
-                record.violations.push(format!(
-                    "{name}: token {} after a finished hold with token {max_ended}",
-                    h.token
-                ));
-            }
+            stuck_waiters(&name, &holds, &record.waits, &mut record.violations);
         }
     }
 }
@@ -379,8 +250,14 @@ async fn mutual_exclusion_holds_through_redis_restarts_and_baton_crashes() {
     let mut redis = RedisServer::start_persistent();
     let prefix = helpers::unique_prefix();
     let mut instances = [
-        Instance::start(&redis.url(), &prefix),
-        Instance::start(&redis.url(), &prefix),
+        Instance::start(&[
+            ("BATON_REDIS_URL", &redis.url()),
+            ("BATON_KEY_PREFIX", &prefix),
+        ]),
+        Instance::start(&[
+            ("BATON_REDIS_URL", &redis.url()),
+            ("BATON_KEY_PREFIX", &prefix),
+        ]),
     ];
     let bases: Vec<String> = instances.iter().map(Instance::base).collect();
     let record = Arc::new(Mutex::new(Record::default()));

@@ -10,17 +10,18 @@
 #[allow(dead_code)]
 #[path = "api/helpers.rs"]
 mod helpers;
+#[path = "support/chaos.rs"]
+mod support;
 #[allow(dead_code)]
 #[path = "api/topology.rs"]
 mod topology;
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use helpers::free_port;
 use serde_json::Value;
+use support::{check_holds, holds_by_name, Hold, Instance};
 use tokio::sync::watch;
 use topology::RedisCluster;
 
@@ -28,56 +29,6 @@ const CHAOS_FOR: Duration = Duration::from_secs(20);
 const LOCKS: [&str; 3] = ["deploy-a", "deploy-b", "deploy-c"];
 const CLIENTS: usize = 9;
 const TTL_MS: u64 = 2000;
-
-/// One baton process in cluster mode.
-struct Instance {
-    port: u16,
-    child: Child,
-}
-
-impl Instance {
-    fn start(seeds: &str, prefix: &str, wait_replicas: u32) -> Self {
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_baton"))
-            .env("BATON_LISTEN", format!("127.0.0.1:{port}"))
-            .env("BATON_REDIS_MODE", "cluster")
-            .env("BATON_REDIS_URL", seeds)
-            .env("BATON_KEY_PREFIX", prefix)
-            .env("BATON_REDIS_WAIT_REPLICAS", wait_replicas.to_string())
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("baton binary");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "baton did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self { port, child }
-    }
-
-    fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A lease as a client held it: from its 201 to its release (or expiry).
-#[derive(Debug, Clone)]
-struct Hold {
-    name: String,
-    token: u64,
-    requested: SystemTime,
-    start: SystemTime,
-    end: SystemTime,
-}
 
 #[derive(Default)]
 struct Record {
@@ -175,40 +126,11 @@ async fn client_loop(
     }
 }
 
-/// Overlapping holds of one lock, and tokens that did not rise after a hold
-/// that had ended before the next acquisition was sent.
+/// Overlapping holds of one lock, tokens granted twice, and tokens that did
+/// not rise after a hold that had ended before the next acquisition was sent.
 fn check(record: &mut Record) {
-    let mut by_name: BTreeMap<String, Vec<Hold>> = BTreeMap::new();
-    for hold in &record.holds {
-        by_name
-            .entry(hold.name.clone())
-            .or_default()
-            .push(hold.clone());
-    }
-    for (name, holds) in &mut by_name {
-        holds.sort_by_key(|h| h.start);
-        for pair in holds.windows(2) {
-            if pair[1].start < pair[0].end {
-                record.violations.push(format!(
-                    "{name}: tokens {} and {} held at once",
-                    pair[0].token, pair[1].token
-                ));
-            }
-        }
-        for later in holds.iter() {
-            if let Some(earlier) = holds
-                .iter()
-                .filter(|h| h.end < later.requested)
-                .max_by_key(|h| h.token)
-            {
-                if later.token <= earlier.token {
-                    record.violations.push(format!(
-                        "{name}: token {} after a finished hold with token {}",
-                        later.token, earlier.token
-                    ));
-                }
-            }
-        }
+    for (name, holds) in holds_by_name(&record.holds) {
+        check_holds(&name, &holds, 1, &mut record.violations);
     }
 }
 
@@ -219,10 +141,14 @@ async fn run(
     wait_replicas: u32,
 ) -> (RedisCluster, Vec<String>, usize, u32, BTreeMap<String, u64>) {
     let prefix = helpers::unique_prefix();
-    let instances = [
-        Instance::start(&cluster.seeds(), &prefix, wait_replicas),
-        Instance::start(&cluster.seeds(), &prefix, wait_replicas),
+    let (seeds, wait) = (cluster.seeds(), wait_replicas.to_string());
+    let env = [
+        ("BATON_REDIS_MODE", "cluster"),
+        ("BATON_REDIS_URL", seeds.as_str()),
+        ("BATON_KEY_PREFIX", prefix.as_str()),
+        ("BATON_REDIS_WAIT_REPLICAS", wait.as_str()),
     ];
+    let instances = [Instance::start(&env), Instance::start(&env)];
     let bases: Vec<String> = instances.iter().map(Instance::base).collect();
     let record = Arc::new(Mutex::new(Record::default()));
     let (stop_tx, stop_rx) = watch::channel(false);
