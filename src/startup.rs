@@ -4,12 +4,11 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderMap, Method, Uri};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Extension, Router};
 use tokio::net::TcpListener;
@@ -24,6 +23,7 @@ use crate::config::Settings;
 use crate::engine::Engine;
 use crate::openapi;
 use crate::routes::lease::unrouted;
+use crate::routes::middleware::{Deadline, RecordMetrics};
 use crate::routes::{self, dashboard, problem, AppError, AppParts, AppState, Auth, BodyLimit};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
@@ -58,7 +58,7 @@ pub fn router(state: AppState) -> Router {
             })
             .with_state(state)
             // The one layer that needs the matched route runs inside the router.
-            .layer(middleware::from_fn(record_metrics));
+            .layer(RecordMetrics);
     // The others wrap the router once, rather than each of its routes.
     let service = ServiceBuilder::new()
         .layer(CatchPanicLayer::custom(|_| {
@@ -88,25 +88,9 @@ pub fn router(state: AppState) -> Router {
         .layer(Extension(auth))
         .layer(Extension(BodyLimit(body_limit)))
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(middleware::from_fn(move |req: Request, next: Next| {
-            enforce_deadline(deadline, req, next)
-        }))
+        .layer(Deadline(deadline))
         .service(routes);
     Router::new().fallback_service(service)
-}
-
-/// Requests by route, method and status, and their duration apart from the
-/// time spent waiting in line.
-async fn record_metrics(req: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = req.method().clone();
-    let route = req.extensions().get::<MatchedPath>().cloned();
-    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-    tracing::Span::current().record("route", route);
-    let (response, waited) = crate::telemetry::with_waiting_clock(next.run(req)).await;
-    let working = started.elapsed().saturating_sub(waited);
-    crate::telemetry::record_request(&method, route, response.status(), working);
-    response
 }
 
 /// A client's `X-Request-Id` that is too long or not plain text is dropped,
@@ -120,14 +104,6 @@ fn drop_unusable_request_id(mut req: Request) -> Request {
         req.headers_mut().remove(crate::telemetry::REQUEST_ID);
     }
     req
-}
-
-/// No request runs longer than the longest wait plus the request timeout.
-async fn enforce_deadline(deadline: Duration, req: Request, next: Next) -> Response {
-    match tokio::time::timeout(deadline, next.run(req)).await {
-        Ok(response) => response,
-        Err(_) => AppError::Timeout.into_response(),
-    }
 }
 
 /// Why the service could not start.

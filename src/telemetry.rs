@@ -12,6 +12,7 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use metrics::{Counter, Histogram};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::task::futures::TaskLocalFuture;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
@@ -200,14 +201,10 @@ tokio::task_local! {
 }
 
 /// Runs a request's handler, keeping count of the time it spends waiting in
-/// line ([`add_waiting_time`]); returns its output and that time.
-pub async fn with_waiting_clock<F: Future>(handler: F) -> (F::Output, Duration) {
-    WAITED
-        .scope(Cell::new(Duration::ZERO), async {
-            let output = handler.await;
-            (output, WAITED.with(Cell::get))
-        })
-        .await
+/// line ([`add_waiting_time`]); the count is the future's task-local value,
+/// taken with [`TaskLocalFuture::take_value`] once it is done.
+pub fn with_waiting_clock<F: Future>(handler: F) -> TaskLocalFuture<Cell<Duration>, F> {
+    WAITED.scope(Cell::new(Duration::ZERO), handler)
 }
 
 /// Adds to the current request's waiting time; nothing outside a request.

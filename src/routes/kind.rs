@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, patch};
 use axum::Extension;
+use futures_util::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use utoipa::openapi::header::Header;
@@ -72,19 +73,28 @@ pub struct Acquisition<B> {
     pub body: B,
 }
 
-impl<B: DeserializeOwned + Default> FromRequest<AppState> for Acquisition<B> {
+impl<B: DeserializeOwned + Default + Send + 'static> FromRequest<AppState> for Acquisition<B> {
     type Rejection = AppError;
 
-    async fn from_request(request: Request, state: &AppState) -> Result<Self, AppError> {
-        let (mut parts, body) = request.into_parts();
-        let NamePath { name } = NamePath::from_request_parts(&mut parts, state).await?;
-        let accepts_events = progress::accepts_events(&parts.headers);
-        let JsonBody(body) =
-            JsonBody::from_request(Request::from_parts(parts, body), state).await?;
-        Ok(Self {
-            name,
-            accepts_events,
-            body,
+    /// Boxed, and gone once the body is read: axum's handler future is as
+    /// large as its largest stage, and a waiting request keeps that future
+    /// for its whole wait.
+    fn from_request(
+        request: Request,
+        state: &AppState,
+    ) -> impl Future<Output = Result<Self, AppError>> + Send {
+        let state = state.clone();
+        Box::pin(async move {
+            let (mut parts, body) = request.into_parts();
+            let NamePath { name } = NamePath::from_request_parts(&mut parts, &state).await?;
+            let accepts_events = progress::accepts_events(&parts.headers);
+            let JsonBody(body) =
+                JsonBody::from_request(Request::from_parts(parts, body), &state).await?;
+            Ok(Self {
+                name,
+                accepts_events,
+                body,
+            })
         })
     }
 }
@@ -95,17 +105,20 @@ impl<B: DeserializeOwned + Default> FromRequest<AppState> for Acquisition<B> {
 ///
 /// # Errors
 /// The problem for a refusal (held, full, superseded) or an engine error.
-pub async fn acquired<K, F>(
+///
+/// The acquisition comes boxed: a waiting request keeps its future for the
+/// whole wait, and each `async fn` it passes through by value would otherwise
+/// hold a copy of its space.
+pub async fn acquired<K>(
     state: AppState,
     accepts_events: bool,
     name: Name,
     wait: WaitTime,
-    acquisition: F,
+    acquisition: BoxFuture<'static, Result<Result<engine::Lease, Refusal>, engine::Error>>,
 ) -> Result<Response, AppError>
 where
     K: Kind + LeaseOps<Lease = engine::Lease>,
     K::Body: Send + 'static,
-    F: Future<Output = Result<Result<engine::Lease, Refusal>, engine::Error>> + Send + 'static,
 {
     let with_progress = progress::wanted(accepts_events, wait);
     let outcome = {

@@ -112,6 +112,6 @@ pub async fn acquire(
 ) -> Result<Response, AppError> {
     let request = call.body.request(state.settings.max_wait_ms)?;
     let (locks, wait, name) = (state.locks.clone(), request.wait, call.name.clone());
-    let acquisition = async move { locks.acquire(&name, request).await };
-    kind::acquired::<Locks, _>(state, call.accepts_events, call.name, wait, acquisition).await
+    let acquisition = Box::pin(async move { locks.acquire(&name, request).await });
+    kind::acquired::<Locks>(state, call.accepts_events, call.name, wait, acquisition).await
 }

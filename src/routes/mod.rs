@@ -14,6 +14,7 @@ pub mod kind;
 pub mod lease;
 mod listing;
 pub mod locks;
+pub mod middleware;
 pub mod problem;
 pub mod progress;
 pub mod semaphores;

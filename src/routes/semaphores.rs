@@ -152,6 +152,6 @@ pub async fn acquire(
 ) -> Result<Response, AppError> {
     let (limit, request) = call.body.parse(state.settings.max_wait_ms)?;
     let (semaphores, wait, name) = (state.semaphores.clone(), request.wait, call.name.clone());
-    let acquisition = async move { semaphores.acquire(&name, limit, request).await };
-    kind::acquired::<Semaphores, _>(state, call.accepts_events, call.name, wait, acquisition).await
+    let acquisition = Box::pin(async move { semaphores.acquire(&name, limit, request).await });
+    kind::acquired::<Semaphores>(state, call.accepts_events, call.name, wait, acquisition).await
 }
