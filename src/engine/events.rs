@@ -2,10 +2,13 @@
 //! out to this instance's watchers (`GET /events`, the dashboard).
 //!
 //! Each mutating script PUBLISHes one JSON event to the instance-wide events
-//! channel (`<prefix>events`). An instance holds ONE dedicated subscription to
-//! it, whatever the number of watchers, and hands each event to them through a
-//! [`tokio::sync::broadcast`] channel: Redis's cost does not grow with
-//! watchers. Events are parsed into [`ChangeEvent`], which has no field for a
+//! channel (`<prefix>events`) while anyone listens there (`lua/line.lua`
+//! asks `PUBSUB NUMSUB` once per call; a cluster always publishes). An
+//! instance subscribes to it while it has watchers, and for [`LINGER`] after
+//! the last one leaves: ONE dedicated subscription whatever the number of
+//! watchers, each event handed to them through a [`tokio::sync::broadcast`]
+//! channel, so Redis's cost does not grow with watchers, and is nothing at
+//! all while nobody watches. Events are parsed into [`ChangeEvent`], which has no field for a
 //! lease id, so none can reach a watcher even if a script sent one.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,6 +17,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -24,6 +28,9 @@ use crate::domain::NamePrefix;
 /// How many notices a slow watcher may fall behind before it is told it
 /// missed some (and should read the state afresh).
 const BACKLOG: usize = 1024;
+/// How long the subscription outlives the last watcher, so that watchers
+/// that come and go (acquisitions that report progress) do not make it churn.
+const LINGER: Duration = Duration::from_secs(10);
 
 /// What happened to a lock or semaphore.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -124,6 +131,8 @@ pub struct TooManyWatches {
 /// The instance's fan-out of change events: one subscription, many watchers.
 pub struct Events {
     sender: broadcast::Sender<Notice>,
+    /// Watches and follows alive: the subscription is up while any is.
+    demand: Arc<watch::Sender<usize>>,
     open: Arc<AtomicUsize>,
     max_watches: usize,
     stop: CancellationToken,
@@ -145,6 +154,7 @@ impl Events {
     ) -> Arc<Self> {
         let (sender, _) = broadcast::channel(BACKLOG);
         let (up, subscribed) = watch::channel(false);
+        let demand = Arc::new(watch::Sender::new(0));
         // A subscription connection of its own: the waiters' channels come
         // and go on theirs, this one stays.
         let (pubsub, notices) = store.pubsub(stop.clone());
@@ -153,11 +163,13 @@ impl Events {
             notices,
             channel,
             sender.clone(),
+            demand.subscribe(),
             stop.clone(),
             up,
         ));
         Arc::new(Self {
             sender,
+            demand,
             open: Arc::default(),
             max_watches,
             stop,
@@ -165,7 +177,9 @@ impl Events {
         })
     }
 
-    /// Waits up to `limit` for the subscription to be up; whether it is.
+    /// Waits up to `limit` for the subscription to be up; whether it is. A
+    /// watch waits for it before it reads anything, so that no change made
+    /// after that read goes unpublished.
     pub async fn subscribed(&self, limit: Duration) -> bool {
         let mut subscribed = self.subscribed.clone();
         tokio::time::timeout(limit, subscribed.wait_for(|up| *up))
@@ -195,6 +209,7 @@ impl Events {
             prefix: prefix.as_str().to_owned(),
             stop: self.stop.clone(),
             _open: Some(OpenWatch(self.open.clone())),
+            _demand: Demand::new(&self.demand),
         })
     }
 
@@ -207,7 +222,24 @@ impl Events {
             prefix: name.to_owned(),
             stop: self.stop.clone(),
             _open: None,
+            _demand: Demand::new(&self.demand),
         }
+    }
+}
+
+/// Keeps the subscription up for as long as it lives.
+struct Demand(Arc<watch::Sender<usize>>);
+
+impl Demand {
+    fn new(demand: &Arc<watch::Sender<usize>>) -> Self {
+        demand.send_modify(|n| *n += 1);
+        Self(demand.clone())
+    }
+}
+
+impl Drop for Demand {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -228,6 +260,7 @@ pub struct Watch {
     stop: CancellationToken,
     /// Counts the watch against the cap, if it is counted.
     _open: Option<OpenWatch>,
+    _demand: Demand,
 }
 
 impl Watch {
@@ -253,24 +286,56 @@ impl Watch {
     }
 }
 
-/// The subscription loop: parses every message on `channel` and broadcasts it,
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+/// The subscription loop: subscribes to `channel` while `demand` is above
+/// zero (and for [`LINGER`] after), parses every message and broadcasts it,
 /// until `stop`. `up` says whether the subscription is up.
 async fn subscribe(
     pubsub: PubSub,
     mut notices: Notices,
     channel: String,
     sender: broadcast::Sender<Notice>,
+    mut demand: watch::Receiver<usize>,
     stop: CancellationToken,
     up: watch::Sender<bool>,
 ) {
-    // Tracked from now on: subscribed again after every reconnect or failover.
-    if pubsub.subscribe(&channel).await {
-        up.send_replace(true);
-    }
+    let mut tracked = false;
     let mut lost = false;
+    // When the subscription goes, while nobody wants it.
+    let mut idle_until: Option<Instant> = None;
     loop {
+        let wanted = *demand.borrow_and_update() > 0;
+        idle_until = match (wanted, tracked) {
+            (false, true) => Some(idle_until.unwrap_or_else(|| Instant::now() + LINGER)),
+            _ => None,
+        };
+        if wanted && !tracked {
+            // Tracked from now on: subscribed again after every reconnect or failover.
+            tracked = true;
+            lost = false;
+            if pubsub.subscribe(&channel).await {
+                up.send_replace(true);
+            }
+        }
         let notice = tokio::select! {
             () = stop.cancelled() => return,
+            changed = demand.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                continue;
+            }
+            () = sleep_until(idle_until), if idle_until.is_some() => {
+                tracked = false;
+                up.send_replace(false);
+                pubsub.unsubscribe(&channel).await;
+                continue;
+            }
             notice = notices.recv() => notice,
         };
         match notice {
@@ -288,10 +353,10 @@ async fn subscribe(
             }
             Some(PubSubNotice::Lost) => {
                 up.send_replace(false);
-                lost = true;
+                lost = tracked;
             }
             Some(PubSubNotice::Subscribed) => {
-                up.send_replace(true);
+                up.send_replace(tracked);
                 if std::mem::take(&mut lost) {
                     // Changes made meanwhile were not seen.
                     let _ = sender.send(Notice::Resync);
@@ -336,6 +401,7 @@ mod tests {
         let (sender, _) = broadcast::channel(4);
         let events = Arc::new(Events {
             sender,
+            demand: Arc::new(watch::Sender::new(0)),
             open: Arc::default(),
             max_watches: max,
             stop: stop.clone(),

@@ -120,8 +120,6 @@ impl Engine {
             .is_err()
         {
             tracing::warn!("Redis does not answer yet; serving anyway (readyz says 503)");
-        } else if !engine.0.events.subscribed(Duration::from_secs(1)).await {
-            tracing::warn!("not subscribed to change events yet; /events streams start empty");
         }
         engine.0.tasks.spawn(check_eviction(engine.clone()));
         Ok(engine)

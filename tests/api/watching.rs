@@ -292,6 +292,56 @@ async fn events_show_changes_made_on_another_instance_within_a_second() {
     assert!(late.is_none(), "{late:?}");
 }
 
+/// The events channel's subscribers (PSUBSCRIBE does not count).
+fn events_subscribers(app: &TestApp) -> i64 {
+    let reply: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!("{}events", app.prefix))
+        .query(&mut shared_redis().conn())
+        .expect("PUBSUB NUMSUB");
+    reply.1
+}
+
+#[tokio::test]
+async fn changes_are_published_only_while_an_instance_listens() {
+    use futures_util::StreamExt;
+    let app = TestApp::spawn().await;
+    let other = app.sibling_of(&shared_redis().url()).await;
+    assert_eq!(
+        events_subscribers(&app),
+        0,
+        "nobody watches: no subscription"
+    );
+    // A pattern subscription sees what is published without counting as a
+    // listener, as PUBSUB NUMSUB (what the scripts ask) counts them.
+    let client = redis::Client::open(shared_redis().url()).unwrap();
+    let mut spy = client.get_async_pubsub().await.unwrap();
+    spy.psubscribe(format!("{}events", app.prefix))
+        .await
+        .unwrap();
+    let mut heard = spy.on_message();
+
+    let lease = other.acquire_lock("quiet", "{}").await;
+    let path = crate::helpers::lease_path("locks", &lease);
+    assert_eq!(other.delete(&path).await.status(), 204);
+    let nothing = tokio::time::timeout(Duration::from_millis(300), heard.next()).await;
+    assert!(nothing.is_err(), "published with nobody listening");
+
+    // One watcher on one instance: every instance's scripts publish.
+    let mut stream = SseStream::new(open_events(&app, "", None).await);
+    assert_eq!(events_subscribers(&app), 1, "one subscription per instance");
+    let lease = other.acquire_lock("loud", "{}").await;
+    let message = tokio::time::timeout(Duration::from_secs(2), heard.next())
+        .await
+        .expect("published once someone listens")
+        .expect("a message");
+    let payload: Value = serde_json::from_slice(message.get_payload_bytes()).unwrap();
+    assert_eq!(payload["event"], "acquired");
+    assert_eq!(payload["name"], "loud");
+    let seen = expect_event(&mut stream, "acquired", Duration::from_secs(2), &[]).await;
+    assert_eq!(seen.data["fencing_token"], lease["fencing_token"]);
+}
+
 /// Sends an acquisition that asks for progress; returns its event stream.
 async fn acquire_with_progress(app: &TestApp, path: &str, body: &str) -> SseStream {
     let response = app

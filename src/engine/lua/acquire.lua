@@ -39,15 +39,15 @@ if lease then
   return noticed({1, lease.token, lease.expires_at})
 end
 
-local queued = redis.call('HGET', K_WAITERS, id)
-if not queued and join then
-  -- A waiter asking again after a missed message may have been superseded.
-  local by = redis.call('HGET', K_WAITERS, 's:' .. id)
-  if by then
-    redis.call('HDEL', K_WAITERS, 's:' .. id)
-    return noticed({2, by})
-  end
+-- Queued already (asking again after a missed message), or superseded
+-- meanwhile by a newer newest_wins request.
+local found = redis.call('HMGET', K_WAITERS, id, 's:' .. id)
+local queued, by = found[1], found[2]
+if not queued and by and join then
+  redis.call('HDEL', K_WAITERS, 's:' .. id)
+  return noticed({2, by})
 end
+local ticket = 0
 if not queued then
   if holders() + waiting() < limit then
     local token, full = write_lease(id, ttl, limit, owner, false)
@@ -55,6 +55,7 @@ if not queued then
     return noticed({1, token, full})
   end
   if join then
+    local superseded = false
     if newest then
       local older = redis.call('HGET', K_WAITERS, 'newest')
       local packed = older and redis.call('HGET', K_WAITERS, older)
@@ -63,35 +64,43 @@ if not queued then
         redis.call('HSET', K_WAITERS, 's:' .. older, owner)
         redis.call(NAME_PUBLISH, NAME_CHANNEL, 's ' .. older_tag .. ' ' .. owner)
         event('left', older_owner)
+        superseded = true
       end
     end
-    local ticket = next_token(LINE_TTL_MS)
+    ticket = next_token(LINE_TTL_MS)
     local flag = newest and '1' or '0'
-    redis.call('ZADD', K_QUEUE, ticket, id)
+    redis.call('ZADD', K_QUEUE, num(ticket), id)
     redis.call('HSET', K_WAITERS, id, num(ticket) .. '|' .. tag .. '|' .. instance .. '|' ..
       num(ttl) .. '|' .. num(limit) .. '|' .. num(now_ms) .. '|' .. flag .. '|' .. owner)
     if newest then
       redis.call('HSET', K_WAITERS, 'newest', id)
     end
-    redis.call('ZADD', K_BYINST, 0, instance .. '|' .. id)
-    redis.call('ZADD', K_INSTANCES, now_ms + ALIVE_MS, instance)
+    redis.call('ZADD', K_BYINST, '0', instance .. '|' .. id)
+    redis.call('ZADD', K_INSTANCES, num(now_ms + ALIVE_MS), instance)
     event('queued', owner)
-    -- Superseded waiters ahead may have left room.
-    serve_line()
-    lease = live_lease(id)
-    if lease then
-      confirm(id, lease)
-      touch_line()
-      return noticed({1, lease.token, lease.expires_at})
+    touch_line()
+    -- A superseded waiter ahead may have left room (nothing else changed
+    -- since the line was served above).
+    if superseded then
+      serve_line()
+      lease = live_lease(id)
+      if lease then
+        confirm(id, lease)
+        return noticed({1, lease.token, lease.expires_at})
+      end
     end
     queued = true
   end
+elseif join then
+  -- Its keep-alive keeps the line's keys; this call is that instance's too.
+  touch_line()
 end
-touch_line()
 
-local ticket, position = 0, 0
+local position = 0
 if queued then
-  ticket = tonumber(redis.call('ZSCORE', K_QUEUE, id))
+  if ticket == 0 then
+    ticket = tonumber(redis.call('ZSCORE', K_QUEUE, id))
+  end
   position = redis.call('ZRANK', K_QUEUE, id) + 1
 end
 local expires_in, first_owner = next_expiry()

@@ -14,7 +14,7 @@ if count == 0 then
   serve_line()
   return noticed({0})
 end
-local shown = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. now_ms, '+inf', 'LIMIT', 0, 100)
+local shown = redis.call('ZRANGEBYSCORE', K_LEASES, AFTER_NOW, '+inf', 'LIMIT', '0', '100')
 local limit = redis.call('HGET', K_OWNERS, 'limit')
 local announced = {}
 for _, id in ipairs(shown) do
@@ -27,7 +27,7 @@ end
 redis.call('UNLINK', K_LEASES, K_OWNERS)
 if limit then
   redis.call('HSET', K_OWNERS, 'limit', limit)
-  redis.call('PEXPIRE', K_OWNERS, LINE_TTL_MS + FENCE_SLACK_MS)
+  redis.call('PEXPIRE', K_OWNERS, num(LINE_TTL_MS + FENCE_SLACK_MS))
 end
 for _, lease in ipairs(announced) do
   event('force-released', lease[1], lease[2])

@@ -68,6 +68,11 @@ local MAX_SAFE = 9007199254740991 -- 2^53 - 1: Lua numbers are exact up to here
 local clock = redis.call('TIME')
 local now_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local now_ms = math.floor(now_us / 1000)
+-- Arguments go to Redis as strings: Redis 7.0 formats a Lua number with
+-- "%.17g", which costs more than the command it is an argument of.
+local NOW_MS = string.format('%d', now_ms)
+-- The exclusive lower bound of live expiries, as ZRANGEBYSCORE takes it.
+local AFTER_NOW = '(' .. NOW_MS
 
 local function num(n)
   return string.format('%d', n)
@@ -96,15 +101,30 @@ local function noticed(reply)
 end
 
 local function holders()
-  return redis.call('ZCOUNT', K_LEASES, '(' .. now_ms, '+inf')
+  return redis.call('ZCOUNT', K_LEASES, AFTER_NOW, '+inf')
 end
 
 local function waiting()
   return redis.call('ZCARD', K_QUEUE)
 end
 
--- One JSON change event on the events channel; lease ids never appear.
+-- Whether anyone listens on the events channel: asked once per call, and only
+-- when there is an event to publish. A cluster always publishes: a node counts
+-- only its own subscribers, and PUBLISH reaches every node's.
+local WATCHED
+local function watched()
+  if WATCHED == nil then
+    WATCHED = NAME_PUBLISH == 'SPUBLISH' or redis.call('PUBSUB', 'NUMSUB', EVENTS)[2] > 0
+  end
+  return WATCHED
+end
+
+-- One JSON change event on the events channel, while anyone listens; lease
+-- ids never appear.
 local function event(what, owner, token)
+  if not watched() then
+    return
+  end
   local json = '{"event":"' .. what .. '","kind":"' .. KIND .. '","name":' .. cjson.encode(NAME)
   if owner and owner ~= '' then
     json = json .. ',"owner":' .. cjson.encode(owner)
@@ -120,14 +140,24 @@ end
 
 local function extend(key, ms)
   if redis.call('PTTL', key) < ms then
-    redis.call('PEXPIRE', key, ms)
+    redis.call('PEXPIRE', key, num(ms))
+  end
+end
+
+-- Leases and owners live at least `ms` more. They are written together and
+-- always given the same TTL together, so the leases' TTL speaks for both
+-- (owners outlives an emptied leases zset, never the other way round).
+local function extend_leases(ms)
+  if redis.call('PTTL', K_LEASES) < ms then
+    redis.call('PEXPIRE', K_LEASES, num(ms))
+    redis.call('PEXPIRE', K_OWNERS, num(ms))
   end
 end
 
 -- The line's keys live LINE_TTL_MS past the last touch.
 local function touch_line()
   for _, key in ipairs({K_QUEUE, K_WAITERS, K_BYINST, K_INSTANCES}) do
-    redis.call('PEXPIRE', key, LINE_TTL_MS)
+    redis.call('PEXPIRE', key, num(LINE_TTL_MS))
   end
 end
 
@@ -140,7 +170,7 @@ local function next_token(lives_ms)
   if token > MAX_SAFE then
     error({err = 'BATON fencing counter past 2^53: tokens can no longer grow exactly'})
   end
-  redis.call('SET', K_FENCE, num(token), 'PX', lives_ms + FENCE_SLACK_MS)
+  redis.call('SET', K_FENCE, num(token), 'PX', num(lives_ms + FENCE_SLACK_MS))
   return token
 end
 
@@ -167,7 +197,7 @@ end
 -- The waiter's instance has answered its client: the lease gets its full expiry.
 local function confirm(id, lease)
   if lease.provisional then
-    redis.call('ZADD', K_LEASES, 'XX', lease.expires_at, id)
+    redis.call('ZADD', K_LEASES, 'XX', num(lease.expires_at), id)
     redis.call('HSET', K_OWNERS, id, num(lease.token) .. '|' .. num(lease.ttl) .. '|' ..
       num(lease.limit) .. '|0|' .. lease.owner)
     lease.provisional = false
@@ -182,11 +212,10 @@ local function write_lease(id, ttl, limit, owner, provisional)
   if provisional then
     expires, marker = math.min(full, now_ms + CONFIRM_MS), num(full)
   end
-  redis.call('ZADD', K_LEASES, expires, id)
+  redis.call('ZADD', K_LEASES, num(expires), id)
   redis.call('HSET', K_OWNERS, id, num(token) .. '|' .. num(ttl) .. '|' .. num(limit) .. '|' ..
     marker .. '|' .. owner, 'limit', num(limit))
-  extend(K_LEASES, ttl + LINE_TTL_MS)
-  extend(K_OWNERS, ttl + LINE_TTL_MS)
+  extend_leases(ttl + LINE_TTL_MS)
   return token, full, expires
 end
 
@@ -206,7 +235,7 @@ end
 -- grants, and the batch bounds one call; holders() counts live leases only,
 -- so a lease left for a later call is never mistaken for a live one.
 local function end_expired()
-  local gone = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now_ms, 'LIMIT', 0, PRUNE_BATCH)
+  local gone = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW_MS, 'LIMIT', '0', num(PRUNE_BATCH))
   for i = 1, #gone do
     local packed = redis.call('HGET', K_OWNERS, gone[i])
     redis.call('ZREM', K_LEASES, gone[i])
@@ -223,7 +252,7 @@ end
 -- Waiters of instances that stopped keeping them alive leave the line; at
 -- most PRUNE_BATCH per call.
 local function drop_dead_instances()
-  local dead = redis.call('ZRANGEBYSCORE', K_INSTANCES, '-inf', now_ms, 'LIMIT', 0, 10)
+  local dead = redis.call('ZRANGEBYSCORE', K_INSTANCES, '-inf', NOW_MS, 'LIMIT', '0', '10')
   local budget = PRUNE_BATCH
   for _, instance in ipairs(dead) do
     local members = redis.call('ZRANGEBYLEX', K_BYINST, '[' .. instance .. '|',
@@ -261,7 +290,7 @@ local function serve_line()
     end
     batch = 1
   end
-  local head = redis.call('ZRANGE', K_QUEUE, 0, batch - 1)
+  local head = redis.call('ZRANGE', K_QUEUE, '0', num(batch - 1))
   for i, id in ipairs(head) do
     if held + i - 1 >= 100000 then
       break
@@ -282,24 +311,19 @@ local function serve_line()
   end
 end
 
--- Ends the live lease `id` (released or force-released): wakes the line.
-local function end_lease(id, what)
-  local packed = redis.call('HGET', K_OWNERS, id)
+-- Ends the live `lease` of `id` (live_lease()), released or force-released.
+local function end_lease(id, lease, what)
   redis.call('ZREM', K_LEASES, id)
   redis.call('HDEL', K_OWNERS, id)
-  if packed then
-    local token, _, _, _, owner = unpack_lease(packed)
-    event(what, owner, tonumber(token))
-    return tonumber(token), owner
-  end
-  return 0, ''
+  event(what, lease.owner, lease.token)
+  return lease.token, lease.owner
 end
 
 -- Appends the live leases that expire first (at most 100) to `reply`: their
 -- count n, then token, expires_in_ms and owner ("" none) of each. A
 -- provisional grant shows its full expiry.
 local function append_leases(reply)
-  local live = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. now_ms, '+inf', 'WITHSCORES', 'LIMIT', 0, 100)
+  local live = redis.call('ZRANGEBYSCORE', K_LEASES, AFTER_NOW, '+inf', 'WITHSCORES', 'LIMIT', '0', '100')
   reply[#reply + 1] = #live / 2
   for i = 1, #live, 2 do
     local packed = redis.call('HGET', K_OWNERS, live[i]) or '0|0|0|0|'
@@ -317,7 +341,7 @@ end
 
 -- The earliest live expiry, in ms from now, and its owner; -1 and "" when none.
 local function next_expiry()
-  local first = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. now_ms, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local first = redis.call('ZRANGEBYSCORE', K_LEASES, AFTER_NOW, '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
   if #first == 0 then
     return -1, ''
   end

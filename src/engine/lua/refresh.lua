@@ -20,11 +20,10 @@ if ARGV[7] ~= '' then
 end
 local expires_at = now_ms + ttl
 local current = tonumber(redis.call('ZSCORE', K_LEASES, id))
-redis.call('ZADD', K_LEASES, 'XX', expires_at, id)
+redis.call('ZADD', K_LEASES, 'XX', num(expires_at), id)
 redis.call('HSET', K_OWNERS, id, num(lease.token) .. '|' .. num(ttl) .. '|' .. num(lease.limit) ..
   '|0|' .. lease.owner)
-extend(K_LEASES, ttl + LINE_TTL_MS)
-extend(K_OWNERS, ttl + LINE_TTL_MS)
+extend_leases(ttl + LINE_TTL_MS)
 extend(K_FENCE, ttl + FENCE_SLACK_MS)
 if expires_at < current and waiting() > 0 then
   redis.call(NAME_PUBLISH, NAME_CHANNEL, 'x ' .. num(ttl))

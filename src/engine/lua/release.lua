@@ -27,11 +27,12 @@ drop_dead_instances()
 
 local code = 0
 local released_token, released_owner = 0, ''
-local packed = redis.call('HGET', K_WAITERS, id)
+local packed = false
 if mode ~= 'release' then
+  packed = redis.call('HGET', K_WAITERS, id)
   redis.call('HDEL', K_WAITERS, 's:' .. id)
 end
-if packed and mode ~= 'release' then
+if packed then
   local _, owner = remove_waiter(id, packed)
   event('left', owner)
   code = 2
@@ -42,7 +43,7 @@ else
     serve_line()
     return noticed({3, lease.token, lease.expires_at})
   elseif lease then
-    released_token, released_owner = end_lease(id, 'released')
+    released_token, released_owner = end_lease(id, lease, 'released')
     code = 1
   else
     -- An expired lease is never released, but forgotten.

@@ -9,7 +9,7 @@
 --   waiters, in the order they will be served; owner "" when none
 local reply = {holders(), tonumber(redis.call('HGET', K_OWNERS, 'limit') or '0'), waiting()}
 append_leases(reply)
-local line = redis.call('ZRANGE', K_QUEUE, 0, 99)
+local line = redis.call('ZRANGE', K_QUEUE, '0', '99')
 reply[#reply + 1] = #line
 for _, id in ipairs(line) do
   local packed = redis.call('HGET', K_WAITERS, id) or '0|0||0|0|' .. num(now_ms) .. '|0|'
