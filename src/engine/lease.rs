@@ -349,7 +349,7 @@ impl Leases {
             note_expired(self.kind, name, &reply, 3);
             return Ok(Ok((reply.uint(1)?, reply.uint(2)?)));
         }
-        note_expired(self.kind, name, &reply, 5);
+        note_expired(self.kind, name, &reply, 7);
         busy.holders = reply.uint(1)?;
         busy.waiting = reply.uint(2)?;
         busy.next_expiry_in = expiry(reply.int(3)?);

@@ -48,8 +48,12 @@ if not queued and by and join then
   return noticed({2, by})
 end
 local ticket = 0
+-- Holders, waiting and its position, once it is known that nothing changed
+-- them since they were counted.
+local counted
 if not queued then
-  if holders() + waiting() < limit then
+  local held, before = holders(), waiting()
+  if held + before < limit then
     local token, full = write_lease(id, ttl, limit, owner, false)
     event('acquired', owner, token)
     return noticed({1, token, full})
@@ -79,9 +83,12 @@ if not queued then
     redis.call('ZADD', K_INSTANCES, num(now_ms + ALIVE_MS), instance)
     event('queued', owner)
     touch_line()
+    -- Its ticket is the newest: last in line.
+    counted = {held, before + 1, before + 1}
     -- A superseded waiter ahead may have left room (nothing else changed
     -- since the line was served above).
     if superseded then
+      counted = nil
       serve_line()
       lease = live_lease(id)
       if lease then
@@ -96,12 +103,13 @@ elseif join then
   touch_line()
 end
 
-local position = 0
-if queued then
-  if ticket == 0 then
+if not counted then
+  local position = 0
+  if queued then
     ticket = tonumber(redis.call('ZSCORE', K_QUEUE, id))
+    position = redis.call('ZRANK', K_QUEUE, id) + 1
   end
-  position = redis.call('ZRANK', K_QUEUE, id) + 1
+  counted = {holders(), waiting(), position}
 end
 local expires_in, first_owner = next_expiry()
-return noticed({0, holders(), waiting(), expires_in, first_owner, ticket, position})
+return noticed({0, counted[1], counted[2], expires_in, first_owner, ticket, counted[3]})

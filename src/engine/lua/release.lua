@@ -15,8 +15,9 @@
 --       1  released a live lease
 --       2  left the line
 --       0  nothing: no live lease, not in line
---   with the name's state afterwards: live leases, queued requests, and the
---   time left and owner of the lease that ends first (-1 and "" when none);
+--   with the name's state afterwards ("give-up" only; 0, 0, -1 and "" for
+--   the others): live leases, queued requests, and the time left and owner
+--   of the lease that ends first (-1 and "" when none);
 --   then the fencing token and owner of the lease released (0 and "" unless
 --   code 1), for the audit line;
 --   each followed by the expired leases it noticed (line.lua: noticed())
@@ -52,5 +53,9 @@ else
   end
 end
 serve_line()
+if mode ~= 'give-up' then
+  -- The name's state matters only to a waiter that gives up (its 409).
+  return noticed({code, 0, 0, -1, '', released_token, released_owner})
+end
 local expires_in, owner = next_expiry()
 return noticed({code, holders(), waiting(), expires_in, owner, released_token, released_owner})
