@@ -98,6 +98,18 @@ impl Status {
     }
 }
 
+/// Whether an acquisition call queues when busy, and whether it is the first
+/// call with its id (a fresh id has no lease and no place in line yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Join {
+    /// Answer at once when busy (`wait_ms` 0); the only call with its id.
+    No,
+    /// Queue when busy; the first call with its id.
+    First,
+    /// Queue when busy, or find the place or lease an earlier call made.
+    Again,
+}
+
 /// The outcome of one acquire script call.
 enum Attempt {
     Acquired {
@@ -241,7 +253,10 @@ impl Leases {
         if wait.is_zero() {
             *attempts += 1;
             return Ok(
-                match self.try_acquire(name, id, limit, request, 0, false).await? {
+                match self
+                    .try_acquire(name, id, limit, request, 0, Join::No)
+                    .await?
+                {
                     Attempt::Acquired {
                         token,
                         expires_at_ms,
@@ -264,7 +279,12 @@ impl Leases {
         let mut backoff = Duration::from_millis(50);
         let mut busy = loop {
             *attempts += 1;
-            match self.try_acquire(name, id, limit, request, tag, true).await {
+            let join = if *attempts == 1 {
+                Join::First
+            } else {
+                Join::Again
+            };
+            match self.try_acquire(name, id, limit, request, tag, join).await {
                 Ok(Attempt::Acquired {
                     token,
                     expires_at_ms,
@@ -314,7 +334,10 @@ impl Leases {
                 }
                 Notice::Recheck => {
                     *attempts += 1;
-                    match self.try_acquire(name, id, limit, request, tag, true).await {
+                    match self
+                        .try_acquire(name, id, limit, request, tag, Join::Again)
+                        .await
+                    {
                         Ok(Attempt::Acquired {
                             token,
                             expires_at_ms,
@@ -357,6 +380,9 @@ impl Leases {
         Ok(Err(Refusal::Busy(busy)))
     }
 
+    /// One call of `acquire.lua`; `join` says whether it queues when busy,
+    /// and whether the id may be known already (a call that may have run
+    /// before), which only then is looked up.
     async fn try_acquire(
         &self,
         name: &Name,
@@ -364,7 +390,7 @@ impl Leases {
         limit: Limit,
         request: &AcquireRequest,
         tag: u64,
-        join: bool,
+        join: Join,
     ) -> Result<Attempt, Error> {
         let mut call = self.call(&scripts::ACQUIRE, name);
         call.arg(id.expose())
@@ -373,8 +399,9 @@ impl Leases {
             .arg(limit.get())
             .arg(request.ttl.as_ms())
             .arg(request.owner.as_ref().map_or("", Owner::as_str))
-            .arg(u8::from(join))
-            .arg(u8::from(request.newest_wins));
+            .arg(u8::from(join != Join::No))
+            .arg(u8::from(request.newest_wins))
+            .arg(u8::from(join == Join::Again));
         let reply = self.eval(&call).await?;
         if reply.int(0)? == 2 {
             note_expired(self.kind, name, &reply, 2);

@@ -8,6 +8,8 @@
 -- ARGV[11] owner label, "" for none
 -- ARGV[12] 1: join the line when busy (the caller waits); 0: do not queue
 -- ARGV[13] 1: newest_wins (joining makes the queued newest_wins waiter leave)
+-- ARGV[14] 1: the id may be known (an earlier call with it may have run);
+--          0: a fresh id, which holds no lease and has no place in line
 --
 -- Replies
 --   {1, fencing_token, expires_at_ms}
@@ -27,25 +29,27 @@
 -- so it never overtakes a queued waiter.
 local id, tag, instance = ARGV[6], ARGV[7], ARGV[8]
 local limit, ttl, owner = tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
-local join, newest = ARGV[12] == '1', ARGV[13] == '1'
+local join, newest, known = ARGV[12] == '1', ARGV[13] == '1', ARGV[14] == '1'
 
 end_expired()
 drop_dead_instances()
 serve_line()
 
-local lease = live_lease(id)
-if lease then
-  confirm(id, lease)
-  return noticed({1, lease.token, lease.expires_at})
-end
-
--- Queued already (asking again after a missed message), or superseded
--- meanwhile by a newer newest_wins request.
-local found = redis.call('HMGET', K_WAITERS, id, 's:' .. id)
-local queued, by = found[1], found[2]
-if not queued and by and join then
-  redis.call('HDEL', K_WAITERS, 's:' .. id)
-  return noticed({2, by})
+local lease, queued, by = nil, false, false
+if known then
+  lease = live_lease(id)
+  if lease then
+    confirm(id, lease)
+    return noticed({1, lease.token, lease.expires_at})
+  end
+  -- Queued already (asking again after a missed message), or superseded
+  -- meanwhile by a newer newest_wins request.
+  local found = redis.call('HMGET', K_WAITERS, id, 's:' .. id)
+  queued, by = found[1], found[2]
+  if not queued and by and join then
+    redis.call('HDEL', K_WAITERS, 's:' .. id)
+    return noticed({2, by})
+  end
 end
 local ticket = 0
 -- Holders, waiting and its position, once it is known that nothing changed
@@ -111,5 +115,6 @@ if not counted then
   end
   counted = {holders(), waiting(), position}
 end
-local expires_in, first_owner = next_expiry()
+-- A waiter that joined needs only the time; a refusal names the owner too.
+local expires_in, first_owner = next_expiry(not join)
 return noticed({0, counted[1], counted[2], expires_in, first_owner, ticket, counted[3]})

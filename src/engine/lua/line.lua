@@ -339,11 +339,15 @@ local function append_leases(reply)
   return reply
 end
 
--- The earliest live expiry, in ms from now, and its owner; -1 and "" when none.
-local function next_expiry()
+-- The earliest live expiry, in ms from now, and its owner (not looked up,
+-- "", when `with_owner` is false); -1 and "" when none.
+local function next_expiry(with_owner)
   local first = redis.call('ZRANGEBYSCORE', K_LEASES, AFTER_NOW, '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
   if #first == 0 then
     return -1, ''
+  end
+  if with_owner == false then
+    return tonumber(first[2]) - now_ms, ''
   end
   local packed = redis.call('HGET', K_OWNERS, first[1])
   local owner = ''
