@@ -8,8 +8,9 @@
 //! the last one leaves: ONE dedicated subscription whatever the number of
 //! watchers, each event handed to them through a [`tokio::sync::broadcast`]
 //! channel, so Redis's cost does not grow with watchers, and is nothing at
-//! all while nobody watches. Events are parsed into [`ChangeEvent`], which has no field for a
-//! lease id, so none can reach a watcher even if a script sent one.
+//! all while nobody watches. Events are parsed into [`ChangeEvent`], which
+//! has no field for a lease id, so none can reach a watcher even if a script
+//! sent one.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -286,6 +287,7 @@ impl Watch {
     }
 }
 
+/// Sleeps until `at`; forever without one.
 async fn sleep_until(at: Option<Instant>) {
     if let Some(at) = at {
         tokio::time::sleep_until(at).await;
