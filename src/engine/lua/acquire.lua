@@ -33,7 +33,7 @@ local join, newest, known = ARGV[12] == '1', ARGV[13] == '1', ARGV[14] == '1'
 
 end_expired()
 drop_dead_instances()
-serve_line()
+local held = serve_line()
 
 local lease, queued, by = nil, false, false
 if known then
@@ -56,7 +56,8 @@ local ticket = 0
 -- them since they were counted.
 local counted
 if not queued then
-  local held, before = holders(), waiting()
+  -- Nothing changed the holders since the line was served.
+  local before = waiting()
   if held + before < limit then
     local token, full = write_lease(id, ttl, limit, owner, false)
     event('acquired', owner, token)

@@ -281,15 +281,17 @@ end
 -- holders or still waiters either way). A lock looks at the head only; a
 -- semaphore at the first SCAN_BATCH waiters, so one call stays bounded.
 -- Each grant is published to the waiter's instance on the name's channel.
+-- Returns the live leases afterwards (holders()).
 local function serve_line()
   local held = holders()
   local batch = SCAN_BATCH
   if KIND == 'lock' then
     if held > 0 then
-      return
+      return held
     end
     batch = 1
   end
+  local granted = 0
   local head = redis.call('ZRANGE', K_QUEUE, '0', num(batch - 1))
   for i, id in ipairs(head) do
     if held + i - 1 >= 100000 then
@@ -304,11 +306,13 @@ local function serve_line()
         redis.call(NAME_PUBLISH, NAME_CHANNEL, 'g ' .. tag .. ' ' .. num(token) .. ' ' .. num(full) ..
           ' ' .. num(expires - now_ms))
         event('acquired', owner, token)
+        granted = granted + 1
       end
     else
       redis.call('ZREM', K_QUEUE, id)
     end
   end
+  return held + granted
 end
 
 -- Ends the live `lease` of `id` (live_lease()), released or force-released.
