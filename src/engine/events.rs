@@ -32,6 +32,8 @@ const BACKLOG: usize = 1024;
 /// How long the subscription outlives the last watcher, so that watchers
 /// that come and go (acquisitions that report progress) do not make it churn.
 const LINGER: Duration = Duration::from_secs(10);
+/// How long a new watch waits for the subscription before it reads anything.
+const SUBSCRIBE_WAIT: Duration = Duration::from_secs(2);
 
 /// What happened to a lock or semaphore.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -178,12 +180,14 @@ impl Events {
         })
     }
 
-    /// Waits up to `limit` for the subscription to be up; whether it is. A
-    /// watch waits for it before it reads anything, so that no change made
-    /// after that read goes unpublished.
-    pub async fn subscribed(&self, limit: Duration) -> bool {
+    /// Waits a little (2 s at most) for the subscription to be up; whether it
+    /// is. Changes are published only while some instance listens, so a
+    /// watch waits for it before it reads anything: no change made after that
+    /// read goes unpublished. When Redis is slow to answer, the watch goes on
+    /// anyway, and a `resync` follows once the subscription is up.
+    pub async fn subscribed(&self) -> bool {
         let mut subscribed = self.subscribed.clone();
-        tokio::time::timeout(limit, subscribed.wait_for(|up| *up))
+        tokio::time::timeout(SUBSCRIBE_WAIT, subscribed.wait_for(|up| *up))
             .await
             .is_ok_and(|r| r.is_ok())
     }

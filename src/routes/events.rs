@@ -21,9 +21,6 @@ use crate::engine::events::{ChangeEvent, Notice, ResourceKind, Watch};
 
 /// How often a comment line keeps proxies from closing an idle stream.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// How long a new stream waits for this instance's subscription to change
-/// events before it starts (they are published only while someone listens).
-pub const SUBSCRIBE_WAIT: Duration = Duration::from_secs(2);
 
 /// The `/events` route, documented.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -121,10 +118,7 @@ pub async fn events(
         .events()
         .watch(prefix)
         .map_err(|e| AppError::TooManyStreams { max: e.max })?;
-    // Changes are published only while some instance listens: the stream
-    // starts once this one does (or Redis is slow to answer: then it starts
-    // anyway, and a `resync` follows once the subscription is up).
-    state.engine.events().subscribed(SUBSCRIBE_WAIT).await;
+    state.engine.events().subscribed().await;
     let sse = Sse::new(stream(watch)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE));
     Ok((
         [

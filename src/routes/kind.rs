@@ -135,13 +135,7 @@ where
         }
     };
     if with_progress {
-        let events = state.engine.events().clone();
-        let lease = async move {
-            // The stream follows the name's changes from before the
-            // acquisition: it starts once they are published.
-            events.subscribed(super::events::SUBSCRIBE_WAIT).await;
-            progress::lease_json(&outcome.await?.1)
-        };
+        let lease = async move { progress::lease_json(&outcome.await?.1) };
         return Ok(progress::respond(&state.engine, K::LEASE_KIND, name, lease));
     }
     let (id, lease) = outcome.await?;

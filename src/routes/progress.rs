@@ -189,6 +189,11 @@ where
 {
     // Watching starts before the acquisition, so no change falls between.
     let changes = Some(engine.events().follow(name.as_str()));
+    let events = engine.events().clone();
+    let acquisition = async move {
+        events.subscribed().await;
+        acquisition.await
+    };
     let (acquisition, joins) = report_joins(acquisition);
     let progress = Progress {
         acquisition: Box::pin(acquisition),
