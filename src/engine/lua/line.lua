@@ -174,8 +174,9 @@ local function next_token(lives_ms)
   return token
 end
 
--- The live lease of `id`: token, ttl, limit, full expiry, owner, and whether it
--- is still provisional; nil when `id` holds none.
+-- The live lease of `id`: token, ttl, limit, full expiry, owner, whether it
+-- is still provisional, and its score in leases (the expiry Redis enforces);
+-- nil when `id` holds none.
 local function live_lease(id)
   local score = redis.call('ZSCORE', K_LEASES, id)
   if not score or tonumber(score) <= now_ms then
@@ -191,7 +192,8 @@ local function live_lease(id)
     full = score
   end
   return {token = tonumber(token), ttl = tonumber(ttl), limit = tonumber(limit),
-    expires_at = tonumber(full), owner = owner, provisional = provisional}
+    expires_at = tonumber(full), owner = owner, provisional = provisional,
+    score = tonumber(score)}
 end
 
 -- The waiter's instance has answered its client: the lease gets its full expiry.

@@ -19,7 +19,7 @@ if ARGV[7] ~= '' then
   ttl = tonumber(ARGV[7])
 end
 local expires_at = now_ms + ttl
-local current = tonumber(redis.call('ZSCORE', K_LEASES, id))
+local current = lease.score
 redis.call('ZADD', K_LEASES, 'XX', num(expires_at), id)
 redis.call('HSET', K_OWNERS, id, num(lease.token) .. '|' .. num(ttl) .. '|' .. num(lease.limit) ..
   '|0|' .. lease.owner)
