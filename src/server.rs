@@ -35,8 +35,6 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{Response, Version};
-use axum::routing::future::RouteFuture;
-use axum::Router;
 use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -49,6 +47,11 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use crate::config::Settings;
+
+/// The whole HTTP service, as the accept loop calls it: one boxed future per
+/// request, and nothing else kept for it (a router's future would keep room
+/// for a whole request).
+pub type App = tower::util::BoxCloneSyncService<Request, Response<Body>, Infallible>;
 
 /// How many requests one HTTP/2 connection may have in flight: as many waits
 /// as the default connection cap has connections.
@@ -116,7 +119,7 @@ pub fn raise_open_files_limit() -> io::Result<u64> {
     Ok(limit.rlim_cur)
 }
 
-/// Serves `router` on `listener` until `stop` is cancelled, then closes idle
+/// Serves `app` on `listener` until `stop` is cancelled, then closes idle
 /// connections at once, lets the others finish, and returns when all are
 /// closed.
 ///
@@ -124,7 +127,7 @@ pub fn raise_open_files_limit() -> io::Result<u64> {
 /// None today: accept errors are logged and retried.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    app: App,
     limits: Limits,
     stop: CancellationToken,
 ) -> io::Result<()> {
@@ -177,7 +180,7 @@ pub async fn serve(
         let open = open.clone();
         let connection = Connection {
             builder: builder.clone(),
-            router: router.clone(),
+            app: app.clone(),
             limits,
             stop: stop.clone(),
         };
@@ -224,7 +227,7 @@ fn is_connection_error(err: &io::Error) -> bool {
 /// What one connection task needs.
 struct Connection {
     builder: Arc<Builder<TokioExecutor>>,
-    router: Router,
+    app: App,
     limits: Limits,
     stop: CancellationToken,
 }
@@ -237,7 +240,7 @@ impl Connection {
             activity: activity.clone(),
         });
         let service = Tracked {
-            router: self.router,
+            app: self.app,
             activity: activity.clone(),
         };
         let conn = self.builder.serve_connection(io, service);
@@ -459,10 +462,10 @@ impl AsyncWrite for Watched {
     }
 }
 
-/// The router as hyper's service, counting the requests in flight.
+/// The app as hyper's service, counting the requests in flight.
 #[derive(Clone)]
 struct Tracked {
-    router: Router,
+    app: App,
     activity: Arc<Activity>,
 }
 
@@ -473,19 +476,20 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
         let guard = self.activity.begin(req.version());
-        let mut router = self.router.clone();
+        // Every service of the app is ready at all times.
+        let mut app = self.app.clone();
         TrackedFuture {
-            inner: router.call(req.map(Body::new)),
+            inner: app.call(req.map(Body::new)),
             guard: Some(guard),
         }
     }
 }
 
 pin_project_lite::pin_project! {
-    /// The router's future; its response body carries the request's guard.
+    /// The app's future; its response body carries the request's guard.
     struct TrackedFuture {
         #[pin]
-        inner: RouteFuture<Infallible>,
+        inner: futures_util::future::BoxFuture<'static, Result<Response<Body>, Infallible>>,
         guard: Option<Guard>,
     }
 }

@@ -11,6 +11,8 @@ use axum::http::{HeaderMap, Method, Uri};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Extension, Router};
+
+use crate::server::App;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
@@ -24,13 +26,15 @@ use crate::engine::Engine;
 use crate::openapi;
 use crate::routes::lease::unrouted;
 use crate::routes::middleware::{Deadline, RecordMetrics};
-use crate::routes::{self, dashboard, problem, AppError, AppParts, AppState, Auth, BodyLimit};
+use crate::routes::{
+    self, dashboard, problem, AppError, AppParts, AppState, Auth, BodyLimit, ResolveParked,
+};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// The whole HTTP service over `state`: a plain function, so tests can drive it.
-pub fn router(state: AppState) -> Router {
+pub fn app(state: AppState) -> App {
     let body_limit = state.settings.max_body_bytes;
     let deadline = state.settings.request_deadline();
     let auth = state.auth.clone();
@@ -61,6 +65,8 @@ pub fn router(state: AppState) -> Router {
             .layer(RecordMetrics);
     // The others wrap the router once, rather than each of its routes.
     let service = ServiceBuilder::new()
+        // A request parked in line keeps only what it needs to answer.
+        .layer(ResolveParked { body_limit })
         .layer(CatchPanicLayer::custom(|_| {
             AppError::Engine(crate::engine::Error::Protocol("panic".into())).into_response()
         }))
@@ -77,11 +83,7 @@ pub fn router(state: AppState) -> Router {
                 // A 5xx is logged once, inside the span (route, request id).
                 .on_failure(
                     |class: ServerErrorsFailureClass, latency: Duration, _: &tracing::Span| {
-                        tracing::warn!(
-                            answer = %class,
-                            latency_ms = latency.as_millis() as u64,
-                            "request failed"
-                        );
+                        crate::telemetry::request_failed(class, latency);
                     },
                 ),
         )
@@ -90,7 +92,7 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(Deadline(deadline))
         .service(routes);
-    Router::new().fallback_service(service)
+    App::new(service)
 }
 
 /// A client's `X-Request-Id` that is too long or not plain text is dropped,
@@ -121,7 +123,7 @@ pub enum StartupError {
 /// A service ready to run: bound, connected lazily to Redis, subscribed.
 pub struct Application {
     listener: TcpListener,
-    router: Router,
+    app: App,
     engine: Engine,
     limits: crate::server::Limits,
 }
@@ -168,7 +170,7 @@ impl Application {
         });
         Ok(Self {
             listener,
-            router: router(state),
+            app: app(state),
             engine,
             limits,
         })
@@ -204,7 +206,7 @@ impl Application {
             }
         };
         tokio::spawn(signal);
-        let serve = crate::server::serve(self.listener, self.router, self.limits, stop.clone());
+        let serve = crate::server::serve(self.listener, self.app, self.limits, stop.clone());
         let grace = async {
             stop.cancelled().await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;

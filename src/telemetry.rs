@@ -1,9 +1,7 @@
 //! Logs (tracing, filtered by `RUST_LOG`, default `info`, as text or JSON
 //! lines), the audit trail, Redis outages noticed once, and Prometheus metrics.
 
-use std::cell::Cell;
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
@@ -12,7 +10,6 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use metrics::{Counter, Histogram};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use tokio::task::futures::TaskLocalFuture;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
@@ -70,10 +67,10 @@ pub fn request_span(method: &Method, headers: &HeaderMap) -> tracing::Span {
         .get(REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let trace_id = headers
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok())
-        .and_then(trace_id_of);
+    span(method, request_id, trace_id_in(headers))
+}
+
+fn span(method: &Method, request_id: &str, trace_id: Option<&str>) -> tracing::Span {
     tracing::info_span!(
         "request",
         %method,
@@ -81,6 +78,82 @@ pub fn request_span(method: &Method, headers: &HeaderMap) -> tracing::Span {
         request_id,
         trace_id,
     )
+}
+
+fn trace_id_in(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(trace_id_of)
+}
+
+/// What a request's span and metrics show, kept so that the span can be
+/// made again: a request parked in line keeps this, not its live span (whose
+/// formatted fields cost a few hundred bytes), logs inside a copy of it, and
+/// is counted with it once answered.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    method: Method,
+    route: Option<axum::extract::MatchedPath>,
+    request_id: Box<str>,
+    trace_id: Option<Box<str>>,
+    /// When its handler started.
+    started: Instant,
+}
+
+impl RequestContext {
+    /// The context of the request with this head (after the request id was set).
+    pub fn of(parts: &axum::http::request::Parts) -> Self {
+        let request_id = parts
+            .headers
+            .get(REQUEST_ID)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        Self {
+            method: parts.method.clone(),
+            route: parts.extensions.get().cloned(),
+            request_id: request_id.into(),
+            trace_id: trace_id_in(&parts.headers).map(Into::into),
+            started: Instant::now(),
+        }
+    }
+
+    /// The request's id, as its span shows it.
+    pub fn request_id(&self) -> &str {
+        &self.request_id
+    }
+
+    /// How long its handler has run.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Counts the request, answered `status` after `working` of its own time.
+    pub fn record(&self, status: StatusCode, working: Duration) {
+        let route = self
+            .route
+            .as_ref()
+            .map_or("unmatched", axum::extract::MatchedPath::as_str);
+        record_request(&self.method, route, status, working);
+    }
+
+    /// A span like the request's own, route included.
+    pub fn span(&self) -> tracing::Span {
+        let span = span(&self.method, &self.request_id, self.trace_id.as_deref());
+        if let Some(route) = &self.route {
+            span.record("route", route.as_str());
+        }
+        span
+    }
+}
+
+/// Logs a request answered with a server error, once, inside its span.
+pub fn request_failed(answer: impl std::fmt::Display, latency: std::time::Duration) {
+    tracing::warn!(
+        answer = %answer,
+        latency_ms = latency.as_millis() as u64,
+        "request failed"
+    );
 }
 
 /// The request-id header, echoed in every response.
@@ -193,23 +266,6 @@ pub fn record_expired(kind: &'static str, leases: u64) {
 /// (`lock` or `semaphore`) on this instance.
 pub fn record_waiting(kind: &'static str, change: f64) {
     metrics::gauge!("baton_waiters", "kind" => kind).increment(change);
-}
-
-tokio::task_local! {
-    /// Time the current request has spent waiting in line so far.
-    static WAITED: Cell<Duration>;
-}
-
-/// Runs a request's handler, keeping count of the time it spends waiting in
-/// line ([`add_waiting_time`]); the count is the future's task-local value,
-/// taken with [`TaskLocalFuture::take_value`] once it is done.
-pub fn with_waiting_clock<F: Future>(handler: F) -> TaskLocalFuture<Cell<Duration>, F> {
-    WAITED.scope(Cell::new(Duration::ZERO), handler)
-}
-
-/// Adds to the current request's waiting time; nothing outside a request.
-pub fn add_waiting_time(waited: Duration) {
-    let _ = WAITED.try_with(|total| total.set(total.get() + waited));
 }
 
 static METRICS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();

@@ -3,13 +3,12 @@
 //! the name's keys; locks and semaphores differ only in their [`Kind`] and
 //! the limit they pass (a lock's is 1).
 
-use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::keys::Kind;
-use super::line::Notice;
+use super::line::{Notice, Registration};
 use super::reply::Reply;
 use super::scripts;
 use super::{Engine, Error};
@@ -166,205 +165,99 @@ impl Leases {
         Reply::new(self.engine.store().eval(call).await?)
     }
 
-    /// Acquires a lease on `name`, waiting in line up to `wait` while it is
-    /// busy. `Ok(Err(_))` when it was still busy at the end, or superseded.
+    /// Acquires a lease on `name`: at once, or by joining the line while it
+    /// is busy and `request.wait` is above zero. A request that joined comes
+    /// back as [`Acquiring::Queued`], whose [`Queued::outcome`] waits for its
+    /// turn; what a waiting request keeps while it waits is that small value,
+    /// not this call's state.
     ///
     /// # Errors
-    /// Redis unavailable (at the end of the wait, for a waiter), the service
-    /// shutting down, or too many waiters.
+    /// Redis unavailable, the service shutting down, or too many waiters.
     pub(crate) async fn acquire(
-        &self,
-        name: &Name,
+        self,
+        name: Name,
         limit: Limit,
         request: AcquireRequest,
-    ) -> Result<Result<Lease, Refusal>, Error> {
-        let started = std::time::Instant::now();
-        let id = LeaseId::new();
-        let undo = {
-            let leases = self.clone();
-            let name = name.clone();
-            move || {
-                let (leases, name) = (leases.clone(), name.clone());
-                async move { leases.end(&name, id, "leave").await.map(|r| r == 1) }
+    ) -> Result<Acquiring, Error> {
+        // What a request keeps while it waits for its turn to join is this
+        // future: every call it makes along the way is boxed, so that its
+        // space is not the future's.
+        let claim = Claim::new(self, name, &request);
+        let (leases, name) = (&claim.leases, &claim.name);
+        let mut attempts = 1u32;
+        if request.wait.as_duration().is_zero() {
+            let turn = leases.engine.join_turn().await;
+            let attempt = leases.try_acquire(name, claim.id, limit, &request, 0, Join::No);
+            let outcome = Box::pin(attempt).await.map(Attempt::refused_or_granted);
+            drop(turn);
+            let settled = claim.settle(limit, request, attempts, outcome);
+            return Box::pin(settled).await.map(Acquiring::Now);
+        }
+        let deadline = Instant::now() + request.wait.as_duration();
+        let registration = match leases.engine.line().register(leases.kind, name, claim.id) {
+            Ok(registration) => registration,
+            Err(err) => {
+                let settled = claim.settle(limit, request, 0, Err(err));
+                return Box::pin(settled).await.map(Acquiring::Now);
             }
         };
-        let guard = Abandon::new(
-            undo,
-            request.ttl.as_duration().max(request.wait.as_duration()),
-        );
-        let mut attempts = 0u32;
-        let outcome = self
-            .acquire_as(name, id, limit, &request, &mut attempts)
-            .await;
-        // With BATON_REDIS_WAIT_REPLICAS, a lease is answered only once the
-        // replicas have it, whether this call or a hand-off granted it; else
-        // 503, and the guard gives it back.
-        let outcome = match outcome {
-            Ok(Ok(granted)) => {
-                let mark = self.engine.keys().replication_mark(self.kind, name);
-                match self.engine.store().wait_for_replicas(&mark).await {
-                    Ok(()) => Ok(Ok(granted)),
-                    Err(err) => Err(err),
-                }
-            }
-            other => other,
-        };
-        match &outcome {
-            // Known outcomes: acquired, refused (the line left), or never tried.
-            Ok(_) | Err(Error::ShuttingDown | Error::TooManyWaiters) => guard.disarm(),
-            // The script may have run: the guard leaves in the background.
-            Err(_) => drop(guard),
-        }
-        let outcome = outcome?;
-        let kind = match self.kind {
-            Kind::Lock => Acquired::Lock,
-            Kind::Semaphore => Acquired::Semaphore,
-        };
-        record_acquisition(kind, outcome.is_ok(), attempts, started.elapsed());
-        if let Ok((token, _)) = &outcome {
-            audit(
-                "acquired",
-                self.kind.as_str(),
-                name.as_str(),
-                request.owner.as_ref().map(Owner::as_str),
-                Some(*token),
-            );
-        }
-        Ok(outcome.map(|(token, expires_at_ms)| Lease {
-            name: name.clone(),
-            id,
-            owner: request.owner,
-            limit,
-            fencing_token: token,
-            ttl: request.ttl,
-            expires_at_ms,
-        }))
-    }
-
-    async fn acquire_as(
-        &self,
-        name: &Name,
-        id: LeaseId,
-        limit: Limit,
-        request: &AcquireRequest,
-        attempts: &mut u32,
-    ) -> Result<Result<(u64, u64), Refusal>, Error> {
-        let wait = request.wait.as_duration();
-        if wait.is_zero() {
-            *attempts += 1;
-            return Ok(
-                match self
-                    .try_acquire(name, id, limit, request, 0, Join::No)
-                    .await?
-                {
-                    Attempt::Acquired {
-                        token,
-                        expires_at_ms,
-                    } => Ok((token, expires_at_ms)),
-                    Attempt::Busy { busy, .. } => Err(Refusal::Busy(busy)),
-                    Attempt::Superseded { owner } => Err(Refusal::Superseded { owner }),
-                },
-            );
-        }
-        let deadline = Instant::now() + wait;
-        let asleep = Instant::now();
-        let _waited = WaitingClock(asleep);
-        let line = self.engine.line();
-        let mut registration = line.register(self.kind, name, id)?;
-        registration.subscribed(SUBSCRIBE_WAIT).await;
-        let tag = registration.tag;
-        let shutdown = self.engine.shutdown_token();
+        Box::pin(registration.subscribed(SUBSCRIBE_WAIT)).await;
         // Join, riding out Redis errors until the wait ends: the same id and
         // tag make a repeated call find the place (or lease) the first one made.
         let mut backoff = Duration::from_millis(50);
-        let mut busy = loop {
-            *attempts += 1;
-            let join = if *attempts == 1 {
+        let outcome = loop {
+            let join = if attempts == 1 {
                 Join::First
             } else {
                 Join::Again
             };
-            match self.try_acquire(name, id, limit, request, tag, join).await {
-                Ok(Attempt::Acquired {
-                    token,
-                    expires_at_ms,
-                }) => return Ok(Ok((token, expires_at_ms))),
+            let turn = leases.engine.join_turn().await;
+            let attempt =
+                leases.try_acquire(name, claim.id, limit, &request, registration.tag, join);
+            let attempt = Box::pin(attempt).await;
+            drop(turn);
+            match attempt {
                 Ok(Attempt::Busy { busy, .. }) => {
-                    super::progress::joined(id);
-                    break busy;
+                    if let Some(expires_in) = busy.next_expiry_in {
+                        registration.expiry_in(expires_in);
+                    }
+                    return Ok(Acquiring::Queued(Box::new(Queued {
+                        claim,
+                        limit,
+                        request,
+                        registration: Some(registration),
+                        deadline,
+                        attempts,
+                    })));
                 }
-                Ok(Attempt::Superseded { owner }) => return Ok(Err(Refusal::Superseded { owner })),
+                Ok(attempt) => break Ok(attempt.refused_or_granted()),
                 Err(err @ Error::Unavailable(_)) => {
                     if Instant::now() + backoff >= deadline {
-                        return Err(err);
+                        break Err(err);
                     }
                     tracing::debug!(%err, "joining the line failed; retrying");
-                    tokio::select! {
-                        () = shutdown.cancelled() => return Err(Error::ShuttingDown),
-                        () = tokio::time::sleep(backoff) => {}
+                    if !Box::pin(leases.engine.pause(backoff)).await {
+                        break Err(Error::ShuttingDown);
                     }
                     backoff = (backoff * 2).min(Duration::from_secs(1));
+                    attempts += 1;
                 }
-                Err(err) => return Err(err),
+                Err(err) => break Err(err),
             }
         };
-        if let Some(expires_in) = busy.next_expiry_in {
-            registration.expiry_in(expires_in);
-        }
-        loop {
-            let notice = tokio::select! {
-                biased;
-                () = shutdown.cancelled() => {
-                    // Leave now, so the next in line moves up; the guard retries.
-                    let _ = self.end(name, id, "leave").await;
-                    return Err(Error::ShuttingDown);
-                }
-                notice = registration.notice() => notice,
-                () = tokio::time::sleep_until(deadline) => break,
-            };
-            match notice {
-                Notice::Granted {
-                    token,
-                    expires_at_ms,
-                } => return Ok(Ok((token, expires_at_ms))),
-                Notice::Superseded { owner } => {
-                    // Takes the note of it out of the line.
-                    let _ = self.end(name, id, "leave").await;
-                    return Ok(Err(Refusal::Superseded { owner }));
-                }
-                Notice::Recheck => {
-                    *attempts += 1;
-                    match self
-                        .try_acquire(name, id, limit, request, tag, Join::Again)
-                        .await
-                    {
-                        Ok(Attempt::Acquired {
-                            token,
-                            expires_at_ms,
-                        }) => return Ok(Ok((token, expires_at_ms))),
-                        Ok(Attempt::Superseded { owner }) => {
-                            return Ok(Err(Refusal::Superseded { owner }))
-                        }
-                        Ok(Attempt::Busy { busy: now, queued }) => {
-                            if let Some(expires_in) = now.next_expiry_in {
-                                registration.expiry_in(expires_in);
-                            }
-                            busy = now;
-                            if !queued {
-                                // Pruned from the line (this instance looked dead
-                                // to Redis): the next check joins it again.
-                                tracing::debug!("a waiter rejoined the line");
-                            }
-                        }
-                        // Redis is away: keep the place and wait for the next notice.
-                        Err(Error::Unavailable(_)) => {}
-                        Err(err) => return Err(err),
-                    }
-                }
-            }
-        }
-        // The wait is over: leave the line, unless a grant came meanwhile.
         drop(registration);
+        let settled = claim.settle(limit, request, attempts, outcome);
+        Box::pin(settled).await.map(Acquiring::Now)
+    }
+
+    /// Leaves `name`'s line at the end of a wait, keeping a lease granted
+    /// meanwhile; else the refusal, with the name's state as it is now.
+    async fn give_up(
+        &self,
+        name: &Name,
+        id: LeaseId,
+        limit: Limit,
+    ) -> Result<Result<(u64, u64), Refusal>, Error> {
         let mut call = self.call(&scripts::RELEASE, name);
         call.arg(id.expose()).arg("give-up");
         let reply = self.eval(&call).await?;
@@ -373,11 +266,13 @@ impl Leases {
             return Ok(Ok((reply.uint(1)?, reply.uint(2)?)));
         }
         note_expired(self.kind, name, &reply, 7);
-        busy.holders = reply.uint(1)?;
-        busy.waiting = reply.uint(2)?;
-        busy.next_expiry_in = expiry(reply.int(3)?);
-        busy.owner = Owner::from_stored(reply.text(4)?);
-        Ok(Err(Refusal::Busy(busy)))
+        Ok(Err(Refusal::Busy(Busy {
+            holders: reply.uint(1)?,
+            limit,
+            waiting: reply.uint(2)?,
+            next_expiry_in: expiry(reply.int(3)?),
+            owner: Owner::from_stored(reply.text(4)?),
+        })))
     }
 
     /// One call of `acquire.lua`; `join` says whether it queues when busy,
@@ -561,15 +456,6 @@ impl Leases {
     }
 }
 
-/// Adds the time a request spent in line to its waiting time when dropped.
-struct WaitingClock(Instant);
-
-impl Drop for WaitingClock {
-    fn drop(&mut self) {
-        crate::telemetry::add_waiting_time(self.0.elapsed());
-    }
-}
-
 /// The audit lines and the count of the expired leases a script noticed,
 /// listed in its reply from field `at` on (`lua/line.lua`: `noticed()`).
 pub(super) fn note_expired(kind: Kind, name: &Name, reply: &Reply, at: usize) {
@@ -613,56 +499,227 @@ fn lease_from(name: &Name, id: LeaseId, reply: &Reply) -> Result<Option<Lease>, 
     }))
 }
 
-/// Undoes an acquisition unless disarmed: dropped mid-call (the client went
-/// away) or failed with the outcome unknown, the lease or the place in line
-/// might exist in Redis with nobody to answer, so it leaves in the
-/// background, retrying while Redis is unreachable for up to `give_up_after`.
-struct Abandon<F, Fut>
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: Future<Output = Result<bool, Error>> + Send + 'static,
-{
-    undo: Option<F>,
-    give_up_after: Duration,
+/// What an acquisition came to at once, or its place in line.
+pub enum Acquiring {
+    /// Acquired, or refused (busy with no wait, superseded).
+    Now(Result<Lease, Refusal>),
+    /// Queued: [`Queued::outcome`] waits for the turn.
+    Queued(Box<Queued>),
 }
 
-impl<F, Fut> Abandon<F, Fut>
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: Future<Output = Result<bool, Error>> + Send + 'static,
-{
-    fn new(undo: F, give_up_after: Duration) -> Self {
+/// A request waiting in line: what it keeps while it waits, and nothing more.
+/// Dropping it before its outcome (the client went away) leaves the line, or
+/// gives back a lease granted meanwhile.
+pub struct Queued {
+    claim: Claim,
+    limit: Limit,
+    request: AcquireRequest,
+    /// Its place in this instance's registry, until the wait ends.
+    registration: Option<Registration>,
+    deadline: Instant,
+    attempts: u32,
+}
+
+impl Queued {
+    /// The id it waits under (its lease id once granted).
+    pub fn id(&self) -> LeaseId {
+        self.claim.id
+    }
+
+    /// Waits for its turn until the deadline: the lease, or the refusal
+    /// when the name was still busy at the end (or a newer `newest_wins`
+    /// request took its place).
+    ///
+    /// # Errors
+    /// Redis unavailable at the end of the wait, or the service shutting down.
+    pub async fn outcome(mut self: Box<Self>) -> Result<Result<Lease, Refusal>, Error> {
+        // The wait works on the boxed state in place: a waiting request's
+        // future holds a pointer to it and the wait's own few locals.
+        let outcome = self.wait().await;
+        let Self {
+            claim,
+            limit,
+            request,
+            attempts,
+            ..
+        } = *self;
+        // Boxed: the wait is over, and its space need not be the waiter's.
+        Box::pin(claim.settle(limit, request, attempts, outcome)).await
+    }
+
+    /// Waits in line for a grant until the deadline, asking Redis again when
+    /// messages may have been missed; then leaves the line, unless a grant
+    /// came meanwhile.
+    async fn wait(&mut self) -> Result<Result<(u64, u64), Refusal>, Error> {
+        let (leases, name, id) = (&self.claim.leases, &self.claim.name, self.claim.id);
+        while let Some(registration) = self.registration.as_mut() {
+            let notice = tokio::select! {
+                biased;
+                notice = registration.notice() => notice,
+                () = tokio::time::sleep_until(self.deadline) => break,
+            };
+            match notice {
+                Notice::ShuttingDown => {
+                    // Leave now, so the next in line moves up; the claim retries.
+                    let _ = Box::pin(leases.end(name, id, "leave")).await;
+                    return Err(Error::ShuttingDown);
+                }
+                Notice::Granted {
+                    token,
+                    expires_at_ms,
+                } => return Ok(Ok((token, expires_at_ms))),
+                Notice::Superseded { owner } => {
+                    // Takes the note of it out of the line.
+                    let _ = Box::pin(leases.end(name, id, "leave")).await;
+                    return Ok(Err(Refusal::Superseded { owner }));
+                }
+                Notice::Recheck => {
+                    self.attempts += 1;
+                    let tag = registration.tag;
+                    let again =
+                        leases.try_acquire(name, id, self.limit, &self.request, tag, Join::Again);
+                    match Box::pin(again).await {
+                        Ok(Attempt::Busy { busy, queued }) => {
+                            if let (Some(expires_in), Some(registration)) =
+                                (busy.next_expiry_in, &self.registration)
+                            {
+                                registration.expiry_in(expires_in);
+                            }
+                            if !queued {
+                                // Pruned from the line (this instance looked dead
+                                // to Redis): the next check joins it again.
+                                tracing::debug!("a waiter rejoined the line");
+                            }
+                        }
+                        Ok(attempt) => return Ok(attempt.refused_or_granted()),
+                        // Redis is away: keep the place and wait for the next notice.
+                        Err(Error::Unavailable(_)) => {}
+                        Err(err) => return Err(err),
+                    }
+                }
+            }
+        }
+        // The wait is over: leave the line, unless a grant came meanwhile.
+        self.registration = None;
+        Box::pin(leases.give_up(name, id, self.limit)).await
+    }
+}
+
+impl Attempt {
+    /// A lease, or a refusal; a waiter that queued is neither.
+    fn refused_or_granted(self) -> Result<(u64, u64), Refusal> {
+        match self {
+            Self::Acquired {
+                token,
+                expires_at_ms,
+            } => Ok((token, expires_at_ms)),
+            Self::Busy { busy, .. } => Err(Refusal::Busy(busy)),
+            Self::Superseded { owner } => Err(Refusal::Superseded { owner }),
+        }
+    }
+}
+
+/// One acquisition under way: the lease id it acquires under (its place in
+/// line while it waits), and the undo should nobody be told its outcome.
+///
+/// Dropped before [`Claim::settle`] (the client went away) or settled with
+/// the outcome unknown (a Redis error after the script may have run), the
+/// lease or the place in line might exist in Redis with nobody to answer, so
+/// it leaves in the background, retrying while Redis is unreachable for up to
+/// the longer of the ttl and the wait.
+struct Claim {
+    leases: Leases,
+    name: Name,
+    id: LeaseId,
+    started: std::time::Instant,
+    give_up_after: Duration,
+    armed: bool,
+}
+
+impl Claim {
+    fn new(leases: Leases, name: Name, request: &AcquireRequest) -> Self {
         Self {
-            undo: Some(undo),
-            give_up_after,
+            leases,
+            name,
+            id: LeaseId::new(),
+            started: std::time::Instant::now(),
+            give_up_after: request.ttl.as_duration().max(request.wait.as_duration()),
+            armed: true,
         }
     }
 
-    /// The caller was told the outcome: nothing to undo.
-    fn disarm(mut self) {
-        self.undo = None;
+    /// The end of the acquisition: with `BATON_REDIS_WAIT_REPLICAS`, a lease
+    /// is answered only once the replicas have it, whether this request's call
+    /// or a hand-off granted it (else 503, and the lease is given back); then
+    /// its metrics and audit line, and the lease as its holder sees it.
+    async fn settle(
+        mut self,
+        limit: Limit,
+        request: AcquireRequest,
+        attempts: u32,
+        outcome: Result<Result<(u64, u64), Refusal>, Error>,
+    ) -> Result<Result<Lease, Refusal>, Error> {
+        let (kind, name) = (self.leases.kind, &self.name);
+        let outcome = match outcome {
+            Ok(Ok(granted)) => {
+                let mark = self.leases.engine.keys().replication_mark(kind, name);
+                match Box::pin(self.leases.engine.store().wait_for_replicas(&mark)).await {
+                    Ok(()) => Ok(Ok(granted)),
+                    Err(err) => Err(err),
+                }
+            }
+            other => other,
+        };
+        // Known outcomes: acquired, refused (the line left), or never tried;
+        // any other error may have left something in Redis, which the claim
+        // undoes when dropped.
+        self.armed = !matches!(
+            outcome,
+            Ok(_) | Err(Error::ShuttingDown | Error::TooManyWaiters)
+        );
+        let outcome = outcome?;
+        let acquired = match kind {
+            Kind::Lock => Acquired::Lock,
+            Kind::Semaphore => Acquired::Semaphore,
+        };
+        record_acquisition(acquired, outcome.is_ok(), attempts, self.started.elapsed());
+        if let Ok((token, _)) = &outcome {
+            audit(
+                "acquired",
+                kind.as_str(),
+                name.as_str(),
+                request.owner.as_ref().map(Owner::as_str),
+                Some(*token),
+            );
+        }
+        Ok(outcome.map(|(token, expires_at_ms)| Lease {
+            name: name.clone(),
+            id: self.id,
+            owner: request.owner,
+            limit,
+            fencing_token: token,
+            ttl: request.ttl,
+            expires_at_ms,
+        }))
     }
 }
 
-impl<F, Fut> Drop for Abandon<F, Fut>
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: Future<Output = Result<bool, Error>> + Send + 'static,
-{
+impl Drop for Claim {
     fn drop(&mut self) {
-        let Some(undo) = self.undo.take() else {
+        if !self.armed {
             return;
-        };
+        }
         let give_up_at = Instant::now() + self.give_up_after;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        let (leases, name, id) = (self.leases.clone(), self.name.clone(), self.id);
         runtime.spawn(async move {
             let mut backoff = Duration::from_millis(100);
             loop {
-                match undo().await {
+                match leases.end(&name, id, "leave").await {
                     Ok(released) => {
-                        if released {
+                        if released == 1 {
                             tracing::info!("released a lease whose requester was gone");
                         }
                         return;
@@ -773,23 +830,27 @@ pub(super) use shared_lease_ops;
 mod tests {
     use super::*;
 
-    /// A waiting request's future holds its state for the whole wait, so it
-    /// must not carry the space of the Redis calls it makes (boxed in
-    /// `Store::bounded`): about 1 KiB today, 4.4 KiB before.
-    #[tokio::test]
-    async fn an_acquisition_future_stays_small() {
-        let mut settings = crate::config::Settings::from_lookup(|_| None).unwrap();
-        settings.redis_url = "redis://127.0.0.1:1".into();
-        let engine = Engine::start(&settings).await.unwrap();
-        let leases = Leases::new(engine, Kind::Lock);
-        let name = Name::parse("x").unwrap();
-        let request = AcquireRequest {
-            ttl: Ttl::default(),
-            wait: crate::domain::WaitTime::from_ms(1000, 10_000).unwrap(),
-            owner: None,
-            newest_wins: false,
-        };
-        let size = std::mem::size_of_val(&leases.acquire(&name, Limit::ONE, request));
-        assert!(size <= 2048, "an acquisition's future is {size} bytes");
+    /// The size of the future `f` returns, without calling it.
+    fn size_of_return<A, F: FnOnce(A) -> Fut, Fut>(_: F) -> usize {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// The same for a function of four arguments.
+    fn size_of_return4<A, B, C, D, F: FnOnce(A, B, C, D) -> Fut, Fut>(_: F) -> usize {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// A waiting request keeps a [`Queued`] and the future of its outcome for
+    /// the whole wait, and the future of its acquisition while it waits for
+    /// its turn to join the line (a flood of requests may wait there): none
+    /// may carry the space of the Redis calls it makes.
+    #[test]
+    fn what_a_waiting_request_keeps_stays_small() {
+        let queued = std::mem::size_of::<Queued>();
+        assert!(queued <= 256, "a queued acquisition is {queued} bytes");
+        let waiting = size_of_return(Queued::outcome);
+        assert!(waiting <= 384, "a queued acquisition's outcome future is {waiting} bytes");
+        let joining = size_of_return4(Leases::acquire);
+        assert!(joining <= 640, "an acquisition's future is {joining} bytes");
     }
 }

@@ -41,6 +41,8 @@ pub(crate) enum Notice {
     Superseded { owner: Option<Owner> },
     /// Messages may have been missed: ask Redis again.
     Recheck,
+    /// The service is shutting down: stop waiting.
+    ShuttingDown,
 }
 
 /// One waiter, as the dispatcher needs it.
@@ -118,9 +120,12 @@ pub(crate) struct Line {
     instance: String,
     store: Store,
     keys: Keys,
-    names: Mutex<HashMap<String, NameLine>>,
+    names: Mutex<HashMap<Arc<str>, NameLine>>,
     count: AtomicUsize,
     max: usize,
+    /// Set once the service shuts down (under the `names` lock): no waiter
+    /// registers after it, and every one registered before is told.
+    closed: std::sync::atomic::AtomicBool,
     /// The instance's subscription connection (the names' channels only).
     pubsub: PubSub,
     /// Bumped each time the pub/sub connection is (re)established.
@@ -132,11 +137,11 @@ pub(crate) struct Line {
 /// A waiter's registration; dropping it takes the waiter out of the registry.
 pub(crate) struct Registration {
     line: Arc<Line>,
-    channel: String,
+    /// The name's channel, shared with the registry's key.
+    channel: Arc<str>,
     kind: Kind,
     pub tag: u64,
     mailbox: Arc<Mailbox>,
-    subscribed: watch::Receiver<u64>,
 }
 
 impl Line {
@@ -154,6 +159,7 @@ impl Line {
             store,
             keys,
             names: Mutex::default(),
+            closed: std::sync::atomic::AtomicBool::new(false),
             count: AtomicUsize::new(0),
             max,
             pubsub,
@@ -162,7 +168,26 @@ impl Line {
             tasks,
         });
         line.tasks.spawn(subscriber(line.clone(), notices));
+        line.tasks.spawn({
+            let line = line.clone();
+            async move {
+                line.shutdown.cancelled().await;
+                line.close();
+            }
+        });
         line
+    }
+
+    /// Tells every waiter that the service is shutting down, and lets no
+    /// new one register.
+    fn close(&self) {
+        let names = self.names();
+        self.closed.store(true, Ordering::Relaxed);
+        for line in names.values() {
+            for slot in line.waiters.values() {
+                slot.mailbox.post(Notice::ShuttingDown);
+            }
+        }
     }
 
     pub(crate) fn instance(&self) -> &str {
@@ -179,7 +204,7 @@ impl Line {
         self.generation.subscribe()
     }
 
-    fn names(&self) -> std::sync::MutexGuard<'_, HashMap<String, NameLine>> {
+    fn names(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, NameLine>> {
         // Every change under this lock is one insert or remove: a panic cannot
         // leave it inconsistent, so poisoning is ignored.
         self.names.lock().unwrap_or_else(|e| e.into_inner())
@@ -189,7 +214,8 @@ impl Line {
     /// is the first.
     ///
     /// # Errors
-    /// [`Error::TooManyWaiters`] when the cap is reached.
+    /// [`Error::TooManyWaiters`] when the cap is reached;
+    /// [`Error::ShuttingDown`] once the service is shutting down.
     pub(crate) fn register(
         self: &Arc<Self>,
         kind: Kind,
@@ -205,6 +231,16 @@ impl Line {
         let tag = rand_tag();
         let mailbox = Arc::new(Mailbox::default());
         let mut names = self.names();
+        if self.closed.load(Ordering::Relaxed) {
+            drop(names);
+            self.count.fetch_sub(1, Ordering::Relaxed);
+            crate::telemetry::record_waiting(kind.as_str(), -1.0);
+            return Err(Error::ShuttingDown);
+        }
+        let channel = match names.get_key_value(channel.as_str()) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::from(channel),
+        };
         let entry = names.entry(channel.clone()).or_insert_with(|| {
             let line = NameLine {
                 kind,
@@ -229,7 +265,6 @@ impl Line {
                 mailbox: mailbox.clone(),
             },
         );
-        let subscribed = entry.subscribed.subscribe();
         drop(names);
         Ok(Registration {
             line: self.clone(),
@@ -237,7 +272,6 @@ impl Line {
             kind,
             tag,
             mailbox,
-            subscribed,
         })
     }
 
@@ -327,8 +361,15 @@ impl Line {
 
 impl Registration {
     /// Resolves once the name's channel is subscribed, or after `at_most`.
-    pub(crate) async fn subscribed(&mut self, at_most: Duration) {
-        let _ = tokio::time::timeout(at_most, self.subscribed.wait_for(|g| *g > 0)).await;
+    pub(crate) async fn subscribed(&self, at_most: Duration) {
+        let subscribed = self
+            .line
+            .names()
+            .get(&self.channel)
+            .map(|line| line.subscribed.subscribe());
+        if let Some(mut subscribed) = subscribed {
+            let _ = tokio::time::timeout(at_most, subscribed.wait_for(|g| *g > 0)).await;
+        }
     }
 
     /// The next notice for this waiter.
@@ -362,7 +403,7 @@ fn rand_tag() -> u64 {
 /// The task of one name on this instance: keeps its waiters alive, confirms
 /// their grants, serves the line when a lease expires; ends (unsubscribing)
 /// when the name has no waiter and nothing to confirm.
-async fn keep_alive(line: Arc<Line>, channel: String, nudge: Arc<Notify>) {
+async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
     let Some((kind, name)) = line.names().get(&channel).map(|l| (l.kind, l.name.clone())) else {
         return;
     };
@@ -436,7 +477,7 @@ async fn keep_alive(line: Arc<Line>, channel: String, nudge: Arc<Notify>) {
         }
         call.arg(kind.as_str())
             .arg(name.as_str())
-            .arg(&channel)
+            .arg(&*channel)
             .arg(line.store.shard_publish_command())
             .arg(line.keys.events_channel())
             .arg(&line.instance);

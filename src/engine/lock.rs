@@ -1,9 +1,11 @@
 //! Locks: at most one live lease per name, each with a fencing token. A lock
 //! is the lease core with limit 1.
 
+use std::future::Future;
+
 use crate::domain::{AcquireRequest, Limit, Name};
 
-use super::lease::{shared_lease_ops, Lease, Leases, Refusal};
+use super::lease::{shared_lease_ops, Acquiring, Leases};
 use super::Error;
 
 /// Lock operations; cheap to clone.
@@ -15,18 +17,17 @@ impl Locks {
         Self(leases)
     }
 
-    /// Acquires `name`, waiting in line up to `wait` while someone else holds
-    /// it. `Ok(Err(_))` when it is still held at the end of the wait, or a
-    /// newer `newest_wins` request took this one's place.
+    /// Acquires `name`, or joins its line while someone else holds it and the
+    /// request may wait ([`Acquiring::Queued`]).
     ///
     /// # Errors
     /// Redis unavailable, the service shutting down, or too many waiters.
-    pub async fn acquire(
+    pub fn acquire(
         &self,
-        name: &Name,
+        name: Name,
         request: AcquireRequest,
-    ) -> Result<Result<Lease, Refusal>, Error> {
-        self.0.acquire(name, Limit::ONE, request).await
+    ) -> impl Future<Output = Result<Acquiring, Error>> + Send + 'static {
+        self.0.clone().acquire(name, Limit::ONE, request)
     }
 }
 

@@ -19,7 +19,7 @@ mod store;
 
 pub use error::Error;
 pub use keys::{Keys, Kind};
-pub use lease::{Busy, Holder, Lease, Refusal, Status, Waiter};
+pub use lease::{Acquiring, Busy, Holder, Lease, Queued, Refusal, Status, Waiter};
 pub use listing::{Cursor, Page, PageLimit};
 pub use lock::Locks;
 pub use pubsub::{Notice, Notices, PubSub};
@@ -63,6 +63,8 @@ struct Inner {
     /// listing page): at most [`READS_AT_ONCE`] run at once, so that a flood
     /// of them queues here instead of crowding acquisitions out of Redis.
     reads: tokio::sync::Semaphore,
+    /// Turns for an acquisition's first call (see [`JOINS_AT_ONCE`]).
+    joins: tokio::sync::Semaphore,
 }
 
 /// Reads whose cost grows with the data (a status call, or a listing page
@@ -70,6 +72,13 @@ struct Inner {
 /// is bounded (100 leases and 100 waiters a status, 100 names a page), so this
 /// bounds the Redis time they take from other work at any moment.
 pub const READS_AT_ONCE: usize = 1;
+
+/// Acquisitions whose first call runs against Redis at once, per instance;
+/// a flood of them (a CI fleet starting together, 10,000 waits opened over
+/// one HTTP/2 connection) queues here, each holding a few hundred bytes,
+/// rather than as thousands of Redis calls in flight, each holding a few
+/// kilobytes. Redis runs one script at a time anyway: this many keep it busy.
+pub const JOINS_AT_ONCE: usize = 64;
 
 impl Engine {
     /// Connects to Redis lazily and starts the background tasks (the
@@ -113,6 +122,7 @@ impl Engine {
             events,
             eviction: Arc::default(),
             reads: tokio::sync::Semaphore::new(READS_AT_ONCE),
+            joins: tokio::sync::Semaphore::new(JOINS_AT_ONCE),
         }));
         let mut connected = engine.0.line.connected();
         if tokio::time::timeout(Duration::from_secs(2), connected.wait_for(|g| *g > 0))
@@ -195,12 +205,26 @@ impl Engine {
             .expect("the read semaphore stays open")
     }
 
-    fn line(&self) -> &Arc<Line> {
-        &self.0.line
+    /// Sleeps for `pause`: `false` when the service began shutting down meanwhile.
+    pub(crate) async fn pause(&self, pause: Duration) -> bool {
+        tokio::select! {
+            () = self.0.shutdown.cancelled() => false,
+            () = tokio::time::sleep(pause) => true,
+        }
     }
 
-    fn shutdown_token(&self) -> &CancellationToken {
-        &self.0.shutdown
+    /// Waits for a turn to make an acquisition's first call.
+    pub(crate) async fn join_turn(&self) -> tokio::sync::SemaphorePermit<'_> {
+        // The semaphore is never closed.
+        self.0
+            .joins
+            .acquire()
+            .await
+            .expect("the join semaphore stays open")
+    }
+
+    fn line(&self) -> &Arc<Line> {
+        &self.0.line
     }
 }
 

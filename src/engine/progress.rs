@@ -1,38 +1,10 @@
-//! Progress of a waiting acquisition: the hook the wait loop calls once a
-//! request has joined the line, and the query of its place in it.
-//!
-//! The hook is a task-local, so only an acquisition run inside
-//! [`report_joins`] pays for it and no signature changes for the others.
+//! Progress of a waiting acquisition: the query of its place in line.
 
-use std::future::Future;
 use std::time::Duration;
-
-use tokio::sync::mpsc;
 
 use super::reply::Reply;
 use super::{scripts, Engine, Error, Holder, Kind};
 use crate::domain::{LeaseId, Name, Owner};
-
-tokio::task_local! {
-    static JOINED: mpsc::UnboundedSender<LeaseId>;
-}
-
-/// Runs `acquisition` so that it reports the id it waits under once it has
-/// joined the line; the receiver gets that id (at most once per join).
-pub fn report_joins<F: Future>(
-    acquisition: F,
-) -> (
-    impl Future<Output = F::Output>,
-    mpsc::UnboundedReceiver<LeaseId>,
-) {
-    let (sender, joins) = mpsc::unbounded_channel();
-    (JOINED.scope(sender, acquisition), joins)
-}
-
-/// Called by the wait loop when a request has joined the line under `id`.
-pub(crate) fn joined(id: LeaseId) {
-    let _ = JOINED.try_with(|joins| joins.send(id));
-}
 
 /// Where a waiter stands.
 #[derive(Debug, Clone)]
@@ -89,22 +61,5 @@ impl Engine {
             waiting: reply.uint(1)?,
             holders,
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn joins_are_reported_only_inside_the_scope() {
-        let id = LeaseId::new();
-        joined(id); // outside any scope: nobody listens, nothing breaks
-        let (run, mut joins) = report_joins(async move {
-            joined(id);
-            7
-        });
-        assert_eq!(run.await, 7);
-        assert_eq!(joins.recv().await.map(|j| j.expose()), Some(id.expose()));
     }
 }

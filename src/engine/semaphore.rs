@@ -1,9 +1,11 @@
 //! Fair counting semaphores: at most `limit` live leases per name, granted in
 //! the order in which requests reached Redis, waiters first come first served.
 
+use std::future::Future;
+
 use crate::domain::{AcquireRequest, Limit, Name};
 
-use super::lease::{shared_lease_ops, Lease, Leases, Refusal};
+use super::lease::{shared_lease_ops, Acquiring, Leases};
 use super::Error;
 
 /// Semaphore operations; cheap to clone.
@@ -15,19 +17,18 @@ impl Semaphores {
         Self(leases)
     }
 
-    /// Takes a slot of `name`, waiting in line up to `wait` while it is full.
-    /// `Ok(Err(_))` when no slot came free for it in time, or a newer
-    /// `newest_wins` request took its place.
+    /// Takes a slot of `name`, or joins its line while it is full and the
+    /// request may wait ([`Acquiring::Queued`]).
     ///
     /// # Errors
     /// Redis unavailable, the service shutting down, or too many waiters.
-    pub async fn acquire(
+    pub fn acquire(
         &self,
-        name: &Name,
+        name: Name,
         limit: Limit,
         request: AcquireRequest,
-    ) -> Result<Result<Lease, Refusal>, Error> {
-        self.0.acquire(name, limit, request).await
+    ) -> impl Future<Output = Result<Acquiring, Error>> + Send + 'static {
+        self.0.clone().acquire(name, limit, request)
     }
 }
 

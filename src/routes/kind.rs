@@ -7,10 +7,12 @@ use std::future::Future;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch};
 use axum::Extension;
 use futures_util::future::BoxFuture;
+use futures_util::future::{self, Either};
+use futures_util::{FutureExt, TryFutureExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use utoipa::openapi::header::Header;
@@ -24,12 +26,13 @@ use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 use super::lease::{created, found, released, IdPath, NamePath, Refresh};
 use super::listing::{parse_list_query, ListQuery};
 use super::problem::ProblemType;
-use super::{progress, Access, AppError, AppState, Json, JsonBody};
+use super::{progress, Access, AppError, AppState, Json, JsonBody, Parked};
 use crate::domain::{LeaseId, Name, NamePrefix, Owner, Ttl, WaitTime};
 use crate::engine::{
-    self, Cursor, LockLease, LockStatus, Locks, Page, PageLimit, Refusal, SemaphoreLease,
-    SemaphoreStatus, Semaphores,
+    self, Acquiring, Cursor, LockLease, LockStatus, Locks, Page, PageLimit, Refusal,
+    SemaphoreLease, SemaphoreStatus, Semaphores,
 };
+use crate::telemetry::RequestContext;
 
 /// A kind of lease, as the shared handlers see it: its engine, its name in
 /// paths and docs, and its response bodies. [`impl_kind!`] implements it.
@@ -70,6 +73,8 @@ pub(crate) use impl_kind;
 pub struct Acquisition<B> {
     pub name: Name,
     pub accepts_events: bool,
+    /// What its log lines show, should it wait in line (see [`Parked`]).
+    pub context: RequestContext,
     pub body: B,
 }
 
@@ -88,11 +93,13 @@ impl<B: DeserializeOwned + Default + Send + 'static> FromRequest<AppState> for A
             let (mut parts, body) = request.into_parts();
             let NamePath { name } = NamePath::from_request_parts(&mut parts, &state).await?;
             let accepts_events = progress::accepts_events(&parts.headers);
+            let context = RequestContext::of(&parts);
             let JsonBody(body) =
                 JsonBody::from_request(Request::from_parts(parts, body), &state).await?;
             Ok(Self {
                 name,
                 accepts_events,
+                context,
                 body,
             })
         })
@@ -103,43 +110,82 @@ impl<B: DeserializeOwned + Default + Send + 'static> FromRequest<AppState> for A
 /// `Location`; or, with `Accept: text/event-stream` and a wait, server-sent
 /// progress that ends in that lease or in the problem the plain request gets.
 ///
+/// A request that may wait is parked at once ([`Parked`]): it joins the line
+/// and waits in its parked rest, which keeps none of the handler's and the
+/// layers' state, so a flood of waits costs little more than the waits.
+///
 /// # Errors
 /// The problem for a refusal (held, full, superseded) or an engine error.
 ///
-/// The acquisition comes boxed: a waiting request keeps its future for the
-/// whole wait, and each `async fn` it passes through by value would otherwise
-/// hold a copy of its space.
+/// The acquisition comes boxed: each `async fn` it passes through by value
+/// would otherwise hold a copy of its space.
 pub async fn acquired<K>(
     state: AppState,
     accepts_events: bool,
     name: Name,
     wait: WaitTime,
-    acquisition: BoxFuture<'static, Result<Result<engine::Lease, Refusal>, engine::Error>>,
+    context: RequestContext,
+    acquisition: BoxFuture<'static, Result<Acquiring, engine::Error>>,
 ) -> Result<Response, AppError>
 where
     K: Kind + LeaseOps<Lease = engine::Lease>,
     K::Body: Send + 'static,
 {
-    let with_progress = progress::wanted(accepts_events, wait);
-    let outcome = {
-        let name = name.clone();
-        async move {
-            match acquisition.await? {
-                Ok(lease) => Ok((lease.id, K::Body::from(lease))),
-                Err(Refusal::Busy(busy)) => Err(AppError::busy(K::LEASE_KIND, &name, busy)),
-                Err(Refusal::Superseded { owner }) => Err(AppError::Superseded {
-                    name: name.to_string(),
-                    owner: owner.map(Owner::into_string),
-                }),
-            }
-        }
-    };
-    if with_progress {
-        let lease = async move { progress::lease_json(&outcome.await?.1) };
-        return Ok(progress::respond(&state.engine, K::LEASE_KIND, name, lease));
+    if progress::wanted(accepts_events, wait) {
+        return Ok(progress::respond(
+            &state.engine,
+            K::LEASE_KIND,
+            name.clone(),
+            acquisition,
+            move |outcome| progress::lease_json(&answer::<K>(&name, outcome)?.1),
+        ));
     }
-    let (id, lease) = outcome.await?;
-    Ok(created(&format!("{}s", K::NOUN), &name, id, lease))
+    // Combinators, not async blocks: the parked future holds the waiting
+    // future once, not twice, and the joining one only until it has joined.
+    let outcome = acquisition.and_then(|acquiring| match acquiring {
+        Acquiring::Now(outcome) => Either::Left(future::ready(Ok(outcome))),
+        Acquiring::Queued(queued) => Either::Right(queued.outcome()),
+    });
+    if wait.as_duration().is_zero() {
+        return created_or_refused::<K>(&name, outcome.await?);
+    }
+    let answer = outcome.map(move |outcome| {
+        outcome
+            .map_err(AppError::from)
+            .and_then(|outcome| created_or_refused::<K>(&name, outcome))
+            .unwrap_or_else(IntoResponse::into_response)
+    });
+    Ok(Parked::new(answer, context).into_response())
+}
+
+/// 201 with the lease and its `Location`, or the problem of the refusal.
+fn created_or_refused<K>(
+    name: &Name,
+    outcome: Result<engine::Lease, Refusal>,
+) -> Result<Response, AppError>
+where
+    K: Kind + LeaseOps<Lease = engine::Lease>,
+{
+    let (id, lease) = answer::<K>(name, outcome)?;
+    Ok(created(&format!("{}s", K::NOUN), name, id, lease))
+}
+
+/// The lease as its holder sees it, or the problem of the refusal.
+fn answer<K>(
+    name: &Name,
+    outcome: Result<engine::Lease, Refusal>,
+) -> Result<(LeaseId, K::Body), AppError>
+where
+    K: Kind + LeaseOps<Lease = engine::Lease>,
+{
+    match outcome {
+        Ok(lease) => Ok((lease.id, K::Body::from(lease))),
+        Err(Refusal::Busy(busy)) => Err(AppError::busy(K::LEASE_KIND, name, busy)),
+        Err(Refusal::Superseded { owner }) => Err(AppError::Superseded {
+            name: name.to_string(),
+            owner: owner.map(Owner::into_string),
+        }),
+    }
 }
 
 /// What the shared handlers need from the engine.

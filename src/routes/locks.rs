@@ -111,7 +111,15 @@ pub async fn acquire(
     call: Acquisition<AcquireLock>,
 ) -> Result<Response, AppError> {
     let request = call.body.request(state.settings.max_wait_ms)?;
-    let (locks, wait, name) = (state.locks.clone(), request.wait, call.name.clone());
-    let acquisition = Box::pin(async move { locks.acquire(&name, request).await });
-    kind::acquired::<Locks>(state, call.accepts_events, call.name, wait, acquisition).await
+    let wait = request.wait;
+    let acquisition = Box::pin(state.locks.acquire(call.name.clone(), request));
+    kind::acquired::<Locks>(
+        state,
+        call.accepts_events,
+        call.name,
+        wait,
+        call.context,
+        acquisition,
+    )
+    .await
 }

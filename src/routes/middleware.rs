@@ -4,7 +4,6 @@
 //! keeps its future for the whole wait, pays no allocation of its own for them
 //! (`middleware::from_fn` boxes one future per layer and request).
 
-use std::cell::Cell;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -14,11 +13,10 @@ use std::time::{Duration, Instant};
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
-use tokio::task::futures::TaskLocalFuture;
 use tokio::time::Sleep;
 use tower::{Layer, Service};
 
-use super::AppError;
+use super::{AppError, Parked};
 use crate::telemetry;
 
 /// No request runs longer than `deadline`: past it, the request's future is
@@ -82,17 +80,22 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        if let Poll::Ready(answer) = this.inner.poll(cx) {
-            return Poll::Ready(answer);
+        if let Poll::Ready(Ok(mut response)) = this.inner.poll(cx) {
+            // A parked answer keeps the deadline of its request.
+            if let Some(mut parked) = Parked::take(&mut response) {
+                parked.until(this.sleep.deadline());
+                return Poll::Ready(Ok(parked.back_into(response)));
+            }
+            return Poll::Ready(Ok(response));
         }
         ready!(this.sleep.poll(cx));
         Poll::Ready(Ok(AppError::Timeout.into_response()))
     }
 }
 
-/// Requests by route, method and status, and their duration apart from the
-/// time spent waiting in line ([`telemetry::add_waiting_time`]). Inside the
-/// router, where the matched route is known.
+/// Requests by route, method and status, and their duration. Inside the
+/// router, where the matched route is known. A request parked in line is
+/// counted by its parked rest once it answers ([`Parked::new`]).
 #[derive(Clone, Copy)]
 pub struct RecordMetrics;
 
@@ -130,7 +133,7 @@ where
             started: Instant::now(),
             method: request.method().clone(),
             route,
-            inner: telemetry::with_waiting_clock(self.0.call(request)),
+            inner: self.0.call(request),
         }
     }
 }
@@ -142,7 +145,7 @@ pin_project_lite::pin_project! {
         method: Method,
         route: Option<MatchedPath>,
         #[pin]
-        inner: TaskLocalFuture<Cell<Duration>, F>,
+        inner: F,
     }
 }
 
@@ -153,15 +156,13 @@ where
     type Output = Result<Response, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        let Ok(response) = ready!(this.inner.as_mut().poll(cx));
-        let waited = this
-            .inner
-            .take_value()
-            .map_or(Duration::ZERO, Cell::into_inner);
-        let working = this.started.elapsed().saturating_sub(waited);
-        let route = this.route.as_ref().map_or("unmatched", MatchedPath::as_str);
-        telemetry::record_request(this.method, route, response.status(), working);
+        let this = self.project();
+        let Ok(response) = ready!(this.inner.poll(cx));
+        if !Parked::is_placeholder(&response) {
+            let route = this.route.as_ref().map_or("unmatched", MatchedPath::as_str);
+            let working = this.started.elapsed();
+            telemetry::record_request(this.method, route, response.status(), working);
+        }
         Poll::Ready(Ok(response))
     }
 }

@@ -13,14 +13,15 @@ use std::pin::Pin;
 use axum::http::{header, HeaderMap};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::AppError;
 use crate::domain::{LeaseId, Name, Owner, WaitTime};
 use crate::engine::events::{Notice, ResourceKind, Watch};
-use crate::engine::progress::{report_joins, Place};
-use crate::engine::{Engine, Kind};
+use crate::engine::progress::Place;
+use crate::engine::{Acquiring, Engine, Kind, Lease, Refusal};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`
 /// and a wait (without one there is nothing to report).
@@ -181,20 +182,34 @@ fn final_event(outcome: Outcome) -> Event {
     }
 }
 
-/// Answers an acquisition with progress events: `acquisition` resolves to the
-/// lease body, or to the error the plain request would have answered.
-pub fn respond<F>(engine: &Engine, kind: Kind, name: Name, acquisition: F) -> Response
+/// Answers an acquisition with progress events: `acquisition` joins the line
+/// (or acquires at once), and `answer` turns its outcome into the lease body
+/// or the error the plain request would have answered.
+pub fn respond<A>(
+    engine: &Engine,
+    kind: Kind,
+    name: Name,
+    acquisition: BoxFuture<'static, Result<Acquiring, crate::engine::Error>>,
+    answer: A,
+) -> Response
 where
-    F: Future<Output = Outcome> + Send + 'static,
+    A: FnOnce(Result<Lease, Refusal>) -> Outcome + Send + 'static,
 {
     // Watching starts before the acquisition, so no change falls between.
     let changes = Some(engine.events().follow(name.as_str()));
     let events = engine.events().clone();
+    let (joined, joins) = mpsc::unbounded_channel();
     let acquisition = async move {
         events.subscribed().await;
-        acquisition.await
+        let outcome = match acquisition.await? {
+            Acquiring::Now(outcome) => outcome,
+            Acquiring::Queued(queued) => {
+                let _ = joined.send(queued.id());
+                queued.outcome().await?
+            }
+        };
+        answer(outcome)
     };
-    let (acquisition, joins) = report_joins(acquisition);
     let progress = Progress {
         acquisition: Box::pin(acquisition),
         joins,

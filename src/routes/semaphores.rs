@@ -151,7 +151,15 @@ pub async fn acquire(
     call: Acquisition<AcquireSemaphore>,
 ) -> Result<Response, AppError> {
     let (limit, request) = call.body.parse(state.settings.max_wait_ms)?;
-    let (semaphores, wait, name) = (state.semaphores.clone(), request.wait, call.name.clone());
-    let acquisition = Box::pin(async move { semaphores.acquire(&name, limit, request).await });
-    kind::acquired::<Semaphores>(state, call.accepts_events, call.name, wait, acquisition).await
+    let wait = request.wait;
+    let acquisition = Box::pin(state.semaphores.acquire(call.name.clone(), limit, request));
+    kind::acquired::<Semaphores>(
+        state,
+        call.accepts_events,
+        call.name,
+        wait,
+        call.context,
+        acquisition,
+    )
+    .await
 }
