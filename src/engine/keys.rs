@@ -40,15 +40,7 @@ pub struct Keys {
 
 /// The suffixes of one name's keys, in the order every script takes them
 /// (`lua/line.lua` documents each).
-const LINE_KEYS: [&str; 7] = [
-    "leases",
-    "owners",
-    "queue",
-    "waiters",
-    "byinst",
-    "instances",
-    "fence",
-];
+const LINE_KEYS: [&str; 6] = ["leases", "owners", "queue", "byinst", "instances", "notes"];
 
 impl Keys {
     pub fn new(prefix: impl Into<String>) -> Self {
@@ -63,7 +55,7 @@ impl Keys {
     }
 
     /// The keys of `name`, in the order every script takes them as KEYS.
-    pub fn line(&self, kind: Kind, name: &Name) -> [String; 7] {
+    pub fn line(&self, kind: Kind, name: &Name) -> [String; 6] {
         let stem = self.stem(kind, name);
         LINE_KEYS.map(|suffix| format!("{stem}:{suffix}"))
     }
@@ -126,7 +118,7 @@ mod tests {
         let name = Name::parse("deploy").unwrap();
         let line = keys.line(Kind::Lock, &name);
         assert_eq!(line[0], "baton:{lock:deploy}:leases");
-        assert_eq!(line[6], "baton:{lock:deploy}:fence");
+        assert_eq!(line[5], "baton:{lock:deploy}:notes");
         assert!(line.iter().all(|k| k.starts_with("baton:{lock:deploy}:")));
         assert_eq!(
             keys.name_channel(Kind::Semaphore, &name),

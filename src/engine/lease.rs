@@ -146,23 +146,26 @@ impl Leases {
         self.kind
     }
 
-    /// One script over `name`'s keys, with the four arguments every script takes.
+    /// One script over `name`'s keys, with the arguments every script takes.
     fn call<'a>(&self, script: &'a redis::Script, name: &Name) -> redis::ScriptInvocation<'a> {
-        let keys = self.engine.keys();
-        let mut call = script.prepare_invoke();
-        for key in keys.line(self.kind, name) {
-            call.key(key);
-        }
-        call.arg(self.kind.as_str())
-            .arg(name.as_str())
-            .arg(keys.name_channel(self.kind, name))
-            .arg(self.engine.store().shard_publish_command())
-            .arg(keys.events_channel());
-        call
+        let engine = &self.engine;
+        scripts::invocation(
+            script,
+            engine.keys(),
+            self.kind,
+            name,
+            engine.store().shard_publish_command(),
+            engine.line().instance(),
+        )
     }
 
     async fn eval(&self, call: &redis::ScriptInvocation<'_>) -> Result<Reply, Error> {
         Reply::new(self.engine.store().eval(call).await?)
+    }
+
+    /// Hears what a serving script's reply ends with, from field `at` on.
+    fn heard(&self, name: &Name, reply: &Reply, at: usize) {
+        self.engine.line().heard(self.kind, name, reply, at);
     }
 
     /// Acquires a lease on `name`: at once, or by joining the line while it
@@ -182,28 +185,31 @@ impl Leases {
         // What a request keeps while it waits for its turn to join is this
         // future: every call it makes along the way is boxed, so that its
         // space is not the future's.
-        let claim = Claim::new(self, name, &request);
+        let claim = Claim::new(self, name, limit, request);
         let (leases, name) = (&claim.leases, &claim.name);
         let mut attempts = 1u32;
-        if request.wait.as_duration().is_zero() {
+        if claim.request.wait.as_duration().is_zero() {
             let turn = leases.engine.join_turn().await;
-            let attempt = leases.try_acquire(name, claim.id, limit, &request, 0, Join::No);
+            let attempt = leases.try_acquire(name, claim.waiter(), Join::No);
             let outcome = Box::pin(attempt).await.map(Attempt::refused_or_granted);
             drop(turn);
-            let settled = claim.settle(limit, request, attempts, outcome);
-            return Box::pin(settled).await.map(Acquiring::Now);
+            return Box::pin(claim.settle(attempts, outcome))
+                .await
+                .map(Acquiring::Now);
         }
-        let deadline = Instant::now() + request.wait.as_duration();
-        let registration = match leases.engine.line().register(leases.kind, name, claim.id) {
+        let deadline = Instant::now() + claim.request.wait.as_duration();
+        let line = leases.engine.line();
+        let registration = match line.register(leases.kind, name, claim.id, claim.tag) {
             Ok(registration) => registration,
             Err(err) => {
-                let settled = claim.settle(limit, request, 0, Err(err));
-                return Box::pin(settled).await.map(Acquiring::Now);
+                return Box::pin(claim.settle(0, Err(err)))
+                    .await
+                    .map(Acquiring::Now)
             }
         };
         Box::pin(registration.subscribed(SUBSCRIBE_WAIT)).await;
-        // Join, riding out Redis errors until the wait ends: the same id and
-        // tag make a repeated call find the place (or lease) the first one made.
+        // Join, riding out Redis errors until the wait ends: the same waiter
+        // makes a repeated call find the place (or lease) the first one made.
         let mut backoff = Duration::from_millis(50);
         let outcome = loop {
             let join = if attempts == 1 {
@@ -212,9 +218,7 @@ impl Leases {
                 Join::Again
             };
             let turn = leases.engine.join_turn().await;
-            let attempt =
-                leases.try_acquire(name, claim.id, limit, &request, registration.tag, join);
-            let attempt = Box::pin(attempt).await;
+            let attempt = Box::pin(leases.try_acquire(name, claim.waiter(), join)).await;
             drop(turn);
             match attempt {
                 Ok(Attempt::Busy { busy, .. }) => {
@@ -223,8 +227,6 @@ impl Leases {
                     }
                     return Ok(Acquiring::Queued(Box::new(Queued {
                         claim,
-                        limit,
-                        request,
                         registration: Some(registration),
                         deadline,
                         attempts,
@@ -246,26 +248,29 @@ impl Leases {
             }
         };
         drop(registration);
-        let settled = claim.settle(limit, request, attempts, outcome);
-        Box::pin(settled).await.map(Acquiring::Now)
+        Box::pin(claim.settle(attempts, outcome))
+            .await
+            .map(Acquiring::Now)
     }
 
     /// Leaves `name`'s line at the end of a wait, keeping a lease granted
-    /// meanwhile; else the refusal, with the name's state as it is now.
+    /// meanwhile; else the refusal (judged against `limit`), with the name's
+    /// state as it is now.
     async fn give_up(
         &self,
         name: &Name,
         id: LeaseId,
+        waiter: String,
         limit: Limit,
     ) -> Result<Result<(u64, u64), Refusal>, Error> {
         let mut call = self.call(&scripts::RELEASE, name);
-        call.arg(id.expose()).arg("give-up");
+        call.arg(id.expose()).arg("give-up").arg(waiter);
         let reply = self.eval(&call).await?;
         if reply.int(0)? == 3 {
-            note_expired(self.kind, name, &reply, 3);
+            self.heard(name, &reply, 3);
             return Ok(Ok((reply.uint(1)?, reply.uint(2)?)));
         }
-        note_expired(self.kind, name, &reply, 7);
+        self.heard(name, &reply, 7);
         Ok(Err(Refusal::Busy(Busy {
             holders: reply.uint(1)?,
             limit,
@@ -275,63 +280,58 @@ impl Leases {
         })))
     }
 
-    /// One call of `acquire.lua`; `join` says whether it queues when busy,
-    /// and whether the id may be known already (a call that may have run
-    /// before), which only then is looked up.
-    async fn try_acquire(
-        &self,
-        name: &Name,
-        id: LeaseId,
-        limit: Limit,
-        request: &AcquireRequest,
-        tag: u64,
-        join: Join,
-    ) -> Result<Attempt, Error> {
+    /// One call of `acquire.lua` for `waiter` (as the line keeps it); `join`
+    /// says whether it queues when busy, and whether its id may be known
+    /// already (a call that may have run before), which only then is looked up.
+    async fn try_acquire(&self, name: &Name, waiter: String, join: Join) -> Result<Attempt, Error> {
         let mut call = self.call(&scripts::ACQUIRE, name);
-        call.arg(id.expose())
-            .arg(tag)
-            .arg(self.engine.line().instance())
-            .arg(limit.get())
-            .arg(request.ttl.as_ms())
-            .arg(request.owner.as_ref().map_or("", Owner::as_str))
+        call.arg(waiter)
             .arg(u8::from(join != Join::No))
-            .arg(u8::from(request.newest_wins))
             .arg(u8::from(join == Join::Again));
         let reply = self.eval(&call).await?;
         if reply.int(0)? == 2 {
-            note_expired(self.kind, name, &reply, 2);
+            self.heard(name, &reply, 2);
             return Ok(Attempt::Superseded {
                 owner: Owner::from_stored(reply.text(1)?),
             });
         }
         if reply.int(0)? == 1 {
-            note_expired(self.kind, name, &reply, 3);
+            self.heard(name, &reply, 3);
             return Ok(Attempt::Acquired {
                 token: reply.uint(1)?,
                 expires_at_ms: reply.uint(2)?,
             });
         }
-        note_expired(self.kind, name, &reply, 7);
+        self.heard(name, &reply, 6);
         Ok(Attempt::Busy {
             busy: Busy {
                 holders: reply.uint(1)?,
-                limit,
+                limit: Limit::ONE,
                 waiting: reply.uint(2)?,
                 next_expiry_in: expiry(reply.int(3)?),
                 owner: Owner::from_stored(reply.text(4)?),
             },
-            queued: reply.uint(6)? > 0,
+            queued: reply.uint(5)? > 0,
         })
     }
 
-    /// Ends what `id` has on `name` (`mode` as `release.lua` lists); the
-    /// script's reply code.
-    async fn end(&self, name: &Name, id: LeaseId, mode: &str) -> Result<i64, Error> {
+    /// Ends what `id` has on `name` (`mode` as `release.lua` lists; `waiter`
+    /// its place in line, "" for a release); the script's reply code.
+    async fn end(&self, name: &Name, id: LeaseId, mode: &str, waiter: String) -> Result<i64, Error> {
         let mut call = self.call(&scripts::RELEASE, name);
-        call.arg(id.expose()).arg(mode);
-        let reply = self.eval(&call).await?;
+        call.arg(id.expose()).arg(mode).arg(waiter);
+        let reply = self.eval(&call).await;
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(err) => {
+                // The script may have run and granted to this instance's
+                // waiters: they ask Redis again.
+                self.engine.line().ask_again(self.kind, name);
+                return Err(err);
+            }
+        };
         let code = reply.int(0)?;
-        note_expired(self.kind, name, &reply, if code == 3 { 3 } else { 7 });
+        self.heard(name, &reply, if code == 3 { 3 } else { 7 });
         if code == 1 {
             let owner = reply.text(6).ok().and_then(Owner::from_stored);
             audit(
@@ -350,7 +350,7 @@ impl Leases {
     /// # Errors
     /// Redis unavailable.
     pub(crate) async fn release(&self, name: &Name, id: LeaseId) -> Result<bool, Error> {
-        Ok(self.end(name, id, "release").await? == 1)
+        Ok(self.end(name, id, "release", String::new()).await? == 1)
     }
 
     /// Extends the lease `id` by `ttl` (or its own ttl); `None` when it is not
@@ -395,8 +395,9 @@ impl Leases {
     /// # Errors
     /// Redis unavailable.
     pub(crate) async fn force_release(&self, name: &Name) -> Result<bool, Error> {
-        let reply = self.eval(&self.call(&scripts::FORCE_RELEASE, name)).await?;
-        note_expired(self.kind, name, &reply, 1);
+        let reply = self.eval(&self.call(&scripts::FORCE_RELEASE, name)).await;
+        let reply = reply.inspect_err(|_| self.engine.line().ask_again(self.kind, name))?;
+        self.heard(name, &reply, 1);
         let released = reply.int(0)?;
         if released == 1 {
             audit(
@@ -457,16 +458,14 @@ impl Leases {
 }
 
 /// The audit lines and the count of the expired leases a script noticed,
-/// listed in its reply from field `at` on (`lua/line.lua`: `noticed()`).
-pub(super) fn note_expired(kind: Kind, name: &Name, reply: &Reply, at: usize) {
-    let Ok(n) = reply.uint(at) else {
-        return;
-    };
-    if n == 0 {
-        return;
+/// listed in its reply from field `at` on (`lua/line.lua`: `finish()`); the
+/// field after them, or `None` when the reply has no such list.
+pub(super) fn note_expired(kind: Kind, name: &Name, reply: &Reply, at: usize) -> Option<usize> {
+    let n = reply.uint(at).ok()? as usize;
+    if n > 0 {
+        crate::telemetry::record_expired(kind.as_str(), n as u64);
     }
-    crate::telemetry::record_expired(kind.as_str(), n);
-    for i in 0..n as usize {
+    for i in 0..n {
         let field = at + 1 + 2 * i;
         let owner = reply.text(field).ok().and_then(Owner::from_stored);
         audit(
@@ -477,6 +476,7 @@ pub(super) fn note_expired(kind: Kind, name: &Name, reply: &Reply, at: usize) {
             reply.uint(field + 1).ok(),
         );
     }
+    Some(at + 1 + 2 * n)
 }
 
 fn expiry(ms: i64) -> Option<Duration> {
@@ -512,8 +512,6 @@ pub enum Acquiring {
 /// gives back a lease granted meanwhile.
 pub struct Queued {
     claim: Claim,
-    limit: Limit,
-    request: AcquireRequest,
     /// Its place in this instance's registry, until the wait ends.
     registration: Option<Registration>,
     deadline: Instant,
@@ -521,9 +519,9 @@ pub struct Queued {
 }
 
 impl Queued {
-    /// The id it waits under (its lease id once granted).
-    pub fn id(&self) -> LeaseId {
-        self.claim.id
+    /// Its place in line, as the line keeps it (for [`Engine::place`]).
+    pub fn waiter(&self) -> String {
+        self.claim.waiter()
     }
 
     /// Waits for its turn until the deadline: the lease, or the refusal
@@ -537,21 +535,18 @@ impl Queued {
         // future holds a pointer to it and the wait's own few locals.
         let outcome = self.wait().await;
         let Self {
-            claim,
-            limit,
-            request,
-            attempts,
-            ..
+            claim, attempts, ..
         } = *self;
         // Boxed: the wait is over, and its space need not be the waiter's.
-        Box::pin(claim.settle(limit, request, attempts, outcome)).await
+        Box::pin(claim.settle(attempts, outcome)).await
     }
 
     /// Waits in line for a grant until the deadline, asking Redis again when
     /// messages may have been missed; then leaves the line, unless a grant
     /// came meanwhile.
     async fn wait(&mut self) -> Result<Result<(u64, u64), Refusal>, Error> {
-        let (leases, name, id) = (&self.claim.leases, &self.claim.name, self.claim.id);
+        let claim = &self.claim;
+        let (leases, name, id) = (&claim.leases, &claim.name, claim.id);
         while let Some(registration) = self.registration.as_mut() {
             let notice = tokio::select! {
                 biased;
@@ -561,7 +556,7 @@ impl Queued {
             match notice {
                 Notice::ShuttingDown => {
                     // Leave now, so the next in line moves up; the claim retries.
-                    let _ = Box::pin(leases.end(name, id, "leave")).await;
+                    let _ = Box::pin(leases.end(name, id, "leave", claim.waiter())).await;
                     return Err(Error::ShuttingDown);
                 }
                 Notice::Granted {
@@ -570,14 +565,12 @@ impl Queued {
                 } => return Ok(Ok((token, expires_at_ms))),
                 Notice::Superseded { owner } => {
                     // Takes the note of it out of the line.
-                    let _ = Box::pin(leases.end(name, id, "leave")).await;
+                    let _ = Box::pin(leases.end(name, id, "leave", claim.waiter())).await;
                     return Ok(Err(Refusal::Superseded { owner }));
                 }
                 Notice::Recheck => {
                     self.attempts += 1;
-                    let tag = registration.tag;
-                    let again =
-                        leases.try_acquire(name, id, self.limit, &self.request, tag, Join::Again);
+                    let again = leases.try_acquire(name, claim.waiter(), Join::Again);
                     match Box::pin(again).await {
                         Ok(Attempt::Busy { busy, queued }) => {
                             if let (Some(expires_in), Some(registration)) =
@@ -601,7 +594,7 @@ impl Queued {
         }
         // The wait is over: leave the line, unless a grant came meanwhile.
         self.registration = None;
-        Box::pin(leases.give_up(name, id, self.limit)).await
+        Box::pin(leases.give_up(name, id, claim.waiter(), claim.limit)).await
     }
 }
 
@@ -619,8 +612,9 @@ impl Attempt {
     }
 }
 
-/// One acquisition under way: the lease id it acquires under (its place in
-/// line while it waits), and the undo should nobody be told its outcome.
+/// One acquisition under way: what it asks for, the lease id it acquires
+/// under (its id in line while it waits), and the undo should nobody be told
+/// its outcome.
 ///
 /// Dropped before [`Claim::settle`] (the client went away) or settled with
 /// the outcome unknown (a Redis error after the script may have run), the
@@ -631,21 +625,42 @@ struct Claim {
     leases: Leases,
     name: Name,
     id: LeaseId,
+    /// A number naming it among this instance's waiters (in messages about it).
+    tag: u64,
+    limit: Limit,
+    request: AcquireRequest,
     started: std::time::Instant,
-    give_up_after: Duration,
     armed: bool,
 }
 
 impl Claim {
-    fn new(leases: Leases, name: Name, request: &AcquireRequest) -> Self {
+    fn new(leases: Leases, name: Name, limit: Limit, request: AcquireRequest) -> Self {
         Self {
             leases,
             name,
             id: LeaseId::new(),
+            tag: super::line::new_tag(),
+            limit,
+            request,
             started: std::time::Instant::now(),
-            give_up_after: request.ttl.as_duration().max(request.wait.as_duration()),
             armed: true,
         }
+    }
+
+    /// The waiter as the line keeps it: `id|tag|instance|ttl_ms|limit|newest|owner`
+    /// (`lua/line.lua` reads it). Made again when needed rather than kept.
+    fn waiter(&self) -> String {
+        let request = &self.request;
+        format!(
+            "{}|{}|{}|{}|{}|{}|{}",
+            self.id.expose(),
+            self.tag,
+            self.leases.engine.line().instance(),
+            request.ttl.as_ms(),
+            self.limit.get(),
+            u8::from(request.newest_wins),
+            request.owner.as_ref().map_or("", Owner::as_str),
+        )
     }
 
     /// The end of the acquisition: with `BATON_REDIS_WAIT_REPLICAS`, a lease
@@ -654,8 +669,6 @@ impl Claim {
     /// its metrics and audit line, and the lease as its holder sees it.
     async fn settle(
         mut self,
-        limit: Limit,
-        request: AcquireRequest,
         attempts: u32,
         outcome: Result<Result<(u64, u64), Refusal>, Error>,
     ) -> Result<Result<Lease, Refusal>, Error> {
@@ -667,6 +680,11 @@ impl Claim {
                     Ok(()) => Ok(Ok(granted)),
                     Err(err) => Err(err),
                 }
+            }
+            // The refusal speaks of the limit this acquisition was judged against.
+            Ok(Err(Refusal::Busy(mut busy))) => {
+                busy.limit = self.limit;
+                Ok(Err(Refusal::Busy(busy)))
             }
             other => other,
         };
@@ -683,6 +701,7 @@ impl Claim {
             Kind::Semaphore => Acquired::Semaphore,
         };
         record_acquisition(acquired, outcome.is_ok(), attempts, self.started.elapsed());
+        let request = &self.request;
         if let Ok((token, _)) = &outcome {
             audit(
                 "acquired",
@@ -695,8 +714,8 @@ impl Claim {
         Ok(outcome.map(|(token, expires_at_ms)| Lease {
             name: name.clone(),
             id: self.id,
-            owner: request.owner,
-            limit,
+            owner: request.owner.clone(),
+            limit: self.limit,
             fencing_token: token,
             ttl: request.ttl,
             expires_at_ms,
@@ -709,15 +728,21 @@ impl Drop for Claim {
         if !self.armed {
             return;
         }
-        let give_up_at = Instant::now() + self.give_up_after;
+        let give_up_after = self.request.ttl.as_duration().max(self.request.wait.as_duration());
+        let give_up_at = Instant::now() + give_up_after;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (leases, name, id) = (self.leases.clone(), self.name.clone(), self.id);
+        let (leases, name, id, waiter) = (
+            self.leases.clone(),
+            self.name.clone(),
+            self.id,
+            self.waiter(),
+        );
         runtime.spawn(async move {
             let mut backoff = Duration::from_millis(100);
             loop {
-                match leases.end(&name, id, "leave").await {
+                match leases.end(&name, id, "leave", waiter.clone()).await {
                     Ok(released) => {
                         if released == 1 {
                             tracing::info!("released a lease whose requester was gone");

@@ -221,6 +221,7 @@ impl Line {
         kind: Kind,
         name: &Name,
         id: LeaseId,
+        tag: u64,
     ) -> Result<Registration, Error> {
         if self.count.fetch_add(1, Ordering::Relaxed) >= self.max {
             self.count.fetch_sub(1, Ordering::Relaxed);
@@ -228,7 +229,6 @@ impl Line {
         }
         crate::telemetry::record_waiting(kind.as_str(), 1.0);
         let channel = self.keys.name_channel(kind, name);
-        let tag = rand_tag();
         let mailbox = Arc::new(Mailbox::default());
         let mut names = self.names();
         if self.closed.load(Ordering::Relaxed) {
@@ -287,7 +287,36 @@ impl Line {
         }
     }
 
-    /// One message on a name's channel (`lua/line.lua` lists them).
+    /// What a serving script's reply ends with (`finish()` in
+    /// `lua/line.lua`), from field `at` on: the expired leases it noticed,
+    /// counted and audited, and the messages for this instance's waiters,
+    /// delivered as the name's channel would have.
+    pub(crate) fn heard(&self, kind: Kind, name: &Name, reply: &Reply, at: usize) {
+        let Some(at) = super::lease::note_expired(kind, name, reply, at) else {
+            return;
+        };
+        let Ok(messages) = reply.uint(at) else {
+            return;
+        };
+        if messages == 0 {
+            return;
+        }
+        let channel = self.keys.name_channel(kind, name);
+        for i in 0..messages as usize {
+            if let Ok(message) = reply.text(at + 1 + i) {
+                self.dispatch(&channel, &message);
+            }
+        }
+    }
+
+    /// This instance's waiters on `name` ask Redis again: a call that may have
+    /// granted to them failed, and with it the message of the grant.
+    pub(crate) fn ask_again(&self, kind: Kind, name: &Name) {
+        self.recheck(&self.keys.name_channel(kind, name));
+    }
+
+    /// One message about a name's line (`lua/line.lua` lists them), from its
+    /// channel or a script's reply.
     fn dispatch(&self, channel: &str, payload: &str) {
         let mut fields = payload.splitn(5, ' ');
         let (kind, a, b, c, d) = (
@@ -299,7 +328,7 @@ impl Line {
         );
         let number = |s: Option<&str>| s.and_then(|s| s.parse::<u64>().ok());
         match (kind, number(a)) {
-            (Some("g"), Some(tag)) => {
+            (Some(grant @ ("g" | "G")), Some(tag)) => {
                 let (Some(token), Some(expires_at_ms), Some(expires_in)) =
                     (number(b), number(c), number(d))
                 else {
@@ -314,8 +343,14 @@ impl Line {
                                 expires_at_ms,
                             };
                             slot.mailbox.post(granted);
-                            line.confirms.push(slot.id);
-                            line.nudge.notify_one();
+                            // Another instance's grant is provisional until
+                            // this one confirms it.
+                            if grant == "g" {
+                                if line.confirms.is_empty() {
+                                    line.nudge.notify_one();
+                                }
+                                line.confirms.push(slot.id);
+                            }
                         }
                     }
                 }
@@ -387,14 +422,18 @@ impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(line) = self.line.names().get_mut(&self.channel) {
             line.waiters.remove(&self.tag);
-            line.nudge.notify_one();
+            // The name's task ends once nothing is left for it to do.
+            if line.waiters.is_empty() && line.confirms.is_empty() {
+                line.nudge.notify_one();
+            }
         }
         self.line.count.fetch_sub(1, Ordering::Relaxed);
         crate::telemetry::record_waiting(self.kind.as_str(), -1.0);
     }
 }
 
-fn rand_tag() -> u64 {
+/// A new waiter's tag: a number naming it among this instance's waiters.
+pub(crate) fn new_tag() -> u64 {
     // The low 53 bits: Lua keeps them exact when it copies the tag around.
     let bytes = *uuid::Uuid::new_v4().as_bytes();
     u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) >> 11
@@ -407,7 +446,6 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
     let Some((kind, name)) = line.names().get(&channel).map(|l| (l.kind, l.name.clone())) else {
         return;
     };
-    let keys = line.keys.line(kind, &name);
     let mut generation = line.generation.subscribe();
     let mut next_tick = Instant::now();
     let mut confirm_by: Option<Instant> = None;
@@ -471,22 +509,20 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
             }
             std::mem::take(&mut entry.confirms)
         };
-        let mut call = scripts::KEEP_ALIVE.prepare_invoke();
-        for key in &keys {
-            call.key(key);
-        }
-        call.arg(kind.as_str())
-            .arg(name.as_str())
-            .arg(&*channel)
-            .arg(line.store.shard_publish_command())
-            .arg(line.keys.events_channel())
-            .arg(&line.instance);
+        let mut call = scripts::invocation(
+            &scripts::KEEP_ALIVE,
+            &line.keys,
+            kind,
+            &name,
+            line.store.shard_publish_command(),
+            &line.instance,
+        );
         for id in &confirms {
             call.arg(id.expose());
         }
         match line.store.eval(&call).await.and_then(Reply::new) {
             Ok(reply) => {
-                super::lease::note_expired(kind, &name, &reply, 2);
+                line.heard(kind, &name, &reply, 2);
                 confirm_by = None;
                 next_tick = Instant::now() + KEEP_ALIVE_EVERY;
                 if let Ok(ms) = reply.int(0) {
@@ -497,6 +533,8 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
             }
             Err(err) => {
                 tracing::debug!(%err, "keep-alive failed; retrying");
+                // It may have served the line to this instance's waiters.
+                line.recheck(&channel);
                 if let Some(entry) = line.names().get_mut(&channel) {
                     entry.confirms.extend(confirms);
                 }

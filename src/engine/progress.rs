@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::reply::Reply;
 use super::{scripts, Engine, Error, Holder, Kind};
-use crate::domain::{LeaseId, Name, Owner};
+use crate::domain::{Name, Owner};
 
 /// Where a waiter stands.
 #[derive(Debug, Clone)]
@@ -18,8 +18,8 @@ pub struct Place {
 }
 
 impl Engine {
-    /// The place in `name`'s line of the waiter `id`; `None` when it is not
-    /// in line (granted meanwhile, or gone).
+    /// The place in `name`'s line of `waiter` (as [`super::Queued::waiter`]
+    /// names it); `None` when it is not in line (granted meanwhile, or gone).
     ///
     /// # Errors
     /// [`Error::Unavailable`] when Redis does not answer.
@@ -27,19 +27,17 @@ impl Engine {
         &self,
         kind: Kind,
         name: &Name,
-        id: LeaseId,
+        waiter: &str,
     ) -> Result<Option<Place>, Error> {
-        let keys = self.keys();
-        let mut call = scripts::PLACE.prepare_invoke();
-        for key in keys.line(kind, name) {
-            call.key(key);
-        }
-        call.arg(kind.as_str())
-            .arg(name.as_str())
-            .arg(keys.name_channel(kind, name))
-            .arg(self.store().shard_publish_command())
-            .arg(keys.events_channel())
-            .arg(id.expose());
+        let mut call = scripts::invocation(
+            &scripts::PLACE,
+            self.keys(),
+            kind,
+            name,
+            self.store().shard_publish_command(),
+            self.line().instance(),
+        );
+        call.arg(waiter);
         let reply = Reply::new(self.store().eval(&call).await?)?;
         let position = reply.uint(0)?;
         if position == 0 {

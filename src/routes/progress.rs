@@ -18,7 +18,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::AppError;
-use crate::domain::{LeaseId, Name, Owner, WaitTime};
+use crate::domain::{Name, Owner, WaitTime};
 use crate::engine::events::{Notice, ResourceKind, Watch};
 use crate::engine::progress::Place;
 use crate::engine::{Acquiring, Engine, Kind, Lease, Refusal};
@@ -97,13 +97,13 @@ pub fn lease_json(body: &impl Serialize) -> Result<serde_json::Value, AppError> 
 /// One acquisition with progress, as a stream of events.
 struct Progress {
     acquisition: Pin<Box<dyn Future<Output = Outcome> + Send>>,
-    joins: mpsc::UnboundedReceiver<LeaseId>,
+    joins: mpsc::UnboundedReceiver<String>,
     changes: Option<Watch>,
     engine: Engine,
     kind: Kind,
     name: Name,
-    /// The id it waits under, once it has joined the line.
-    id: Option<LeaseId>,
+    /// Its place in line (as the line keeps it), once it has joined.
+    waiter: Option<String>,
     last: Option<(u64, u64, Vec<u64>)>,
     done: bool,
 }
@@ -117,8 +117,8 @@ impl Progress {
                     self.done = true;
                     return Some(final_event(outcome));
                 }
-                Some(id) = self.joins.recv() => {
-                    self.id = Some(id);
+                Some(waiter) = self.joins.recv() => {
+                    self.waiter = Some(waiter);
                     // A rejoin is a new place: report it even if it looks the same.
                     self.last = None;
                 }
@@ -135,9 +135,9 @@ impl Progress {
                     Some(_) => {}
                 },
             }
-            let Some(id) = self.id else { continue };
+            let Some(waiter) = &self.waiter else { continue };
             // Redis unreachable: the next change (or the outcome) will tell.
-            if let Ok(Some(place)) = self.engine.place(self.kind, &self.name, id).await {
+            if let Ok(Some(place)) = self.engine.place(self.kind, &self.name, waiter).await {
                 let now = fingerprint(&place);
                 if self.last.as_ref() != Some(&now) {
                     self.last = Some(now);
@@ -204,7 +204,7 @@ where
         let outcome = match acquisition.await? {
             Acquiring::Now(outcome) => outcome,
             Acquiring::Queued(queued) => {
-                let _ = joined.send(queued.id());
+                let _ = joined.send(queued.waiter());
                 queued.outcome().await?
             }
         };
@@ -217,7 +217,7 @@ where
         engine: engine.clone(),
         kind,
         name,
-        id: None,
+        waiter: None,
         last: None,
         done: false,
     };

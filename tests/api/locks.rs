@@ -109,7 +109,7 @@ async fn fencing_tokens_keep_rising_when_redis_loses_the_counter() {
     app.delete(&lease_path("locks", &lease)).await;
     // As if Redis restarted without its data.
     let _: () = redis::cmd("DEL")
-        .arg(format!("{}{{lock:amnesia}}:fence", app.prefix))
+        .arg(format!("{}{{lock:amnesia}}:owners", app.prefix))
         .query(&mut shared_redis().conn())
         .unwrap();
 

@@ -562,22 +562,20 @@ async fn a_superseded_waiter_that_missed_the_message_learns_it_when_it_asks_agai
     );
     let mut conn = redis.conn();
     let mut eval = redis::cmd("EVAL");
-    eval.arg(script).arg(7);
+    eval.arg(script).arg(6);
     let name = baton::domain::Name::parse("deploy").unwrap();
     for key in baton::engine::Keys::new(app.prefix.clone()).line(baton::engine::Kind::Lock, &name) {
         eval.arg(key);
     }
+    // The waiter as the line keeps it: id|tag|instance|ttl_ms|limit|newest|owner.
+    let waiter = format!("{}|1|another-instance|30000|1|1|v2", uuid::Uuid::new_v4());
     eval.arg("lock")
         .arg("deploy")
         .arg("nowhere")
         .arg("PUBLISH")
         .arg(format!("{}events", app.prefix))
-        .arg(uuid::Uuid::new_v4().to_string())
-        .arg(1)
         .arg("another-instance")
-        .arg(1)
-        .arg(30_000)
-        .arg("v2")
+        .arg(waiter)
         .arg(1)
         .arg(1);
     let joined: Vec<redis::Value> = eval.query(&mut conn).unwrap();
@@ -671,8 +669,9 @@ async fn every_key_baton_writes_has_a_ttl() {
 async fn a_fencing_counter_that_cannot_grow_exactly_is_refused_not_wrapped() {
     let redis = crate::helpers::shared_redis();
     let app = TestApp::spawn().await;
-    redis::cmd("SET")
-        .arg(format!("{}{{lock:exhausted}}:fence", app.prefix))
+    redis::cmd("HSET")
+        .arg(format!("{}{{lock:exhausted}}:owners", app.prefix))
+        .arg("fence")
         .arg("9007199254740991")
         .query::<()>(&mut redis.conn())
         .unwrap();

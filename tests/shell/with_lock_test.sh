@@ -50,7 +50,7 @@ wait_pid() { # PID SECONDS: sets RC (or "timeout", after killing it)
 }
 # PIDs of processes whose environment has WLMARK=$1 (a wrapper and its children).
 marked() { grep -lzx -- "WLMARK=$1" /proc/[0-9]*/environ 2>/dev/null | tr -dc '0-9\n' | tr '\n' ' '; }
-fence_exists() { redis-cli -p "$REDIS_PORT" exists "shell-test:{lock:$1}:fence"; }
+fence_exists() { redis-cli -p "$REDIS_PORT" exists "shell-test:{lock:$1}:owners"; }
 check() { if eval "$2"; then pass "$1"; else fail "$1: $3"; fi; }
 # Runs check only when the service has FEATURE (a word of its OpenAPI document),
 # so that this file passes on a service older than the feature, and says so.

@@ -1,11 +1,11 @@
--- Read a live lease by its id (line.lua: KEYS, ARGV[1..5]); writes nothing.
+-- Read a live lease by its id (line.lua: KEYS, ARGV[1..6]); writes nothing.
 --
--- ARGV[6]  lease id
+-- ARGV[7]  lease id
 --
 -- Replies
 --   {1, fencing_token, expires_at_ms, ttl_ms, limit, owner}   live; owner "" when none
 --   {0}                                                       no live lease
-local lease = live_lease(ARGV[6])
+local lease = live_lease(ARGV[7])
 if not lease then
   return {0}
 end

@@ -1,39 +1,37 @@
 -- End every lease of a name whoever holds it (an administrator's action), and
--- serve the line (line.lua: KEYS, ARGV[1..5]).
+-- serve the line (line.lua: KEYS, ARGV[1..6]).
 --
--- Replies
+-- Replies, each ended by finish() (line.lua)
 --   {1}   released (every live lease)
 --   {0}   nothing was held: nothing changed
---   each followed by the expired leases it noticed (line.lua: noticed())
 --
 -- One event "force-released" per lease for the first 100, then one without an
--- owner for the rest; the sorted set is unlinked, so Redis frees it in the background.
-end_expired()
+-- owner for the rest; the sorted set is unlinked, so Redis frees it in the
+-- background. The fence and the latest limit stay.
+local first = first_lease()
 local count = holders()
 if count == 0 then
-  serve_line()
-  return noticed({0})
+  serve_line(0, first ~= nil)
+  return finish({0})
 end
-local shown = redis.call('ZRANGEBYSCORE', K_LEASES, AFTER_NOW, '+inf', 'LIMIT', '0', '100')
-local limit = redis.call('HGET', K_OWNERS, 'limit')
+local shown = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. NOW_MS, '+inf', 'LIMIT', '0', '100')
+local kept = redis.call('HMGET', K_OWNERS, 'limit', 'fence')
 local announced = {}
 for _, id in ipairs(shown) do
-  local packed = redis.call('HGET', K_OWNERS, id)
-  if packed then
-    local token, _, _, _, owner = unpack_lease(packed)
-    announced[#announced + 1] = {owner, tonumber(token)}
+  local lease = lease_of(redis.call('HGET', K_OWNERS, id))
+  if lease then
+    announced[#announced + 1] = {lease.owner, lease.token}
   end
 end
 redis.call('UNLINK', K_LEASES, K_OWNERS)
-if limit then
-  redis.call('HSET', K_OWNERS, 'limit', limit)
-  redis.call('PEXPIRE', K_OWNERS, num(LINE_TTL_MS + FENCE_SLACK_MS))
-end
+FENCE, UNTIL = tonumber(kept[2] or '0'), now_ms + 2 * KEEP_MS
+redis.call('HSET', K_OWNERS, 'limit', kept[1] or '0', 'fence', num(FENCE), 'until', num(UNTIL))
+redis.call('PEXPIREAT', K_OWNERS, num(UNTIL))
 for _, lease in ipairs(announced) do
   event('force-released', lease[1], lease[2])
 end
 if count > #announced then
   event('force-released')
 end
-serve_line()
-return noticed({1})
+serve_line(0, false)
+return finish({1})

@@ -6,28 +6,29 @@
 -- service shows of them.
 --
 -- KEYS, the same for every script, all under one hash tag:
---   KEYS[1] leases    zset: lease id -> expiry (ms, Redis clock). A grant that the
---                     waiter's instance has not confirmed yet has a provisional
---                     expiry (at most CONFIRM_MS away), so a grant to a waiter
---                     whose instance died frees itself within seconds
---   KEYS[2] owners    hash: lease id -> "token|ttl_ms|limit|expires_at_ms|owner"
---                     (expires_at_ms: the lease's full expiry while it is
---                     provisional, 0 once confirmed); field "limit": the limit of
---                     the latest acquisition
---   KEYS[3] queue     zset: waiter id -> ticket (from the fence counter: the order
---                     in which waiters joined, whichever instance they wait on)
---   KEYS[4] waiters   hash: waiter id -> "ticket|tag|instance|ttl_ms|limit|joined_ms|newest|owner"
---                     (tag: a number naming the waiter on its instance, published
---                     instead of its id; newest: 1 when it asked newest_wins);
---                     field "newest": the id of the queued newest_wins waiter;
---                     fields "s:ID": the owner of the request that superseded
---                     waiter ID, for as long as the line lives (a waiter that
---                     missed the message learns it there, and never rejoins)
---   KEYS[5] byinst    zset, all scores 0: "instance|waiter id", each instance's waiters
---   KEYS[6] instances zset: instance id -> alive until (ms); kept fresh by that
+--   KEYS[1] leases    zset: lease id -> the expiry Redis enforces (ms, Redis clock):
+--                     the full one, or, for a grant that the waiter's instance has
+--                     not confirmed yet, at most CONFIRM_MS away, so that a grant to
+--                     a waiter whose instance died frees itself within seconds
+--   KEYS[2] owners    hash: lease id -> "token|ttl_ms|limit|expires_ms|full_ms|owner"
+--                     (expires_ms: its score in leases; full_ms: the full expiry
+--                     while provisional, 0 once confirmed); "limit": the limit of
+--                     the latest acquisition; "fence": the latest fencing token;
+--                     "until": when leases and owners expire (ms)
+--   KEYS[3] queue     zset: waiter -> ticket. A waiter is
+--                     "id|tag|instance|ttl_ms|limit|newest|owner", written by the
+--                     caller (lease.rs), read here (tag: a number naming the waiter
+--                     on its instance; newest: 1 when it asked newest_wins); its
+--                     ticket is max(last ticket + 1, now in microseconds), so the
+--                     line is in joining order whichever instance a waiter is on
+--   KEYS[4] byinst    zset, all scores 0: "instance|waiter", each instance's waiters
+--   KEYS[5] instances zset: instance id -> alive until (ms); kept fresh by that
 --                     instance's keep-alive about every second
---   KEYS[7] fence     counter of tickets and fencing tokens
--- ARGV, the first five of every script:
+--   KEYS[6] notes     hash: "newest" -> the queued newest_wins waiter; "s:ID" -> the
+--                     owner of the request that superseded waiter ID, for as long as
+--                     the line lives (a waiter that missed the message learns it
+--                     there, and never rejoins)
+-- ARGV, the first six of every script:
 --   ARGV[1] kind: "lock" or "semaphore" (for events)
 --   ARGV[2] the name (for events)
 --   ARGV[3] the name's channel (prefix{lock:NAME}:events): messages for the
@@ -35,32 +36,44 @@
 --   ARGV[4] the command that publishes on it: "SPUBLISH" on a cluster (the
 --           channel's shard only), "PUBLISH" elsewhere
 --   ARGV[5] the events channel (prefix + "events"): one JSON change event per change
+--   ARGV[6] the caller's instance id
 --
--- Messages on the name's channel, fields separated by one space:
---   g TAG TOKEN EXPIRES_AT_MS EXPIRES_IN_MS   waiter TAG was granted a lease with
---                                             that token and full expiry; Redis lets
---                                             it go in EXPIRES_IN_MS unless confirmed
+-- Messages for an instance about its waiters, fields separated by one space; the
+-- caller's own come back in the reply (finish()), the others' go out on the
+-- name's channel:
+--   G TAG TOKEN EXPIRES_AT_MS EXPIRES_IN_MS   waiter TAG was granted a lease with
+--                                             that token, expiry and time left
+--   g TAG TOKEN EXPIRES_AT_MS EXPIRES_IN_MS   the same, provisional: Redis lets it go
+--                                             in EXPIRES_IN_MS unless its instance
+--                                             confirms it (keep_alive.lua)
 --   s TAG OWNER                               waiter TAG was superseded by a newer
 --                                             newest_wins request of OWNER ("" none)
 --   x EXPIRES_IN_MS                           a lease now ends sooner: wake the line then
 --
--- Scripts that remove expired leases end their reply with what they noticed
--- (noticed()): n, then n pairs owner ("" none), fencing_token, for the audit log.
+-- Every serving script ends its reply with finish(): the expired leases it
+-- noticed (n, then n pairs owner ("" none), fencing_token, for the audit log),
+-- then the messages for the caller's waiters (m, then m messages).
 --
--- Every key gets a TTL: leases and owners outlive the longest lease by
--- LINE_TTL_MS (so that a script notices an expiry for the audit), the line's
--- keys LINE_TTL_MS past the last script that touched them (the keep-alives touch
--- them every second while anyone waits), the fence FENCE_SLACK_MS past the
--- longest lease or place in line. Tokens stay strictly increasing without the
--- fence (docs/design.md): each is max(counter + 1, now in microseconds).
-local K_LEASES, K_OWNERS, K_QUEUE, K_WAITERS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_BYINST, K_INSTANCES, K_FENCE = KEYS[5], KEYS[6], KEYS[7]
-local KIND, NAME, NAME_CHANNEL, NAME_PUBLISH, EVENTS = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+-- Every key gets a TTL: leases and owners (with the fence) outlive the longest
+-- lease by at least KEEP_MS, the line's keys LINE_TTL_MS past the last script
+-- that touched them (the keep-alives touch them every second while anyone
+-- waits). Tokens stay strictly increasing without the fence (docs/design.md):
+-- each is max(fence + 1, now in microseconds).
+--
+-- What a hand-off costs is what these scripts do on their way: a waiter's join
+-- looks at the first lease, the last ticket, and writes its place; a release
+-- reads its lease and the fence in one call, grants the head of the line and
+-- drops its own lease. Pruning what expired or died is checked with one read
+-- and done only when there is something to prune.
+local K_LEASES, K_OWNERS, K_QUEUE = KEYS[1], KEYS[2], KEYS[3]
+local K_BYINST, K_INSTANCES, K_NOTES = KEYS[4], KEYS[5], KEYS[6]
+local KIND, NAME, NAME_CHANNEL, NAME_PUBLISH, EVENTS, ME =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 
 local ALIVE_MS = 3000        -- an instance not heard of for this long is dead
 local CONFIRM_MS = 3000      -- an unconfirmed grant lives at most this long
 local LINE_TTL_MS = 10000    -- the line's keys outlive the last touch by this
-local FENCE_SLACK_MS = 60000 -- the fence outlives every lease by this
+local KEEP_MS = 60000        -- leases, owners and the fence outlive every lease by this
 local PRUNE_BATCH = 100      -- expired leases or dead waiters removed per call, at most
 local SCAN_BATCH = 100       -- waiters looked at per call for a semaphore grant
 local MAX_SAFE = 9007199254740991 -- 2^53 - 1: Lua numbers are exact up to here
@@ -71,37 +84,51 @@ local now_ms = math.floor(now_us / 1000)
 -- Arguments go to Redis as strings: Redis 7.0 formats a Lua number with
 -- "%.17g", which costs more than the command it is an argument of.
 local NOW_MS = string.format('%d', now_ms)
--- The exclusive lower bound of live expiries, as ZRANGEBYSCORE takes it.
-local AFTER_NOW = '(' .. NOW_MS
 
 local function num(n)
   return string.format('%d', n)
 end
 
 local function unpack_lease(packed)
-  -- token, ttl_ms, limit, expires_at_ms (0: confirmed), owner
-  return string.match(packed, '^(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+  -- token, ttl_ms, limit, expires_ms, full_ms (0: confirmed), owner
+  return string.match(packed, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
 end
 
-local function unpack_waiter(packed)
-  -- ticket, tag, instance, ttl_ms, limit, joined_ms, newest, owner
-  return string.match(packed, '^(%d+)|(%d+)|([^|]*)|(%d+)|(%d+)|(%d+)|(%d)|(.*)$')
+local function unpack_waiter(waiter)
+  -- id, tag, instance, ttl_ms, limit, newest, owner
+  return string.match(waiter, '^([^|]*)|(%d+)|([^|]*)|(%d+)|(%d+)|(%d)|(.*)$')
 end
 
--- Expired leases this call removed: owner, token, owner, token, ...
-local NOTICED = {}
+-- Expired leases this call removed (owner, token, owner, token, ...), and the
+-- messages for the caller's own waiters.
+local NOTICED, MESSAGES = {}, {}
 
--- `reply` with the expired leases this call noticed appended.
-local function noticed(reply)
+-- `reply` with what the caller must hear besides it (see above).
+local function finish(reply)
   reply[#reply + 1] = #NOTICED / 2
   for _, v in ipairs(NOTICED) do
     reply[#reply + 1] = v
   end
+  reply[#reply + 1] = #MESSAGES
+  for _, m in ipairs(MESSAGES) do
+    reply[#reply + 1] = m
+  end
   return reply
 end
 
+-- Tells `instance` about one of its waiters: the caller in its reply, any
+-- other on the name's channel.
+local function tell(instance, message)
+  if instance == ME then
+    MESSAGES[#MESSAGES + 1] = message
+  else
+    redis.call(NAME_PUBLISH, NAME_CHANNEL, message)
+  end
+end
+
+-- Live leases: the count of those not yet expired.
 local function holders()
-  return redis.call('ZCOUNT', K_LEASES, AFTER_NOW, '+inf')
+  return redis.call('ZCOUNT', K_LEASES, '(' .. NOW_MS, '+inf')
 end
 
 local function waiting()
@@ -120,8 +147,9 @@ local function watched()
 end
 
 -- One JSON change event on the events channel, while anyone listens; lease
--- ids never appear.
-local function event(what, owner, token)
+-- ids never appear. A semaphore's event shows `held` live leases, or as many
+-- as there are.
+local function event(what, owner, token, held)
   if not watched() then
     return
   end
@@ -133,103 +161,113 @@ local function event(what, owner, token)
     json = json .. ',"fencing_token":' .. num(token)
   end
   if KIND == 'semaphore' then
-    json = json .. ',"holders":' .. num(holders())
+    json = json .. ',"holders":' .. num(held or holders())
   end
   redis.call('PUBLISH', EVENTS, json .. ',"waiting":' .. num(waiting()) .. '}')
 end
 
-local function extend(key, ms)
-  if redis.call('PTTL', key) < ms then
-    redis.call('PEXPIRE', key, num(ms))
-  end
-end
-
--- Leases and owners live at least `ms` more. They are written together and
--- always given the same TTL together, so the leases' TTL speaks for both
--- (owners outlives an emptied leases zset, never the other way round).
-local function extend_leases(ms)
-  if redis.call('PTTL', K_LEASES) < ms then
-    redis.call('PEXPIRE', K_LEASES, num(ms))
-    redis.call('PEXPIRE', K_OWNERS, num(ms))
-  end
-end
-
 -- The line's keys live LINE_TTL_MS past the last touch.
 local function touch_line()
-  for _, key in ipairs({K_QUEUE, K_WAITERS, K_BYINST, K_INSTANCES}) do
+  for _, key in ipairs({K_QUEUE, K_BYINST, K_INSTANCES, K_NOTES}) do
     redis.call('PEXPIRE', key, num(LINE_TTL_MS))
   end
 end
 
--- The next ticket or fencing token; checked before anything is written with it.
-local function next_token(lives_ms)
-  local token = tonumber(redis.call('GET', K_FENCE) or '0') + 1
-  if token < now_us then
-    token = now_us
-  end
-  if token > MAX_SAFE then
-    error({err = 'BATON fencing counter past 2^53: tokens can no longer grow exactly'})
-  end
-  redis.call('SET', K_FENCE, num(token), 'PX', num(lives_ms + FENCE_SLACK_MS))
-  return token
-end
-
--- The live lease of `id`: token, ttl, limit, full expiry, owner, whether it
--- is still provisional, and its score in leases (the expiry Redis enforces);
+-- The live lease of `id` from its packed fields (HGET owners id): a table, or
 -- nil when `id` holds none.
-local function live_lease(id)
-  local score = redis.call('ZSCORE', K_LEASES, id)
-  if not score or tonumber(score) <= now_ms then
-    return nil
-  end
-  local packed = redis.call('HGET', K_OWNERS, id)
+local function lease_of(packed)
   if not packed then
     return nil
   end
-  local token, ttl, limit, full, owner = unpack_lease(packed)
-  local provisional = full ~= '0'
-  if not provisional then
-    full = score
+  local token, ttl, limit, expires, full, owner = unpack_lease(packed)
+  if tonumber(expires) <= now_ms then
+    return nil
   end
+  local provisional = full ~= '0'
   return {token = tonumber(token), ttl = tonumber(ttl), limit = tonumber(limit),
-    expires_at = tonumber(full), owner = owner, provisional = provisional,
-    score = tonumber(score)}
+    score = tonumber(expires), expires_at = tonumber(provisional and full or expires),
+    owner = owner, provisional = provisional}
+end
+
+local function live_lease(id)
+  return lease_of(redis.call('HGET', K_OWNERS, id))
+end
+
+local function pack_lease(token, ttl, limit, expires, full, owner)
+  return num(token) .. '|' .. num(ttl) .. '|' .. num(limit) .. '|' .. num(expires) .. '|' ..
+    num(full) .. '|' .. owner
 end
 
 -- The waiter's instance has answered its client: the lease gets its full expiry.
 local function confirm(id, lease)
   if lease.provisional then
     redis.call('ZADD', K_LEASES, 'XX', num(lease.expires_at), id)
-    redis.call('HSET', K_OWNERS, id, num(lease.token) .. '|' .. num(lease.ttl) .. '|' ..
-      num(lease.limit) .. '|0|' .. lease.owner)
-    lease.provisional = false
+    redis.call('HSET', K_OWNERS, id, pack_lease(lease.token, lease.ttl, lease.limit,
+      lease.expires_at, 0, lease.owner))
+    lease.provisional, lease.score = false, lease.expires_at
   end
 end
 
--- Writes a new lease; provisional for a waiter granted by someone else's call.
-local function write_lease(id, ttl, limit, owner, provisional)
-  local token = next_token(ttl)
+-- The owners hash's "fence" and "until" fields, once read (nil: not yet):
+-- read once per call, kept in step with what the call writes.
+local FENCE, UNTIL
+
+-- Reads `id`'s packed lease with the fence and until fields, in one call.
+local function read_owners(id)
+  local read = redis.call('HMGET', K_OWNERS, id, 'fence', 'until')
+  FENCE, UNTIL = tonumber(read[2] or '0'), tonumber(read[3] or '0')
+  return read[1]
+end
+
+-- Leases and owners (with the fence) outlive `full` (ms) by KEEP_MS at least;
+-- when extended, by twice that, so that the next leases need nothing for a
+-- while. `fresh`: the leases key may be new, and then needs its TTL.
+local function keep_leases(full, fresh)
+  if full + KEEP_MS > UNTIL then
+    UNTIL = full + 2 * KEEP_MS
+    redis.call('HSET', K_OWNERS, 'until', num(UNTIL))
+    redis.call('PEXPIREAT', K_OWNERS, num(UNTIL))
+    redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
+  elseif fresh then
+    redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
+  end
+end
+
+-- Writes a new lease, taking the next fencing token; provisional for a waiter
+-- of another instance. `fresh` says whether the leases key may be new (it had
+-- no live lease). Returns the token and the full and the enforced expiry.
+local function write_lease(id, ttl, limit, owner, provisional, fresh)
+  if FENCE == nil then
+    local read = redis.call('HMGET', K_OWNERS, 'fence', 'until')
+    FENCE, UNTIL = tonumber(read[1] or '0'), tonumber(read[2] or '0')
+  end
+  local token = FENCE + 1
+  if token < now_us then
+    token = now_us
+  end
+  if token > MAX_SAFE then
+    error({err = 'BATON fencing counter past 2^53: tokens can no longer grow exactly'})
+  end
   local full = now_ms + ttl
-  local expires, marker = full, '0'
+  local expires, marker = full, 0
   if provisional then
-    expires, marker = math.min(full, now_ms + CONFIRM_MS), num(full)
+    expires, marker = math.min(full, now_ms + CONFIRM_MS), full
   end
   redis.call('ZADD', K_LEASES, num(expires), id)
-  redis.call('HSET', K_OWNERS, id, num(token) .. '|' .. num(ttl) .. '|' .. num(limit) .. '|' ..
-    marker .. '|' .. owner, 'limit', num(limit))
-  extend_leases(ttl + LINE_TTL_MS)
+  redis.call('HSET', K_OWNERS, id, pack_lease(token, ttl, limit, expires, marker, owner),
+    'limit', num(limit), 'fence', num(token))
+  keep_leases(full, fresh)
+  FENCE = token
   return token, full, expires
 end
 
-local function remove_waiter(id, packed)
-  local _, tag, instance, _, _, _, newest, owner = unpack_waiter(packed)
-  redis.call('ZREM', K_QUEUE, id)
-  redis.call('HDEL', K_WAITERS, id)
-  redis.call('ZREM', K_BYINST, instance .. '|' .. id)
-  if newest == '1' and redis.call('HGET', K_WAITERS, 'newest') == id then
-    redis.call('HDEL', K_WAITERS, 'newest')
+-- Takes `waiter` (its fields unpacked) out of the line.
+local function remove_waiter(waiter, instance, newest)
+  redis.call('ZREM', K_QUEUE, waiter)
+  redis.call('ZREM', K_BYINST, instance .. '|' .. waiter)
+  if newest == '1' and redis.call('HGET', K_NOTES, 'newest') == waiter then
+    redis.call('HDEL', K_NOTES, 'newest')
   end
-  return tag, owner
 end
 
 -- Leases past their expiry end; at most PRUNE_BATCH per call. Each lease is
@@ -243,7 +281,7 @@ local function end_expired()
     redis.call('ZREM', K_LEASES, gone[i])
     redis.call('HDEL', K_OWNERS, gone[i])
     if packed then
-      local token, _, _, _, owner = unpack_lease(packed)
+      local token, _, _, _, _, owner = unpack_lease(packed)
       NOTICED[#NOTICED + 1] = owner
       NOTICED[#NOTICED + 1] = tonumber(token)
       event('expired', owner, tonumber(token))
@@ -251,22 +289,46 @@ local function end_expired()
   end
 end
 
+-- The lease that ends first: {id, expiry}, or nil when none is held; ends the
+-- expired ones first (they sort first), so what it returns is live.
+local function first_lease()
+  local first = redis.call('ZRANGE', K_LEASES, '0', '0', 'WITHSCORES')
+  if #first > 0 and tonumber(first[2]) <= now_ms then
+    end_expired()
+    first = redis.call('ZRANGE', K_LEASES, '0', '0', 'WITHSCORES')
+  end
+  if #first == 0 then
+    return nil
+  end
+  return {first[1], tonumber(first[2])}
+end
+
+-- Whether `instance` keeps its waiters alive (the caller does: it is calling).
+local function alive(instance)
+  if instance == ME then
+    return true
+  end
+  local alive_until = redis.call('ZSCORE', K_INSTANCES, instance)
+  return alive_until ~= false and tonumber(alive_until) > now_ms
+end
+
 -- Waiters of instances that stopped keeping them alive leave the line; at
 -- most PRUNE_BATCH per call.
 local function drop_dead_instances()
+  local first = redis.call('ZRANGE', K_INSTANCES, '0', '0', 'WITHSCORES')
+  if #first == 0 or tonumber(first[2]) > now_ms then
+    return
+  end
   local dead = redis.call('ZRANGEBYSCORE', K_INSTANCES, '-inf', NOW_MS, 'LIMIT', '0', '10')
   local budget = PRUNE_BATCH
   for _, instance in ipairs(dead) do
     local members = redis.call('ZRANGEBYLEX', K_BYINST, '[' .. instance .. '|',
       '[' .. instance .. '|\255', 'LIMIT', 0, budget)
     for _, member in ipairs(members) do
-      local id = string.sub(member, #instance + 2)
-      local packed = redis.call('HGET', K_WAITERS, id)
-      redis.call('ZREM', K_BYINST, member)
-      if packed then
-        local _, owner = remove_waiter(id, packed)
-        event('left', owner)
-      end
+      local waiter = string.sub(member, #instance + 2)
+      local _, _, _, _, _, newest, owner = unpack_waiter(waiter)
+      remove_waiter(waiter, instance, newest)
+      event('left', owner)
     end
     if #members < budget then
       redis.call('ZREM', K_INSTANCES, instance)
@@ -278,88 +340,87 @@ local function drop_dead_instances()
   end
 end
 
--- Grants to every waiter that fits, in line order: the waiter at 0-based
--- position i fits when holders + i < its own limit (those ahead of it are
--- holders or still waiters either way). A lock looks at the head only; a
--- semaphore at the first SCAN_BATCH waiters, so one call stays bounded.
--- Each grant is published to the waiter's instance on the name's channel.
--- Returns the live leases afterwards (holders()).
-local function serve_line()
-  local held = holders()
-  local batch = SCAN_BATCH
-  if KIND == 'lock' then
-    if held > 0 then
-      return held
-    end
-    batch = 1
+-- Grants to every waiter that fits, in line order, `held` live leases being
+-- held: the waiter at 0-based position i fits when held + i < its own limit
+-- (those ahead of it are holders or still waiters either way). A waiter whose
+-- instance is dead leaves instead. At most SCAN_BATCH waiters are looked at,
+-- so one call stays bounded; a lock stops at its first grant. Each grant is
+-- told to the waiter's instance: final for the caller's own (it answers its
+-- client now), provisional for another's. `kept` says whether the leases key
+-- exists for sure (else the first grant may make it, and gives it its TTL).
+-- Returns the live leases afterwards.
+-- Whether serve_line() found the line empty.
+local QUEUE_EMPTY = false
+
+local function serve_line(held, kept)
+  if KIND == 'lock' and held > 0 then
+    return held
   end
-  local granted = 0
-  local head = redis.call('ZRANGE', K_QUEUE, '0', num(batch - 1))
-  for i, id in ipairs(head) do
-    if held + i - 1 >= 100000 then
+  local batch = KIND == 'lock' and 1 or SCAN_BATCH
+  local position, granted, looked = 0, 0, 0
+  while looked < SCAN_BATCH do
+    local head = redis.call('ZRANGE', K_QUEUE, num(position), num(position + batch - 1))
+    if #head == 0 then
+      QUEUE_EMPTY = position == 0
       break
     end
-    local packed = redis.call('HGET', K_WAITERS, id)
-    if packed then
-      local _, _, _, ttl, limit = unpack_waiter(packed)
-      if held + i - 1 < tonumber(limit) then
-        local tag, owner = remove_waiter(id, packed)
-        local token, full, expires = write_lease(id, tonumber(ttl), tonumber(limit), owner, true)
-        redis.call(NAME_PUBLISH, NAME_CHANNEL, 'g ' .. tag .. ' ' .. num(token) .. ' ' .. num(full) ..
+    for _, waiter in ipairs(head) do
+      looked = looked + 1
+      local id, tag, instance, ttl, limit, newest, owner = unpack_waiter(waiter)
+      if not alive(instance) then
+        remove_waiter(waiter, instance, newest)
+        event('left', owner)
+      elseif held + granted + position < tonumber(limit) then
+        remove_waiter(waiter, instance, newest)
+        local mine = instance == ME
+        local token, full, expires = write_lease(id, tonumber(ttl), tonumber(limit), owner,
+          not mine, not kept and granted == 0)
+        tell(instance, (mine and 'G ' or 'g ') .. tag .. ' ' .. num(token) .. ' ' .. num(full) ..
           ' ' .. num(expires - now_ms))
         event('acquired', owner, token)
         granted = granted + 1
+      else
+        position = position + 1
       end
-    else
-      redis.call('ZREM', K_QUEUE, id)
+    end
+    if KIND == 'lock' and granted > 0 then
+      break
     end
   end
   return held + granted
-end
-
--- Ends the live `lease` of `id` (live_lease()), released or force-released.
-local function end_lease(id, lease, what)
-  redis.call('ZREM', K_LEASES, id)
-  redis.call('HDEL', K_OWNERS, id)
-  event(what, lease.owner, lease.token)
-  return lease.token, lease.owner
 end
 
 -- Appends the live leases that expire first (at most 100) to `reply`: their
 -- count n, then token, expires_in_ms and owner ("" none) of each. A
 -- provisional grant shows its full expiry.
 local function append_leases(reply)
-  local live = redis.call('ZRANGEBYSCORE', K_LEASES, AFTER_NOW, '+inf', 'WITHSCORES', 'LIMIT', '0', '100')
-  reply[#reply + 1] = #live / 2
-  for i = 1, #live, 2 do
-    local packed = redis.call('HGET', K_OWNERS, live[i]) or '0|0|0|0|'
-    local token, _, _, full, owner = unpack_lease(packed)
-    local expires_at = tonumber(live[i + 1])
-    if full ~= '0' then
-      expires_at = tonumber(full)
+  local live = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. NOW_MS, '+inf', 'LIMIT', '0', '100')
+  reply[#reply + 1] = #live
+  for _, id in ipairs(live) do
+    local lease = lease_of(redis.call('HGET', K_OWNERS, id))
+    if lease then
+      reply[#reply + 1] = lease.token
+      reply[#reply + 1] = lease.expires_at - now_ms
+      reply[#reply + 1] = lease.owner
+    else
+      reply[#reply + 1] = 0
+      reply[#reply + 1] = 0
+      reply[#reply + 1] = ''
     end
-    reply[#reply + 1] = tonumber(token)
-    reply[#reply + 1] = expires_at - now_ms
-    reply[#reply + 1] = owner
   end
   return reply
 end
 
--- The earliest live expiry, in ms from now, and its owner (not looked up,
--- "", when `with_owner` is false); -1 and "" when none.
-local function next_expiry(with_owner)
-  local first = redis.call('ZRANGEBYSCORE', K_LEASES, AFTER_NOW, '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
-  if #first == 0 then
+-- The earliest live expiry, in ms from now, and its owner ("" when `with_owner`
+-- is false, not looked up); -1 and "" when none. `first` is first_lease()'s.
+local function next_expiry(first, with_owner)
+  if not first then
     return -1, ''
   end
-  if with_owner == false then
-    return tonumber(first[2]) - now_ms, ''
-  end
-  local packed = redis.call('HGET', K_OWNERS, first[1])
   local owner = ''
-  if packed then
-    local _
-    _, _, _, _, owner = unpack_lease(packed)
+  if with_owner then
+    local lease = live_lease(first[1])
+    owner = lease and lease.owner or ''
   end
-  return tonumber(first[2]) - now_ms, owner
+  return first[2] - now_ms, owner
 end

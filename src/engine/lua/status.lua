@@ -1,5 +1,6 @@
 -- A lock or semaphore as anyone may see it, never a lease id (line.lua: KEYS,
--- ARGV[1..5]); writes nothing. Bounded: at most 100 leases and 100 waiters.
+-- ARGV[1..6]). Bounded: at most 100 leases and 100 waiters. It writes only to
+-- take the waiters of dead instances out of the line.
 --
 -- Reply
 --   {holders, limit, waiting, n, token_1, expires_in_ms_1, owner_1, ..., token_n, ...,
@@ -7,14 +8,15 @@
 --   holders: live leases in all; limit: that of the latest acquisition (0 when
 --   none is known); n (<= 100) leases, those that expire first; m (<= 100)
 --   waiters, in the order they will be served; owner "" when none
+drop_dead_instances()
 local reply = {holders(), tonumber(redis.call('HGET', K_OWNERS, 'limit') or '0'), waiting()}
 append_leases(reply)
-local line = redis.call('ZRANGE', K_QUEUE, '0', '99')
-reply[#reply + 1] = #line
-for _, id in ipairs(line) do
-  local packed = redis.call('HGET', K_WAITERS, id) or '0|0||0|0|' .. num(now_ms) .. '|0|'
-  local _, _, _, _, _, joined, _, owner = unpack_waiter(packed)
-  reply[#reply + 1] = owner
-  reply[#reply + 1] = math.max(0, now_ms - tonumber(joined))
+local line = redis.call('ZRANGE', K_QUEUE, '0', '99', 'WITHSCORES')
+reply[#reply + 1] = #line / 2
+for i = 1, #line, 2 do
+  local _, _, _, _, _, _, owner = unpack_waiter(line[i])
+  -- A ticket is the time of joining in microseconds (or just after the one before).
+  reply[#reply + 1] = owner or ''
+  reply[#reply + 1] = math.max(0, now_ms - math.floor(tonumber(line[i + 1]) / 1000))
 end
 return reply
