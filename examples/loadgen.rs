@@ -501,7 +501,10 @@ struct RedisCounters {
 
 /// Commands that only a client sends, never a script: with the script calls,
 /// what a client asks of Redis.
-const CLIENT_ONLY_COMMANDS: [&str; 18] = [
+const CLIENT_ONLY_COMMANDS: [&str; 21] = [
+    "fcall",
+    "fcall_ro",
+    "function|load",
     "evalsha",
     "eval",
     "evalsha_ro",
@@ -533,7 +536,8 @@ impl RedisCounters {
         let number =
             |key: &str| -> f64 { info.get(key).and_then(|v| v.parse().ok()).unwrap_or(0.0) };
         Self {
-            scripts: calls("cmdstat_evalsha") + calls("cmdstat_eval"),
+            // Functions (baton now) and scripts (earlier builds measured beside it).
+            scripts: calls("cmdstat_fcall") + calls("cmdstat_evalsha") + calls("cmdstat_eval"),
             commands: number("total_commands_processed"),
             calls: CLIENT_ONLY_COMMANDS
                 .iter()

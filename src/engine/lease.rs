@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::keys::Kind;
 use super::line::{Notice, Registration};
 use super::reply::Reply;
-use super::scripts;
+use super::scripts::{self, Op};
 use super::{Engine, Error};
 use crate::domain::{AcquireRequest, LeaseId, Limit, Name, Owner, Ttl};
 use crate::telemetry::{audit, record_acquisition, Acquired};
@@ -146,11 +146,11 @@ impl Leases {
         self.kind
     }
 
-    /// One script over `name`'s keys, with the arguments every script takes.
-    fn call<'a>(&self, script: &'a redis::Script, name: &Name) -> redis::ScriptInvocation<'a> {
+    /// One operation over `name`'s keys, with the arguments every operation takes.
+    fn call(&self, op: Op, name: &Name) -> redis::Cmd {
         let engine = &self.engine;
         scripts::invocation(
-            script,
+            op,
             engine.keys(),
             self.kind,
             name,
@@ -159,8 +159,8 @@ impl Leases {
         )
     }
 
-    async fn eval(&self, call: &redis::ScriptInvocation<'_>) -> Result<Reply, Error> {
-        Reply::new(self.engine.store().eval(call).await?)
+    async fn eval(&self, call: &redis::Cmd) -> Result<Reply, Error> {
+        Reply::new(self.engine.store().fcall(call).await?)
     }
 
     /// Hears what a serving script's reply ends with, from field `at` on.
@@ -263,7 +263,7 @@ impl Leases {
         waiter: String,
         limit: Limit,
     ) -> Result<Result<(u64, u64), Refusal>, Error> {
-        let mut call = self.call(&scripts::RELEASE, name);
+        let mut call = self.call(Op::Release, name);
         call.arg(id.expose()).arg("give-up").arg(waiter);
         let reply = self.eval(&call).await?;
         if reply.int(0)? == 3 {
@@ -284,7 +284,7 @@ impl Leases {
     /// says whether it queues when busy, and whether its id may be known
     /// already (a call that may have run before), which only then is looked up.
     async fn try_acquire(&self, name: &Name, waiter: String, join: Join) -> Result<Attempt, Error> {
-        let mut call = self.call(&scripts::ACQUIRE, name);
+        let mut call = self.call(Op::Acquire, name);
         call.arg(waiter)
             .arg(u8::from(join != Join::No))
             .arg(u8::from(join == Join::Again));
@@ -317,8 +317,14 @@ impl Leases {
 
     /// Ends what `id` has on `name` (`mode` as `release.lua` lists; `waiter`
     /// its place in line, "" for a release); the script's reply code.
-    async fn end(&self, name: &Name, id: LeaseId, mode: &str, waiter: String) -> Result<i64, Error> {
-        let mut call = self.call(&scripts::RELEASE, name);
+    async fn end(
+        &self,
+        name: &Name,
+        id: LeaseId,
+        mode: &str,
+        waiter: String,
+    ) -> Result<i64, Error> {
+        let mut call = self.call(Op::Release, name);
         call.arg(id.expose()).arg(mode).arg(waiter);
         let reply = self.eval(&call).await;
         let reply = match reply {
@@ -364,7 +370,7 @@ impl Leases {
         id: LeaseId,
         ttl: Option<Ttl>,
     ) -> Result<Option<Lease>, Error> {
-        let mut call = self.call(&scripts::REFRESH, name);
+        let mut call = self.call(Op::Refresh, name);
         call.arg(id.expose())
             .arg(ttl.map_or(String::new(), |t| t.as_ms().to_string()));
         let lease = lease_from(name, id, &self.eval(&call).await?)?;
@@ -385,7 +391,7 @@ impl Leases {
     /// # Errors
     /// Redis unavailable.
     pub(crate) async fn check(&self, name: &Name, id: LeaseId) -> Result<Option<Lease>, Error> {
-        let mut call = self.call(&scripts::CHECK, name);
+        let mut call = self.call(Op::Check, name);
         call.arg(id.expose());
         lease_from(name, id, &self.eval(&call).await?)
     }
@@ -395,7 +401,7 @@ impl Leases {
     /// # Errors
     /// Redis unavailable.
     pub(crate) async fn force_release(&self, name: &Name) -> Result<bool, Error> {
-        let reply = self.eval(&self.call(&scripts::FORCE_RELEASE, name)).await;
+        let reply = self.eval(&self.call(Op::ForceRelease, name)).await;
         let reply = reply.inspect_err(|_| self.engine.line().ask_again(self.kind, name))?;
         self.heard(name, &reply, 1);
         let released = reply.int(0)?;
@@ -423,7 +429,7 @@ impl Leases {
 
     /// [`Self::status`] for a caller that has the turn (a listing page).
     pub(crate) async fn status_now(&self, name: &Name) -> Result<Status, Error> {
-        let reply = self.eval(&self.call(&scripts::STATUS, name)).await?;
+        let reply = self.eval(&self.call(Op::Status, name)).await?;
         let n = reply.uint(3)? as usize;
         let mut leases = Vec::with_capacity(n);
         for i in 0..n {
@@ -728,7 +734,11 @@ impl Drop for Claim {
         if !self.armed {
             return;
         }
-        let give_up_after = self.request.ttl.as_duration().max(self.request.wait.as_duration());
+        let give_up_after = self
+            .request
+            .ttl
+            .as_duration()
+            .max(self.request.wait.as_duration());
         let give_up_at = Instant::now() + give_up_after;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -874,7 +884,10 @@ mod tests {
         let queued = std::mem::size_of::<Queued>();
         assert!(queued <= 256, "a queued acquisition is {queued} bytes");
         let waiting = size_of_return(Queued::outcome);
-        assert!(waiting <= 384, "a queued acquisition's outcome future is {waiting} bytes");
+        assert!(
+            waiting <= 384,
+            "a queued acquisition's outcome future is {waiting} bytes"
+        );
         let joining = size_of_return4(Leases::acquire);
         assert!(joining <= 640, "an acquisition's future is {joining} bytes");
     }

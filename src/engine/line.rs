@@ -510,7 +510,7 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
             std::mem::take(&mut entry.confirms)
         };
         let mut call = scripts::invocation(
-            &scripts::KEEP_ALIVE,
+            scripts::Op::KeepAlive,
             &line.keys,
             kind,
             &name,
@@ -520,7 +520,7 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
         for id in &confirms {
             call.arg(id.expose());
         }
-        match line.store.eval(&call).await.and_then(Reply::new) {
+        match line.store.fcall(&call).await.and_then(Reply::new) {
             Ok(reply) => {
                 line.heard(kind, &name, &reply, 2);
                 confirm_by = None;

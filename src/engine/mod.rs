@@ -23,6 +23,7 @@ pub use lease::{Acquiring, Busy, Holder, Lease, Queued, Refusal, Status, Waiter}
 pub use listing::{Cursor, Page, PageLimit};
 pub use lock::Locks;
 pub use pubsub::{Notice, Notices, PubSub};
+pub use scripts::{function_name, library_code};
 pub use semaphore::Semaphores;
 pub use store::{Node, RedisMode, Store, StoreConfig};
 
@@ -132,6 +133,7 @@ impl Engine {
             tracing::warn!("Redis does not answer yet; serving anyway (readyz says 503)");
         }
         engine.0.tasks.spawn(check_eviction(engine.clone()));
+        engine.0.tasks.spawn(load_library(engine.clone()));
         Ok(engine)
     }
 
@@ -225,6 +227,18 @@ impl Engine {
 
     fn line(&self) -> &Arc<Line> {
         &self.0.line
+    }
+}
+
+/// Loads the library of operations at start, before the first request needs
+/// it (a call that finds it missing loads it too); retried until Redis answers.
+async fn load_library(engine: Engine) {
+    while let Err(err) = engine.store().load_library().await {
+        tracing::debug!(%err, "loading the library failed; retrying");
+        tokio::select! {
+            () = engine.0.shutdown.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
     }
 }
 

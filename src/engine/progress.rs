@@ -30,7 +30,7 @@ impl Engine {
         waiter: &str,
     ) -> Result<Option<Place>, Error> {
         let mut call = scripts::invocation(
-            &scripts::PLACE,
+            scripts::Op::Place,
             self.keys(),
             kind,
             name,
@@ -38,7 +38,7 @@ impl Engine {
             self.line().instance(),
         );
         call.arg(waiter);
-        let reply = Reply::new(self.store().eval(&call).await?)?;
+        let reply = Reply::new(self.store().fcall(&call).await?)?;
         let position = reply.uint(0)?;
         if position == 0 {
             return Ok(None);

@@ -3,10 +3,10 @@
 //! bounded in time so that an outage or a failover gives a prompt error
 //! instead of a hang.
 //!
-//! Scripts run with EVALSHA wherever their keys live: `redis::Script` loads a
-//! script on NOSCRIPT (a fresh node, a promoted replica), and on a cluster the
-//! load goes to every node. All keys of one lock or semaphore share a hash tag,
-//! so each script runs on one node.
+//! Operations run as `FCALL` of baton's library wherever their keys live; the
+//! library is loaded where it is missing (a fresh node, a restarted one), and
+//! on a cluster the load goes to every master. All keys of one lock or
+//! semaphore share a hash tag, so each call runs on one node.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,7 +22,7 @@ use redis::cluster_routing::{
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{
     AsyncConnectionConfig, Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult,
-    ScriptInvocation, Value,
+    Value,
 };
 
 pub use crate::config::RedisMode;
@@ -60,6 +60,8 @@ struct Inner {
     backend: Backend,
     call_timeout: Duration,
     wait_replicas: u32,
+    /// Held while the library is being loaded.
+    loading: tokio::sync::Mutex<()>,
 }
 
 enum Backend {
@@ -113,6 +115,7 @@ impl Store {
             backend,
             call_timeout: config.call_timeout,
             wait_replicas: config.wait_replicas,
+            loading: tokio::sync::Mutex::new(()),
         })))
     }
 
@@ -130,13 +133,45 @@ impl Store {
         PubSub::start(source, self.0.call_timeout, stop)
     }
 
-    /// Runs one script, within the call timeout, on the node that holds its keys.
+    /// Runs one operation of baton's library (an `FCALL`, see
+    /// [`super::scripts`]), within the call timeout, on the node that holds
+    /// its keys; where the library is missing (a fresh or restarted Redis, a
+    /// new cluster node), loads it and calls again.
     ///
     /// # Errors
     /// [`Error::Unavailable`] when Redis fails or does not answer in time.
-    pub async fn eval(&self, invocation: &ScriptInvocation<'_>) -> Result<Value, Error> {
-        self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
-            .await
+    pub(super) async fn fcall(&self, call: &Cmd) -> Result<Value, Error> {
+        self.bounded(|mut conn| async move {
+            match call.query_async::<Value>(&mut conn).await {
+                Err(err) if is_missing_function(&err) => {
+                    // One load at a time; a call that waited for another's
+                    // finds the library there.
+                    let _loading = self.0.loading.lock().await;
+                    match call.query_async::<Value>(&mut conn).await {
+                        Err(err) if is_missing_function(&err) => {
+                            load_library(&mut conn).await?;
+                            call.query_async(&mut conn).await
+                        }
+                        other => other,
+                    }
+                }
+                other => other,
+            }
+        })
+        .await
+    }
+
+    /// Loads baton's library (on every master of a cluster) unless it is there.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when Redis fails or does not answer in time.
+    pub(super) async fn load_library(&self) -> Result<(), Error> {
+        self.bounded(|mut conn| async move {
+            load_library(&mut conn).await?;
+            Ok(Value::Okay)
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Runs one plain command, within the call timeout.
@@ -344,6 +379,24 @@ impl Store {
         }
         Err(outcome)
     }
+}
+
+/// Whether `err` says that an `FCALL`'s function is not loaded on the node.
+fn is_missing_function(err: &redis::RedisError) -> bool {
+    err.detail()
+        .is_some_and(|detail| detail.contains("Function not found"))
+}
+
+/// `FUNCTION LOAD REPLACE` of the library: its name carries its version, so
+/// replacing it replaces it with itself (and on a cluster, every master gets it).
+async fn load_library(conn: &mut Conn) -> RedisResult<()> {
+    redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(super::scripts::LIBRARY.code())
+        .query_async::<Value>(conn)
+        .await
+        .map(|_| ())
 }
 
 /// The shortest of a second and the call budget: a connection attempt must

@@ -132,14 +132,19 @@ impl RedisServer {
         stall
     }
 
-    /// How many times Redis ran a script (EVALSHA and EVAL), from INFO commandstats.
+    /// How many times Redis ran one of baton's operations (FCALL; EVALSHA
+    /// and EVAL too, should anything run a script), from INFO commandstats.
     pub fn script_calls(&self) -> u64 {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .query(&mut self.conn())
             .expect("INFO");
         info.lines()
-            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter(|l| {
+                ["cmdstat_fcall:", "cmdstat_evalsha:", "cmdstat_eval:"]
+                    .iter()
+                    .any(|stat| l.starts_with(stat))
+            })
             .filter_map(|l| l.split("calls=").nth(1))
             .filter_map(|rest| rest.split(',').next())
             .filter_map(|n| n.parse::<u64>().ok())

@@ -232,8 +232,8 @@ async fn one_acquisition_costs_one_script_call_free_or_full() {
 
     assert_eq!(free, 1, "script calls for a free slot");
     assert_eq!(full, 1, "script calls when full");
-    // The first call of a script on a fresh Redis also loads it (NOSCRIPT, then
-    // EVALSHA again); count the steady state.
+    // A call that finds the library missing on a fresh Redis also loads it
+    // (then calls again); count the steady state.
     app.acquire_lock("warm-up", "{}").await;
     let lock_before = redis.script_calls();
     app.acquire_lock("counted-lock", "{}").await;

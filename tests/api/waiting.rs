@@ -554,15 +554,12 @@ async fn a_superseded_waiter_that_missed_the_message_learns_it_when_it_asks_agai
     let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
     let (_held, v1) = held_with_newest_wins_waiter(&app).await;
 
-    // v2 joins through the acquire script itself, with its message to v1's
+    // v2 joins through the acquire function itself, with its message to v1's
     // instance sent to a channel nobody hears: v1 misses it.
-    let script = concat!(
-        include_str!("../../src/engine/lua/line.lua"),
-        include_str!("../../src/engine/lua/acquire.lua")
-    );
     let mut conn = redis.conn();
-    let mut eval = redis::cmd("EVAL");
-    eval.arg(script).arg(6);
+    let mut eval = redis::cmd("FCALL");
+    eval.arg(baton::engine::function_name("acquire").unwrap())
+        .arg(6);
     let name = baton::domain::Name::parse("deploy").unwrap();
     for key in baton::engine::Keys::new(app.prefix.clone()).line(baton::engine::Kind::Lock, &name) {
         eval.arg(key);

@@ -1,11 +1,13 @@
--- The lease core shared by every script of both kinds: loaded in front of each
--- operation's file (scripts.rs), so the line is written once.
+-- The lease core shared by every operation of both kinds: the first part of
+-- the Redis Functions library that scripts.rs makes of this file and one
+-- function per operation's file, so the line is written once. The library is
+-- loaded once; each call of an operation begins with begin(KEYS, ARGV).
 --
 -- A lock is a semaphore whose every acquisition carries limit 1; the kinds
 -- differ only in their hash tag ({lock:NAME} or {sem:NAME}) and in what the
 -- service shows of them.
 --
--- KEYS, the same for every script, all under one hash tag:
+-- KEYS, the same for every operation, all under one hash tag:
 --   KEYS[1] leases    zset: lease id -> the expiry Redis enforces (ms, Redis clock):
 --                     the full one, or, for a grant that the waiter's instance has
 --                     not confirmed yet, at most CONFIRM_MS away, so that a grant to
@@ -28,7 +30,7 @@
 --                     owner of the request that superseded waiter ID, for as long as
 --                     the line lives (a waiter that missed the message learns it
 --                     there, and never rejoins)
--- ARGV, the first six of every script:
+-- ARGV, the first six of every operation:
 --   ARGV[1] kind: "lock" or "semaphore" (for events)
 --   ARGV[2] the name (for events)
 --   ARGV[3] the name's channel (prefix{lock:NAME}:events): messages for the
@@ -65,11 +67,6 @@
 -- reads its lease and the fence in one call, grants the head of the line and
 -- drops its own lease. Pruning what expired or died is checked with one read
 -- and done only when there is something to prune.
-local K_LEASES, K_OWNERS, K_QUEUE = KEYS[1], KEYS[2], KEYS[3]
-local K_BYINST, K_INSTANCES, K_NOTES = KEYS[4], KEYS[5], KEYS[6]
-local KIND, NAME, NAME_CHANNEL, NAME_PUBLISH, EVENTS, ME =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-
 local ALIVE_MS = 3000        -- an instance not heard of for this long is dead
 local CONFIRM_MS = 3000      -- an unconfirmed grant lives at most this long
 local LINE_TTL_MS = 10000    -- the line's keys outlive the last touch by this
@@ -78,12 +75,38 @@ local PRUNE_BATCH = 100      -- expired leases or dead waiters removed per call,
 local SCAN_BATCH = 100       -- waiters looked at per call for a semaphore grant
 local MAX_SAFE = 9007199254740991 -- 2^53 - 1: Lua numbers are exact up to here
 
-local clock = redis.call('TIME')
-local now_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-local now_ms = math.floor(now_us / 1000)
--- Arguments go to Redis as strings: Redis 7.0 formats a Lua number with
--- "%.17g", which costs more than the command it is an argument of.
-local NOW_MS = string.format('%d', now_ms)
+-- What one call works on, set by begin(): the library's functions are made
+-- once, when it is loaded, and Redis runs one call at a time.
+local K_LEASES, K_OWNERS, K_QUEUE, K_BYINST, K_INSTANCES, K_NOTES
+local KIND, NAME, NAME_CHANNEL, NAME_PUBLISH, EVENTS, ME
+-- Redis's clock at the start of the call; NOW_MS as Redis takes it in
+-- arguments (as strings: Redis 7.0 formats a Lua number with "%.17g", which
+-- costs more than the command it is an argument of).
+local now_us, now_ms, NOW_MS
+-- Expired leases this call removed (owner, token, owner, token, ...), and the
+-- messages for the caller's own waiters.
+local NOTICED, MESSAGES
+-- Whether anyone listens on the events channel (nil: not asked yet).
+local WATCHED
+-- The owners hash's "fence" and "until" fields, once read (nil: not yet):
+-- read once per call, kept in step with what the call writes.
+local FENCE, UNTIL
+-- Whether serve_line() found the line empty.
+local QUEUE_EMPTY
+
+-- Every call begins here: its keys, its first six arguments, the clock.
+local function begin(keys, args)
+  K_LEASES, K_OWNERS, K_QUEUE = keys[1], keys[2], keys[3]
+  K_BYINST, K_INSTANCES, K_NOTES = keys[4], keys[5], keys[6]
+  KIND, NAME, NAME_CHANNEL, NAME_PUBLISH, EVENTS, ME =
+    args[1], args[2], args[3], args[4], args[5], args[6]
+  local clock = redis.call('TIME')
+  now_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+  now_ms = math.floor(now_us / 1000)
+  NOW_MS = string.format('%d', now_ms)
+  NOTICED, MESSAGES = {}, {}
+  WATCHED, FENCE, UNTIL, QUEUE_EMPTY = nil, nil, nil, false
+end
 
 local function num(n)
   return string.format('%d', n)
@@ -98,10 +121,6 @@ local function unpack_waiter(waiter)
   -- id, tag, instance, ttl_ms, limit, newest, owner
   return string.match(waiter, '^([^|]*)|(%d+)|([^|]*)|(%d+)|(%d+)|(%d)|(.*)$')
 end
-
--- Expired leases this call removed (owner, token, owner, token, ...), and the
--- messages for the caller's own waiters.
-local NOTICED, MESSAGES = {}, {}
 
 -- `reply` with what the caller must hear besides it (see above).
 local function finish(reply)
@@ -138,7 +157,6 @@ end
 -- Whether anyone listens on the events channel: asked once per call, and only
 -- when there is an event to publish. A cluster always publishes: a node counts
 -- only its own subscribers, and PUBLISH reaches every node's.
-local WATCHED
 local function watched()
   if WATCHED == nil then
     WATCHED = NAME_PUBLISH == 'SPUBLISH' or redis.call('PUBSUB', 'NUMSUB', EVENTS)[2] > 0
@@ -207,10 +225,6 @@ local function confirm(id, lease)
     lease.provisional, lease.score = false, lease.expires_at
   end
 end
-
--- The owners hash's "fence" and "until" fields, once read (nil: not yet):
--- read once per call, kept in step with what the call writes.
-local FENCE, UNTIL
 
 -- Reads `id`'s packed lease with the fence and until fields, in one call.
 local function read_owners(id)
@@ -349,9 +363,6 @@ end
 -- client now), provisional for another's. `kept` says whether the leases key
 -- exists for sure (else the first grant may make it, and gives it its TTL).
 -- Returns the live leases afterwards.
--- Whether serve_line() found the line empty.
-local QUEUE_EMPTY = false
-
 local function serve_line(held, kept)
   if KIND == 'lock' and held > 0 then
     return held
