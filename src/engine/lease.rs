@@ -163,9 +163,34 @@ impl Leases {
         Reply::new(self.engine.store().fcall(call).await?)
     }
 
-    /// Hears what a serving script's reply ends with, from field `at` on.
-    fn heard(&self, name: &Name, reply: &Reply, at: usize) {
-        self.engine.line().heard(self.kind, name, reply, at);
+    /// Runs an operation that serves the line (its reply ends with
+    /// `finish()`, `lua/line.lua`) with `args` after the common ones; `fields`
+    /// says where the operation's own reply ends. What the reply ends with is
+    /// heard: the expiries it noticed, the messages for this instance's waiters.
+    ///
+    /// # Errors
+    /// Redis unavailable; the call may have run and granted to this
+    /// instance's waiters on `name`, so they ask Redis again.
+    async fn serve(
+        &self,
+        op: Op,
+        name: &Name,
+        args: impl FnOnce(&mut redis::Cmd),
+        fields: impl FnOnce(&Reply) -> Result<usize, Error>,
+    ) -> Result<Reply, Error> {
+        let line = self.engine.line();
+        let mut call = self.call(op, name);
+        args(&mut call);
+        match self.eval(&call).await {
+            Ok(reply) => {
+                line.heard(self.kind, name, &reply, fields(&reply)?);
+                Ok(reply)
+            }
+            Err(err) => {
+                line.ask_again(self.kind, name);
+                Err(err)
+            }
+        }
     }
 
     /// Acquires a lease on `name`: at once, or by joining the line while it
@@ -263,14 +288,13 @@ impl Leases {
         waiter: String,
         limit: Limit,
     ) -> Result<Result<(u64, u64), Refusal>, Error> {
-        let mut call = self.call(Op::Release, name);
-        call.arg(id.expose()).arg("give-up").arg(waiter);
-        let reply = self.eval(&call).await?;
+        let args = |call: &mut redis::Cmd| {
+            call.arg(id.expose()).arg("give-up").arg(waiter);
+        };
+        let reply = self.serve(Op::Release, name, args, release_fields).await?;
         if reply.int(0)? == 3 {
-            self.heard(name, &reply, 3);
             return Ok(Ok((reply.uint(1)?, reply.uint(2)?)));
         }
-        self.heard(name, &reply, 7);
         Ok(Err(Refusal::Busy(Busy {
             holders: reply.uint(1)?,
             limit,
@@ -284,35 +308,15 @@ impl Leases {
     /// says whether it queues when busy, and whether its id may be known
     /// already (a call that may have run before), which only then is looked up.
     async fn try_acquire(&self, name: &Name, waiter: String, join: Join) -> Result<Attempt, Error> {
-        let mut call = self.call(Op::Acquire, name);
-        call.arg(waiter)
-            .arg(u8::from(join != Join::No))
-            .arg(u8::from(join == Join::Again));
-        let reply = self.eval(&call).await?;
-        if reply.int(0)? == 2 {
-            self.heard(name, &reply, 2);
-            return Ok(Attempt::Superseded {
-                owner: Owner::from_stored(reply.text(1)?),
-            });
-        }
-        if reply.int(0)? == 1 {
-            self.heard(name, &reply, 3);
-            return Ok(Attempt::Acquired {
-                token: reply.uint(1)?,
-                expires_at_ms: reply.uint(2)?,
-            });
-        }
-        self.heard(name, &reply, 6);
-        Ok(Attempt::Busy {
-            busy: Busy {
-                holders: reply.uint(1)?,
-                limit: Limit::ONE,
-                waiting: reply.uint(2)?,
-                next_expiry_in: expiry(reply.int(3)?),
-                owner: Owner::from_stored(reply.text(4)?),
-            },
-            queued: reply.uint(5)? > 0,
-        })
+        let args = |call: &mut redis::Cmd| {
+            call.arg(waiter)
+                .arg(u8::from(join != Join::No))
+                .arg(u8::from(join == Join::Again));
+        };
+        let reply = self
+            .serve(Op::Acquire, name, args, |r| Ok(attempt_from(r)?.1))
+            .await?;
+        Ok(attempt_from(&reply)?.0)
     }
 
     /// Ends what `id` has on `name` (`mode` as `release.lua` lists; `waiter`
@@ -324,20 +328,11 @@ impl Leases {
         mode: &str,
         waiter: String,
     ) -> Result<i64, Error> {
-        let mut call = self.call(Op::Release, name);
-        call.arg(id.expose()).arg(mode).arg(waiter);
-        let reply = self.eval(&call).await;
-        let reply = match reply {
-            Ok(reply) => reply,
-            Err(err) => {
-                // The script may have run and granted to this instance's
-                // waiters: they ask Redis again.
-                self.engine.line().ask_again(self.kind, name);
-                return Err(err);
-            }
+        let args = |call: &mut redis::Cmd| {
+            call.arg(id.expose()).arg(mode).arg(waiter);
         };
+        let reply = self.serve(Op::Release, name, args, release_fields).await?;
         let code = reply.int(0)?;
-        self.heard(name, &reply, if code == 3 { 3 } else { 7 });
         if code == 1 {
             let owner = reply.text(6).ok().and_then(Owner::from_stored);
             audit(
@@ -401,9 +396,9 @@ impl Leases {
     /// # Errors
     /// Redis unavailable.
     pub(crate) async fn force_release(&self, name: &Name) -> Result<bool, Error> {
-        let reply = self.eval(&self.call(Op::ForceRelease, name)).await;
-        let reply = reply.inspect_err(|_| self.engine.line().ask_again(self.kind, name))?;
-        self.heard(name, &reply, 1);
+        let reply = self
+            .serve(Op::ForceRelease, name, |_| {}, |_| Ok(1))
+            .await?;
         let released = reply.int(0)?;
         if released == 1 {
             audit(
@@ -483,6 +478,43 @@ pub(super) fn note_expired(kind: Kind, name: &Name, reply: &Reply, at: usize) ->
         );
     }
     Some(at + 1 + 2 * n)
+}
+
+/// Where `release.lua`'s own reply ends.
+fn release_fields(reply: &Reply) -> Result<usize, Error> {
+    Ok(if reply.int(0)? == 3 { 3 } else { 7 })
+}
+
+/// What one `acquire.lua` reply says, and where it ends.
+fn attempt_from(reply: &Reply) -> Result<(Attempt, usize), Error> {
+    match reply.int(0)? {
+        2 => Ok((
+            Attempt::Superseded {
+                owner: Owner::from_stored(reply.text(1)?),
+            },
+            2,
+        )),
+        1 => Ok((
+            Attempt::Acquired {
+                token: reply.uint(1)?,
+                expires_at_ms: reply.uint(2)?,
+            },
+            3,
+        )),
+        _ => Ok((
+            Attempt::Busy {
+                busy: Busy {
+                    holders: reply.uint(1)?,
+                    limit: Limit::ONE,
+                    waiting: reply.uint(2)?,
+                    next_expiry_in: expiry(reply.int(3)?),
+                    owner: Owner::from_stored(reply.text(4)?),
+                },
+                queued: reply.uint(5)? > 0,
+            },
+            6,
+        )),
+    }
 }
 
 fn expiry(ms: i64) -> Option<Duration> {
@@ -574,6 +606,8 @@ impl Queued {
                     let _ = Box::pin(leases.end(name, id, "leave", claim.waiter())).await;
                     return Ok(Err(Refusal::Superseded { owner }));
                 }
+                // Asking again is for a waiter whose wait goes on.
+                Notice::Recheck if Instant::now() >= self.deadline => break,
                 Notice::Recheck => {
                     self.attempts += 1;
                     let again = leases.try_acquire(name, claim.waiter(), Join::Again);

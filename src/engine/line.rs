@@ -449,6 +449,9 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
     let mut generation = line.generation.subscribe();
     let mut next_tick = Instant::now();
     let mut confirm_by: Option<Instant> = None;
+    // A keep-alive failed: it may have served the line to this instance's
+    // waiters, who ask Redis again once it answers.
+    let mut failed = false;
     // Subscribed before the first waiter joins the line (it waits for this);
     // a subscription made later is followed by a re-check of every waiter.
     line.pubsub.subscribe_shard(&channel).await;
@@ -523,6 +526,9 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
         match line.store.fcall(&call).await.and_then(Reply::new) {
             Ok(reply) => {
                 line.heard(kind, &name, &reply, 2);
+                if std::mem::take(&mut failed) {
+                    line.recheck(&channel);
+                }
                 confirm_by = None;
                 next_tick = Instant::now() + KEEP_ALIVE_EVERY;
                 if let Ok(ms) = reply.int(0) {
@@ -533,8 +539,7 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
             }
             Err(err) => {
                 tracing::debug!(%err, "keep-alive failed; retrying");
-                // It may have served the line to this instance's waiters.
-                line.recheck(&channel);
+                failed = true;
                 if let Some(entry) = line.names().get_mut(&channel) {
                     entry.confirms.extend(confirms);
                 }
