@@ -106,6 +106,9 @@ struct NameLine {
     waiters: HashMap<u64, Slot>,
     /// Leases granted to this instance's waiters, not yet confirmed in Redis.
     confirms: Vec<LeaseId>,
+    /// A call that may have served the line failed: its messages for this
+    /// instance's waiters may be lost, so they ask Redis again once it answers.
+    unsure: bool,
     /// When a lease of the name ends, as far as this instance knows.
     wake_at: Option<Instant>,
     /// Wakes the name's task (new confirmation, earlier expiry, new waiter).
@@ -247,6 +250,7 @@ impl Line {
                 name: name.clone(),
                 waiters: HashMap::new(),
                 confirms: Vec::new(),
+                unsure: false,
                 wake_at: None,
                 nudge: Arc::new(Notify::new()),
                 subscribed: watch::Sender::new(0),
@@ -309,10 +313,15 @@ impl Line {
         }
     }
 
-    /// This instance's waiters on `name` ask Redis again: a call that may have
-    /// granted to them failed, and with it the message of the grant.
+    /// This instance's waiters on `name` ask Redis again once the name's next
+    /// keep-alive succeeds (within about a second of Redis answering again):
+    /// a call that may have granted to them failed, and with it the message
+    /// of the grant. Not at once: while Redis is away, asking fails too.
     pub(crate) fn ask_again(&self, kind: Kind, name: &Name) {
-        self.recheck(&self.keys.name_channel(kind, name));
+        let channel = self.keys.name_channel(kind, name);
+        if let Some(line) = self.names().get_mut(channel.as_str()) {
+            line.unsure = true;
+        }
     }
 
     /// One message about a name's line (`lua/line.lua` lists them), from its
@@ -449,9 +458,6 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
     let mut generation = line.generation.subscribe();
     let mut next_tick = Instant::now();
     let mut confirm_by: Option<Instant> = None;
-    // A keep-alive failed: it may have served the line to this instance's
-    // waiters, who ask Redis again once it answers.
-    let mut failed = false;
     // Subscribed before the first waiter joins the line (it waits for this);
     // a subscription made later is followed by a re-check of every waiter.
     line.pubsub.subscribe_shard(&channel).await;
@@ -526,7 +532,11 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
         match line.store.fcall(&call).await.and_then(Reply::new) {
             Ok(reply) => {
                 line.heard(kind, &name, &reply, 2);
-                if std::mem::take(&mut failed) {
+                let unsure = line
+                    .names()
+                    .get_mut(&channel)
+                    .is_some_and(|entry| std::mem::take(&mut entry.unsure));
+                if unsure {
                     line.recheck(&channel);
                 }
                 confirm_by = None;
@@ -539,8 +549,9 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
             }
             Err(err) => {
                 tracing::debug!(%err, "keep-alive failed; retrying");
-                failed = true;
                 if let Some(entry) = line.names().get_mut(&channel) {
+                    // It may have served the line to this instance's waiters.
+                    entry.unsure = true;
                     entry.confirms.extend(confirms);
                 }
                 confirm_by = None;

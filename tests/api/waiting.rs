@@ -743,3 +743,102 @@ async fn a_waiter_asks_again_after_a_redis_restart_and_gets_the_lease_granted_me
     let answer = waiter.await.unwrap();
     assert_eq!(answer.response.status(), 201);
 }
+
+/// What is published on `name`'s channel (the messages about its waiters),
+/// heard through a pattern subscription of the tests' own.
+async fn spy_on_channel(app: &TestApp, name: &str) -> redis::aio::PubSub {
+    let client = redis::Client::open(crate::helpers::shared_redis().url()).unwrap();
+    let mut spy = client.get_async_pubsub().await.unwrap();
+    spy.psubscribe(format!("{}{{lock:{name}}}:events", app.prefix))
+        .await
+        .unwrap();
+    spy
+}
+
+/// A hand-off to a waiter of the instance that released is told in the
+/// release's own reply: nothing goes over the name's channel. A hand-off to
+/// another instance's waiter is published there, for that instance.
+#[tokio::test]
+async fn a_hand_off_to_a_waiter_of_the_same_instance_is_told_in_the_reply_not_on_the_channel() {
+    use futures_util::StreamExt;
+    let redis = crate::helpers::shared_redis();
+    let first = TestApp::spawn().await;
+    let second = first.sibling_of(&redis.url()).await;
+    let mut spy = spy_on_channel(&first, "handed").await;
+
+    let held = first.acquire_lock("handed", r#"{"ttl_ms": 30000}"#).await;
+    let local = first.post_in_background("/locks/handed", r#"{"wait_ms": 10000}"#);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        first.delete(&lease_path("locks", &held)).await.status(),
+        204
+    );
+    let local: Value = local.await.unwrap().response.json().await.unwrap();
+    {
+        let mut heard = spy.on_message();
+        let nothing = tokio::time::timeout(Duration::from_millis(300), heard.next()).await;
+        assert!(nothing.is_err(), "a local hand-off published {nothing:?}");
+    }
+
+    let remote = second.post_in_background("/locks/handed", r#"{"wait_ms": 10000}"#);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        first.delete(&lease_path("locks", &local)).await.status(),
+        204
+    );
+    assert_eq!(remote.await.unwrap().response.status(), 201);
+    let mut heard = spy.on_message();
+    let message = tokio::time::timeout(Duration::from_secs(2), heard.next())
+        .await
+        .expect("a hand-off to another instance is published")
+        .expect("a message");
+    let payload: String = message.get_payload().unwrap();
+    assert!(payload.starts_with("g "), "a provisional grant: {payload}");
+}
+
+/// A release whose reply never came back (Redis stalled past the call
+/// timeout) may still have granted the lease to a waiter of this instance:
+/// the waiter asks Redis again once it answers, and gets the lease then, not
+/// at the end of its wait.
+#[tokio::test]
+async fn a_waiter_granted_by_a_release_whose_reply_was_lost_gets_its_lease_soon_after() {
+    let redis = RedisServer::start();
+    let mut settings = settings_for(&redis.url(), &unique_prefix());
+    settings.redis_timeout = Duration::from_millis(300);
+    let app = TestApp::spawn_with(settings).await;
+    let held = app.acquire_lock("lost-reply", r#"{"ttl_ms": 30000}"#).await;
+    let waiter = app.post_in_background("/locks/lost-reply", r#"{"wait_ms": 20000}"#);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let stall = redis.stall(1);
+    let response = app.delete(&lease_path("locks", &held)).await;
+    problem(response, 503, "redis-unavailable").await;
+    stall.join().unwrap().unwrap();
+    let answered = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter is answered within seconds of Redis answering again")
+        .unwrap();
+    assert_eq!(answered.response.status(), 201);
+}
+
+/// The operations are a Redis Functions library: a Redis that lost it (a
+/// restart without persistence, `FUNCTION FLUSH`) gets it again with the
+/// first call that needs it.
+#[tokio::test]
+async fn the_library_of_operations_is_loaded_again_where_redis_lost_it() {
+    let redis = RedisServer::start();
+    let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
+    app.acquire_lock("before", "{}").await;
+    let _: () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut redis.conn())
+        .unwrap();
+
+    app.acquire_lock("after", "{}").await;
+
+    let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query(&mut redis.conn())
+        .unwrap();
+    assert_eq!(libraries.len(), 1, "one library: {libraries:?}");
+}

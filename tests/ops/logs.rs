@@ -174,6 +174,76 @@ async fn json_logs_have_one_audit_line_per_operation_and_no_lease_id_or_token() 
     }
 }
 
+/// A request that waits in line is parked (it keeps no span while it waits):
+/// its audit line still carries its request id, route and trace id, and its
+/// answer still echoes the request id.
+#[tokio::test]
+async fn a_request_that_waited_in_line_logs_in_its_own_span_and_echoes_its_id() {
+    let redis = shared_redis();
+    let prefix = unique_prefix();
+    let mut service = Service::start(&[
+        ("BATON_REDIS_URL", &redis.url()),
+        ("BATON_KEY_PREFIX", &prefix),
+        ("BATON_LOG_FORMAT", "json"),
+    ])
+    .await;
+    let client = Client::new();
+    let held: Value = client
+        .post(format!("{}/locks/queue", service.base))
+        .body(r#"{"ttl_ms": 30000}"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let waiter = {
+        let (client, base) = (client.clone(), service.base.clone());
+        tokio::spawn(async move {
+            client
+                .post(format!("{base}/locks/queue"))
+                .header("x-request-id", "req-waited")
+                .header(
+                    "traceparent",
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                )
+                .body(r#"{"wait_ms": 10000, "owner": "patient"}"#)
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let release = format!(
+        "{}/locks/queue/{}",
+        service.base,
+        held["id"].as_str().unwrap()
+    );
+    assert_eq!(client.delete(release).send().await.unwrap().status(), 204);
+
+    let answer = waiter.await.unwrap();
+    assert_eq!(answer.status(), 201);
+    assert_eq!(answer.headers()["x-request-id"], "req-waited");
+    let lease: Value = answer.json().await.unwrap();
+
+    assert_eq!(service.stop().code(), Some(0));
+    let lines = service.json_lines();
+    let audit = audit_lines(&lines);
+    let waited: Vec<_> = audit
+        .iter()
+        .filter(|l| l["event"] == "acquired" && l["owner"] == "patient")
+        .collect();
+    assert_eq!(waited.len(), 1, "{audit:#?}");
+    let line = waited[0];
+    assert_eq!(line["fencing_token"], lease["fencing_token"], "{line}");
+    assert_eq!(line["span"]["request_id"], "req-waited", "{line}");
+    assert_eq!(line["span"]["route"], "/locks/{name}", "{line}");
+    assert_eq!(
+        line["span"]["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736",
+        "{line}"
+    );
+}
+
 #[tokio::test]
 async fn request_ids_are_echoed_or_made_and_trace_ids_recorded() {
     let redis = shared_redis();
