@@ -8,6 +8,8 @@
 //! cargo run --release --example loadgen -- idle --target 127.0.0.1:8080 \
 //!     --waiters 10000 --hold 10 [--redis ...] [--baton-pid PID] [--label idle] [--out ...]
 //! cargo run --release --example loadgen -- report results.env
+//! cargo run --release --example loadgen -- library          # baton's Redis Functions library
+//! cargo run --release --example loadgen -- function acquire # the name an operation is called by
 //! ```
 //!
 //! `run` keeps `--clients` keep-alive HTTP/1.1 connections busy with
@@ -72,6 +74,17 @@ fn main() -> ExitCode {
             [path] => report(path),
             _ => Err("usage: loadgen report RESULTS_FILE".into()),
         },
+        // baton's library of operations, for the raw-Redis baseline to load.
+        "library" => {
+            print!("{}", baton::engine::library_code());
+            Ok(())
+        }
+        "function" => match rest {
+            [op] => baton::engine::function_name(op)
+                .map(|name| println!("{name}"))
+                .ok_or_else(|| format!("no operation {op:?}").into()),
+            _ => Err("usage: loadgen function OPERATION".into()),
+        },
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
@@ -94,7 +107,8 @@ const USAGE: &str = "usage: loadgen run --target 127.0.0.1:PORT --kind lock|sem 
 [--redis 127.0.0.1:PORT] [--baton-pid PID] [--label L] [--out FILE]
        loadgen idle --target 127.0.0.1:PORT --waiters N --hold S [--http 1|2] [--connections N] \
 [--redis 127.0.0.1:PORT] [--baton-pid PID] [--label L] [--out FILE]
-       loadgen report FILE";
+       loadgen report FILE
+       loadgen library | loadgen function OPERATION";
 
 const RUN_OPTIONS: &[&str] = &[
     "target",
@@ -1674,6 +1688,66 @@ fn contended_rows(f: &Figures, label: &str, kind: &str, rows: &mut Vec<Row>) {
     );
 }
 
+/// The contended lock, this build beside the first version (the baseline of
+/// issue 10's targets), measured alternately in the same run: each side's best
+/// round, with the Redis work of that round.
+fn baseline_rows(f: &Figures, now: &[&str], first: &[&str], rows: &mut Vec<Row>) {
+    let rate = |label: &&str| f.num(&format!("{label}.handoffs_per_s"));
+    let best = |labels: &[&str]| -> Option<String> {
+        labels
+            .iter()
+            .filter(|label| rate(label).is_some())
+            .max_by(|a, b| rate(a).unwrap_or(0.0).total_cmp(&rate(b).unwrap_or(0.0)))
+            .map(|label| (*label).to_owned())
+    };
+    let (Some(now), Some(first)) = (best(now), best(first)) else {
+        return;
+    };
+    let (now, first) = (now.as_str(), first.as_str());
+    rows.push(section(&format!(
+        "Contended lock, this build beside the first version ({}), alternately in this run (the raw column is the first version)",
+        f.text("meta.baseline")
+    )));
+    let figure = |label: &str, key: &str| f.num(&format!("{label}.{key}"));
+    let compare = |name: &str, key: &str, show: fn(f64) -> String| {
+        let (a, b) = (figure(now, key), figure(first, key));
+        Row::new(name, opt(a, show), opt(b, show), opt(ratio(a, b), |v| format!("{v:.2}")))
+    };
+    let handoffs = ratio(figure(now, "handoffs_per_s"), figure(first, "handoffs_per_s"));
+    rows.push(
+        compare("hand-offs/s", "handoffs_per_s", thousands)
+            .target(">= 1.3 x first", handoffs.map(|r| r >= 1.3)),
+    );
+    let cpu = ratio(
+        figure(now, "redis_cpu_us_per_op"),
+        figure(first, "redis_cpu_us_per_op"),
+    );
+    rows.push(
+        compare("Redis CPU per hand-off", "redis_cpu_us_per_op", |v| {
+            format!("{v:.1} µs")
+        })
+        .target("<= 0.6 x first", cpu.map(|r| r <= 0.6)),
+    );
+    rows.push(compare(
+        "Redis calls per hand-off (a script or function counts once)",
+        "redis_scripts_per_op",
+        |v| format!("{v:.2}"),
+    ));
+    rows.push(compare(
+        "Redis commands per hand-off, counting those they run",
+        "redis_commands_per_op",
+        |v| format!("{v:.1}"),
+    ));
+    rows.push(compare("baton CPU per hand-off", "baton_cpu_us_per_op", |v| {
+        format!("{v:.1} µs")
+    }));
+    rows.push(compare(
+        "hand-off: DELETE sent -> next 201, p50",
+        "handoff_p50_us",
+        |v| format!("{:.2} ms", v / 1000.0),
+    ));
+}
+
 /// Waiters held by one baton: how much memory each costs, and that they cost
 /// Redis nothing.
 fn idle_rows(f: &Figures, label: &str, rows: &mut Vec<Row>) {
@@ -1927,6 +2001,7 @@ fn report(path: &str) -> Result<()> {
     if f.num("hm.cycles_per_s").is_some() {
         hammer_rows(&f, "hm", "ul", &mut rows);
     }
+    baseline_rows(&f, &["n1", "n2"], &["v1", "v2"], &mut rows);
 
     idle_rows(&f, "idle", &mut rows);
     for label in ["i2a", "i2b", "i2c"] {

@@ -21,7 +21,9 @@
 # the largest status and listing calls), BENCH_HAMMER_HOLDERS (10000 holders
 # of the semaphore they read), BENCH_HAMMER_LOCKS (10000 held locks they list),
 # BENCH_STRICT=1 (exit 1 when a target is missed), BENCH_BATON (another baton
-# binary to measure, e.g. a build of a branch; default: the one built here).
+# binary to measure, e.g. a build of a branch; default: the one built here),
+# BENCH_BASELINE (the commit of the first version, measured beside this build
+# for the contended lock: fa1f1fc; "" to skip).
 # Results: target/bench/results.env (raw figures) and target/bench/report.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -94,6 +96,7 @@ cleanup() {
     wait "$pid" 2>/dev/null || true
   done
   rm -rf "$WORK"
+  git worktree prune 2>/dev/null || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -129,11 +132,11 @@ long random(void) { static long next; return next++; }
 EOF
 cc -shared -fPIC -O2 -o "$WORK/seqrand.so" "$WORK/seqrand.c"
 
-raw_run() { # out label clients requests script_sha numkeys args...
+raw_run() { # out label clients requests function numkeys args...
   local out=$1 label=$2 clients=$3 n=$4
   shift 4
   LD_PRELOAD=$WORK/seqrand.so redis-benchmark -p "$REDIS_PORT" -c "$clients" -n "$n" \
-    -r 1000000000 --csv EVALSHA "$@" | tail -n 1 |
+    -r 1000000000 --csv FCALL "$@" | tail -n 1 |
     awk -F'","' -v l="$label" '{ printf "raw.%s_rps=%s\nraw.%s_p50_ms=%s\nraw.%s_p99_ms=%s\n", l, $2, l, $5, l, $7 }' \
       >>"$out"
 }
@@ -178,43 +181,49 @@ raw_pair() { # kind requests acquire_args_name release_args_name
   cat "$best_out" >>"$RESULTS"
 }
 
-say "raw Redis: baton's lock scripts via redis-benchmark EVALSHA ($RAW_N acquires, then $RAW_N releases)"
-# Every script is loaded behind the shared lease core, as the service loads it.
-ACQ=$(rcli script load "$(cat src/engine/lua/line.lua src/engine/lua/acquire.lua)")
-REL=$(rcli script load "$(cat src/engine/lua/line.lua src/engine/lua/release.lua)")
+say "raw Redis: baton's lock functions via redis-benchmark FCALL ($RAW_N acquires, then $RAW_N releases)"
+# baton's library of operations, loaded as the service loads it.
+"$LOADGEN" library >"$WORK/library.lua"
+rcli -x function load replace <"$WORK/library.lua" >/dev/null
+ACQ=$("$LOADGEN" function acquire)
+REL=$("$LOADGEN" function release)
 # The name's leases and owners keys and the lease id take the 1st, 2nd and 3rd
-# number of each call, in the acquire as in the release; the line's keys are shared.
+# number of each call, in the acquire as in the release; the line's keys are
+# shared. Then the arguments every operation takes (lua/line.lua).
 line_keys() { # kind tag
-  printf '%s\n' 7 "bench:{$2:__rand_int__}:leases" "bench:{$2:__rand_int__}:owners" \
-    "bench:{$2:q}:queue" "bench:{$2:q}:waiters" "bench:{$2:q}:byinst" "bench:{$2:q}:instances" \
-    "bench:{$2:q}:fence" "$1" bench "bench:{$2:bench}:events" PUBLISH bench:events
+  printf '%s\n' 6 "bench:{$2:__rand_int__}:leases" "bench:{$2:__rand_int__}:owners" \
+    "bench:{$2:q}:queue" "bench:{$2:q}:byinst" "bench:{$2:q}:instances" "bench:{$2:q}:notes" \
+    "$1" bench "bench:{$2:bench}:events" PUBLISH bench:events bench-instance
 }
+# A waiter as the line keeps it: id|tag|instance|ttl_ms|limit|newest|owner.
+waiter() { printf '__rand_int__|0|bench-instance|30000|%s|0|' "$1"; }
 mapfile -t LOCK_KEYS < <(line_keys lock lock)
 # shellcheck disable=SC2034  # used through namerefs
-lock_acquire_args=("$ACQ" "${LOCK_KEYS[@]}" '__rand_int__' 0 bench-instance 1 30000 '' 0 0)
+lock_acquire_args=("$ACQ" "${LOCK_KEYS[@]}" "$(waiter 1)" 0 0)
 # shellcheck disable=SC2034
-lock_release_args=("$REL" "${LOCK_KEYS[@]}" '__rand_int__' release)
+lock_release_args=("$REL" "${LOCK_KEYS[@]}" '__rand_int__' release '')
 raw_pair lock "$RAW_N" lock_acquire_args lock_release_args
 
-say "raw Redis: baton's semaphore scripts (limit $SEM_LIMIT, each acquire on its own name)"
+say "raw Redis: baton's semaphore functions (limit $SEM_LIMIT, each acquire on its own name)"
 mapfile -t SEM_KEYS < <(line_keys semaphore sem)
 # shellcheck disable=SC2034
-sem_acquire_args=("$ACQ" "${SEM_KEYS[@]}" '__rand_int__' 0 bench-instance "$SEM_LIMIT" 30000 '' 0 0)
+sem_acquire_args=("$ACQ" "${SEM_KEYS[@]}" "$(waiter "$SEM_LIMIT")" 0 0)
 # shellcheck disable=SC2034
-sem_release_args=("$REL" "${SEM_KEYS[@]}" '__rand_int__' release)
+sem_release_args=("$REL" "${SEM_KEYS[@]}" '__rand_int__' release '')
 raw_pair sem "$((RAW_N / 2))" sem_acquire_args sem_release_args
 rcli flushall >/dev/null
 
 # --- baton ------------------------------------------------------------------------
 BATON_PID=
 BATON_PORT=
-start_baton() { # log name
+start_baton() { # log-name [binary]
+  local binary=${2:-$BATON}
   BATON_PORT=$(free_port)
   # The idle run holds $WAITERS connections plus the load generator's own:
   # above the default cap of 10,000 connections.
   BATON_LISTEN=127.0.0.1:$BATON_PORT BATON_REDIS_URL=redis://127.0.0.1:$REDIS_PORT \
     BATON_KEY_PREFIX=bench: BATON_MAX_CONNECTIONS=$((WAITERS + 1024)) \
-    "$BATON" >"$WORK/baton-$1.log" 2>&1 &
+    "$binary" >"$WORK/baton-$1.log" 2>&1 &
   BATON_PID=$!
   PIDS+=("$BATON_PID")
   wait_for_http "http://127.0.0.1:$BATON_PORT/readyz" 30
@@ -260,6 +269,35 @@ if [ "$HAMMER" -gt 0 ]; then
 fi
 stop_baton
 rcli flushall >/dev/null
+
+# --- the contended lock beside the first version ----------------------------------
+# Issue 10's targets for a contended hand-off (hand-offs/s, Redis CPU) are
+# against the first version: built here from the repository's history (once;
+# kept in target/bench-baseline), measured beside this build on the same
+# Redis, twice each, alternately. BENCH_BASELINE="" skips it.
+BASELINE=${BENCH_BASELINE-fa1f1fc}
+if [ -n "$BASELINE" ] && git rev-parse -q --verify "$BASELINE^{commit}" >/dev/null 2>&1; then
+  BASE_BIN=$ROOT/target/bench-baseline/release/baton
+  if [ ! -x "$BASE_BIN" ] || [ "$(cat "$ROOT/target/bench-baseline/commit" 2>/dev/null)" != "$BASELINE" ]; then
+    say "building the first version ($BASELINE) to measure beside this build"
+    git worktree add --detach --quiet "$WORK/baseline" "$BASELINE"
+    (cd "$WORK/baseline" && CARGO_TARGET_DIR=$ROOT/target/bench-baseline cargo build --release --quiet --bin baton)
+    git worktree remove --force "$WORK/baseline"
+    echo "$BASELINE" >"$ROOT/target/bench-baseline/commit"
+  fi
+  echo "meta.baseline=$BASELINE" >>"$RESULTS"
+  for round in 1 2; do
+    say "contended lock beside the first version, round $round of 2"
+    start_baton "first-$round" "$BASE_BIN"
+    loadgen "v$round" --kind lock --names one --wait-ms "$WAIT_MS"
+    stop_baton
+    rcli flushall >/dev/null
+    start_baton "now-$round"
+    loadgen "n$round" --kind lock --names one --wait-ms "$WAIT_MS"
+    stop_baton
+    rcli flushall >/dev/null
+  done
+fi
 
 # --- Redis Cluster -------------------------------------------------------------
 # The uncontended lock load again, on three cluster masters (no replicas), to
