@@ -1711,9 +1711,17 @@ fn baseline_rows(f: &Figures, now: &[&str], first: &[&str], rows: &mut Vec<Row>)
     let figure = |label: &str, key: &str| f.num(&format!("{label}.{key}"));
     let compare = |name: &str, key: &str, show: fn(f64) -> String| {
         let (a, b) = (figure(now, key), figure(first, key));
-        Row::new(name, opt(a, show), opt(b, show), opt(ratio(a, b), |v| format!("{v:.2}")))
+        Row::new(
+            name,
+            opt(a, show),
+            opt(b, show),
+            opt(ratio(a, b), |v| format!("{v:.2}")),
+        )
     };
-    let handoffs = ratio(figure(now, "handoffs_per_s"), figure(first, "handoffs_per_s"));
+    let handoffs = ratio(
+        figure(now, "handoffs_per_s"),
+        figure(first, "handoffs_per_s"),
+    );
     rows.push(
         compare("hand-offs/s", "handoffs_per_s", thousands)
             .target(">= 1.3 x first", handoffs.map(|r| r >= 1.3)),
@@ -1738,9 +1746,11 @@ fn baseline_rows(f: &Figures, now: &[&str], first: &[&str], rows: &mut Vec<Row>)
         "redis_commands_per_op",
         |v| format!("{v:.1}"),
     ));
-    rows.push(compare("baton CPU per hand-off", "baton_cpu_us_per_op", |v| {
-        format!("{v:.1} µs")
-    }));
+    rows.push(compare(
+        "baton CPU per hand-off",
+        "baton_cpu_us_per_op",
+        |v| format!("{v:.1} µs"),
+    ));
     rows.push(compare(
         "hand-off: DELETE sent -> next 201, p50",
         "handoff_p50_us",

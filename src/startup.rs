@@ -66,7 +66,10 @@ pub fn app(state: AppState) -> App {
     // The others wrap the router once, rather than each of its routes.
     let service = ServiceBuilder::new()
         // A request parked in line keeps only what it needs to answer.
-        .layer(ResolveParked { body_limit })
+        .layer(ResolveParked {
+            body_limit,
+            deadline,
+        })
         .layer(CatchPanicLayer::custom(|_| {
             AppError::Engine(crate::engine::Error::Protocol("panic".into())).into_response()
         }))

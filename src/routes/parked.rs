@@ -139,11 +139,13 @@ impl<F: Future<Output = Response>> Future for InSpan<F> {
 }
 
 /// The outermost layer: reads a request whole (at most `body_limit` bytes of
-/// its body; a larger one is left to the limit further in), then answers a
-/// parked request once its rest has, keeping nothing of the way in meanwhile.
+/// its body, for at most `deadline`; a larger or slower one is left to the
+/// limit and deadline further in), then answers a parked request once its
+/// rest has, keeping nothing of the way in meanwhile.
 #[derive(Clone, Copy)]
 pub struct ResolveParked {
     pub body_limit: usize,
+    pub deadline: Duration,
 }
 
 impl<S> Layer<S> for ResolveParked {
@@ -153,6 +155,7 @@ impl<S> Layer<S> for ResolveParked {
         ResolveParkedService {
             inner,
             body_limit: self.body_limit,
+            deadline: self.deadline,
         }
     }
 }
@@ -162,6 +165,7 @@ impl<S> Layer<S> for ResolveParked {
 pub struct ResolveParkedService<S> {
     inner: S,
     body_limit: usize,
+    deadline: Duration,
 }
 
 impl<S, B> Service<Request> for ResolveParkedService<S>
@@ -182,11 +186,11 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         let mut inner = self.inner.clone();
-        let body_limit = self.body_limit;
+        let (body_limit, deadline) = (self.body_limit, self.deadline);
         // Boxed, so that its space is freed once it has answered.
         ResolveFuture::Routing {
             inner: Box::pin(async move {
-                let handled = inner.call(read_whole(request, body_limit).await);
+                let handled = inner.call(read_whole(request, body_limit, deadline).await);
                 drop(inner);
                 handled.await
             }),
@@ -194,29 +198,41 @@ where
     }
 }
 
-/// `request` with as much of its body read as has come, up to its end or
-/// past `limit`; what is left (a body over the limit, or its error) is
-/// still to be read, behind what was.
-async fn read_whole(request: Request, limit: usize) -> Request {
+/// `request` with its body read, up to its end, past `limit`, or until
+/// `within` has passed; what is left (a body over the limit, one still
+/// coming, or its error) is still to be read, behind what was, and the
+/// limit and deadline further in deal with it.
+async fn read_whole(request: Request, limit: usize, within: Duration) -> Request {
     let (parts, mut body) = request.into_parts();
+    if body.is_end_stream() {
+        return Request::from_parts(parts, body);
+    }
     let mut read: Vec<bytes::Bytes> = Vec::new();
-    let mut length = 0;
-    while !body.is_end_stream() && length <= limit {
-        match body.frame().await {
-            None => break,
-            Some(Ok(frame)) => {
-                if let Ok(data) = frame.into_data() {
-                    length += data.len();
-                    read.push(data);
+    let mut failed = None;
+    let reading = async {
+        let mut length = 0;
+        while !body.is_end_stream() && length <= limit {
+            match body.frame().await {
+                None => break,
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        length += data.len();
+                        read.push(data);
+                    }
+                }
+                Some(Err(err)) => {
+                    failed = Some(err);
+                    break;
                 }
             }
-            Some(Err(err)) => {
-                let rest = axum::body::Body::new(Failed(Some(err)));
-                return Request::from_parts(parts, Prefixed::body(read, rest));
-            }
         }
-    }
-    Request::from_parts(parts, Prefixed::body(read, body))
+    };
+    let _ = tokio::time::timeout(within, reading).await;
+    let rest = match failed {
+        Some(err) => axum::body::Body::new(Failed(Some(err))),
+        None => body,
+    };
+    Request::from_parts(parts, Prefixed::body(read, rest))
 }
 
 /// A body of the chunks already read, then the rest.
@@ -358,7 +374,11 @@ mod tests {
             let handler = handler.clone();
             async move { Ok::<_, Infallible>(handler()) }
         });
-        let Ok(response) = ResolveParked { body_limit: 1024 }
+        let layer = ResolveParked {
+            body_limit: 1024,
+            deadline: Duration::from_secs(10),
+        };
+        let Ok(response) = layer
             .layer(inner)
             .call(Request::new(axum::body::Body::empty()))
             .await;
@@ -409,7 +429,7 @@ mod tests {
             )))
         };
         for (n, limit) in [(1, 16), (3, 16), (8, 16)] {
-            let request = read_whole(Request::new(chunks(n)), limit).await;
+            let request = read_whole(Request::new(chunks(n)), limit, Duration::from_secs(1)).await;
             let body = request.into_body().collect().await.unwrap().to_bytes();
             let expected: Vec<u8> = (0..n).flat_map(|i| vec![b'a' + i as u8; 4]).collect();
             assert_eq!(
@@ -418,6 +438,26 @@ mod tests {
                 "{n} chunks, limit {limit}"
             );
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_still_coming_at_the_deadline_is_passed_on_with_what_came() {
+        use futures_util::StreamExt;
+        let first = futures_util::stream::iter([Ok::<_, Infallible>(http_body::Frame::data(
+            bytes::Bytes::from_static(b"abc"),
+        ))]);
+        let frames = first.chain(futures_util::stream::pending());
+        let body = axum::body::Body::new(http_body_util::StreamBody::new(frames));
+        let started = Instant::now();
+
+        let request = read_whole(Request::new(body), 16, Duration::from_secs(5)).await;
+
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        let mut body = request.into_body();
+        let frame = body.frame().await.unwrap().unwrap();
+        assert_eq!(frame.into_data().unwrap(), "abc");
+        let rest = tokio::time::timeout(Duration::from_secs(1), body.frame()).await;
+        assert!(rest.is_err(), "the rest is still to come");
     }
 
     #[tokio::test(start_paused = true)]
