@@ -78,6 +78,25 @@ pub struct Acquisition<B> {
     pub body: B,
 }
 
+impl<B> Acquisition<B> {
+    /// Its body, and the rest (what [`acquired`] answers with).
+    pub fn split(self) -> (B, Acquisition<()>) {
+        let Self {
+            name,
+            accepts_events,
+            context,
+            body,
+        } = self;
+        let rest = Acquisition {
+            name,
+            accepts_events,
+            context,
+            body: (),
+        };
+        (body, rest)
+    }
+}
+
 impl<B: DeserializeOwned + Default + Send + 'static> FromRequest<AppState> for Acquisition<B> {
     type Rejection = AppError;
 
@@ -121,16 +140,20 @@ impl<B: DeserializeOwned + Default + Send + 'static> FromRequest<AppState> for A
 /// would otherwise hold a copy of its space.
 pub async fn acquired<K>(
     state: AppState,
-    accepts_events: bool,
-    name: Name,
+    call: Acquisition<()>,
     wait: WaitTime,
-    context: RequestContext,
     acquisition: BoxFuture<'static, Result<Acquiring, engine::Error>>,
 ) -> Result<Response, AppError>
 where
     K: Kind + LeaseOps<Lease = engine::Lease>,
     K::Body: Send + 'static,
 {
+    let Acquisition {
+        name,
+        accepts_events,
+        context,
+        ..
+    } = call;
     if progress::wanted(accepts_events, wait) {
         return Ok(progress::respond(
             &state.engine,

@@ -110,16 +110,9 @@ pub async fn acquire(
     State(state): State<AppState>,
     call: Acquisition<AcquireLock>,
 ) -> Result<Response, AppError> {
-    let request = call.body.request(state.settings.max_wait_ms)?;
+    let (body, call) = call.split();
+    let request = body.request(state.settings.max_wait_ms)?;
     let wait = request.wait;
     let acquisition = Box::pin(state.locks.acquire(call.name.clone(), request));
-    kind::acquired::<Locks>(
-        state,
-        call.accepts_events,
-        call.name,
-        wait,
-        call.context,
-        acquisition,
-    )
-    .await
+    kind::acquired::<Locks>(state, call, wait, acquisition).await
 }

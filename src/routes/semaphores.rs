@@ -150,16 +150,9 @@ pub async fn acquire(
     State(state): State<AppState>,
     call: Acquisition<AcquireSemaphore>,
 ) -> Result<Response, AppError> {
-    let (limit, request) = call.body.parse(state.settings.max_wait_ms)?;
+    let (body, call) = call.split();
+    let (limit, request) = body.parse(state.settings.max_wait_ms)?;
     let wait = request.wait;
     let acquisition = Box::pin(state.semaphores.acquire(call.name.clone(), limit, request));
-    kind::acquired::<Semaphores>(
-        state,
-        call.accepts_events,
-        call.name,
-        wait,
-        call.context,
-        acquisition,
-    )
-    .await
+    kind::acquired::<Semaphores>(state, call, wait, acquisition).await
 }

@@ -53,6 +53,19 @@ impl Api<'_> {
     }
 }
 
+/// A service on the shared Redis, with a prefix of its own, logging JSON
+/// lines, with `extra` settings.
+async fn json_logging(extra: &[(&str, &str)]) -> Service {
+    let (url, prefix) = (shared_redis().url(), unique_prefix());
+    let mut settings = vec![
+        ("BATON_REDIS_URL", url.as_str()),
+        ("BATON_KEY_PREFIX", prefix.as_str()),
+        ("BATON_LOG_FORMAT", "json"),
+    ];
+    settings.extend_from_slice(extra);
+    Service::start(&settings).await
+}
+
 fn audit_lines(lines: &[Value]) -> Vec<&Value> {
     lines
         .iter()
@@ -62,12 +75,7 @@ fn audit_lines(lines: &[Value]) -> Vec<&Value> {
 
 #[tokio::test]
 async fn json_logs_have_one_audit_line_per_operation_and_no_lease_id_or_token() {
-    let redis = shared_redis();
-    let prefix = unique_prefix();
-    let mut service = Service::start(&[
-        ("BATON_REDIS_URL", &redis.url()),
-        ("BATON_KEY_PREFIX", &prefix),
-        ("BATON_LOG_FORMAT", "json"),
+    let mut service = json_logging(&[
         ("BATON_API_TOKENS", API_TOKEN),
         ("BATON_ADMIN_TOKENS", ADMIN_TOKEN),
     ])
@@ -179,14 +187,7 @@ async fn json_logs_have_one_audit_line_per_operation_and_no_lease_id_or_token() 
 /// answer still echoes the request id.
 #[tokio::test]
 async fn a_request_that_waited_in_line_logs_in_its_own_span_and_echoes_its_id() {
-    let redis = shared_redis();
-    let prefix = unique_prefix();
-    let mut service = Service::start(&[
-        ("BATON_REDIS_URL", &redis.url()),
-        ("BATON_KEY_PREFIX", &prefix),
-        ("BATON_LOG_FORMAT", "json"),
-    ])
-    .await;
+    let mut service = json_logging(&[]).await;
     let client = Client::new();
     let held: Value = client
         .post(format!("{}/locks/queue", service.base))

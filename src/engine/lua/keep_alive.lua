@@ -12,7 +12,7 @@
 --
 -- Its cost grows with (instances x names with waiters), never with waiters.
 -- It removes expired leases and the waiters of dead instances, and grants to
--- whoever fits, as every script that changes the name does.
+-- whoever fits, as every operation that changes the name does.
 redis.call('ZADD', K_INSTANCES, num(now_ms + ALIVE_MS), ME)
 for i = 7, #ARGV do
   local lease = live_lease(ARGV[i])

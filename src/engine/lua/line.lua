@@ -52,17 +52,17 @@
 --                                             newest_wins request of OWNER ("" none)
 --   x EXPIRES_IN_MS                           a lease now ends sooner: wake the line then
 --
--- Every serving script ends its reply with finish(): the expired leases it
+-- Every serving operation ends its reply with finish(): the expired leases it
 -- noticed (n, then n pairs owner ("" none), fencing_token, for the audit log),
 -- then the messages for the caller's waiters (m, then m messages).
 --
 -- Every key gets a TTL: leases and owners (with the fence) outlive the longest
--- lease by at least KEEP_MS, the line's keys LINE_TTL_MS past the last script
+-- lease by at least KEEP_MS, the line's keys LINE_TTL_MS past the last call
 -- that touched them (the keep-alives touch them every second while anyone
 -- waits). Tokens stay strictly increasing without the fence (docs/design.md):
 -- each is max(fence + 1, now in microseconds).
 --
--- What a hand-off costs is what these scripts do on their way: a waiter's join
+-- What a hand-off costs is what these operations do: a waiter's join
 -- looks at the first lease, the last ticket, and writes its place; a release
 -- reads its lease and the fence in one call, grants the head of the line and
 -- drops its own lease. Pruning what expired or died is checked with one read
