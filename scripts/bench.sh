@@ -4,8 +4,8 @@
 #   scripts/bench.sh
 #
 # Builds release, starts a private redis-server and baton on free loopback
-# ports, measures raw Redis running baton's own Lua scripts (redis-benchmark,
-# EVALSHA), then drives baton with examples/loadgen.rs and prints one table:
+# ports, measures raw Redis running baton's own Redis functions (redis-benchmark,
+# FCALL), then drives baton with examples/loadgen.rs and prints one table:
 # every figure next to the raw-Redis baseline measured in the same run, and
 # PASS/FAIL against the targets. Everything it starts is stopped on exit.
 #
