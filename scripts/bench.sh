@@ -189,7 +189,7 @@ ACQ=$("$LOADGEN" function acquire)
 REL=$("$LOADGEN" function release)
 # The name's leases and owners keys and the lease id take the 1st, 2nd and 3rd
 # number of each call, in the acquire as in the release; the line's keys are
-# shared. Then the arguments every operation takes (lua/line.lua).
+# shared. Then the arguments every operation takes (src/engine/functions/line.lua).
 line_keys() { # kind tag
   printf '%s\n' 6 "bench:{$2:__rand_int__}:leases" "bench:{$2:__rand_int__}:owners" \
     "bench:{$2:q}:queue" "bench:{$2:q}:byinst" "bench:{$2:q}:instances" "bench:{$2:q}:notes" \

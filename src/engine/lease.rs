@@ -1,16 +1,36 @@
 //! The lease core of both kinds: acquire (joining the line and waiting),
-//! refresh, check, release, force-release and status, each one script over
-//! the name's keys; locks and semaphores differ only in their [`Kind`] and
-//! the limit they pass (a lock's is 1).
+//! refresh, check, release, force-release and status, each one function of
+//! the library over the name's keys; locks and semaphores differ only in
+//! their [`Kind`] and the limit they pass (a lock's is 1).
+//!
+//! # What makes a 201 true
+//!
+//! An acquisition answers a lease only from a reply of Redis that says the
+//! lease is held until the expiry answered: an acquire call that wrote it
+//! (a full lease), a grant in a serving call's reply or message marked held
+//! (`G`: written full, for a waiter of the caller's instance), or this
+//! waiter's own acquire or give-up call that confirmed a provisional grant
+//! (`g`) while it was still live. A provisional grant is never answered
+//! as it comes: its waiter confirms it first (see [`Queued::wait`]), and if
+//! it lapsed meanwhile (this instance was paused, Redis stalled), the same
+//! call puts the waiter back in line.
 
 use std::time::Duration;
 
+use redis::Value;
 use tokio::time::Instant;
 
+use super::functions::acquire::{Acquire, Attempt, Join};
+use super::functions::check::{Check, Stored};
+use super::functions::force_release::ForceRelease;
+use super::functions::library::{self, Function, Served, Serving};
+use super::functions::refresh::Refresh;
+use super::functions::release::{End, Ended};
+use super::functions::status::Status as StatusCall;
+use super::functions::waiter::Entry;
 use super::keys::Kind;
 use super::line::{Notice, Registration};
-use super::reply::Reply;
-use super::scripts::{self, Op};
+use super::model::{Busy, Lease, Refusal, Status};
 use super::{Engine, Error};
 use crate::domain::{AcquireRequest, LeaseId, Limit, Name, Owner, Ttl};
 use crate::telemetry::{audit, record_acquisition, Acquired};
@@ -18,113 +38,6 @@ use crate::telemetry::{audit, record_acquisition, Acquired};
 /// How long a waiter waits for its name's channel before joining anyway (it
 /// asks Redis again once subscribed, so nothing is lost either way).
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(1);
-
-/// A live lease, as its holder sees it.
-#[derive(Debug, Clone)]
-pub struct Lease {
-    pub name: Name,
-    pub id: LeaseId,
-    pub owner: Option<Owner>,
-    /// The limit this acquisition was judged against (1 for a lock).
-    pub limit: Limit,
-    /// Strictly increasing per name: the order of the grants.
-    pub fencing_token: u64,
-    pub ttl: Ttl,
-    /// Expiry in milliseconds since the Unix epoch, on Redis's clock.
-    pub expires_at_ms: u64,
-}
-
-/// Why an acquisition got no lease.
-#[derive(Debug, Clone)]
-pub enum Refusal {
-    /// Held (full) for the whole wait.
-    Busy(Busy),
-    /// A newer `newest_wins` request took this waiter's place in line.
-    Superseded { owner: Option<Owner> },
-}
-
-/// The name was held (a semaphore: full) when the wait ended.
-#[derive(Debug, Clone)]
-pub struct Busy {
-    /// Live leases.
-    pub holders: u64,
-    /// The limit the acquisition was judged against.
-    pub limit: Limit,
-    /// Requests queued in the line.
-    pub waiting: u64,
-    /// The lease that ends first: its owner (a lock's holder) and time left.
-    pub owner: Option<Owner>,
-    pub next_expiry_in: Option<Duration>,
-}
-
-/// One live lease as anyone may see it: never its id.
-#[derive(Debug, Clone)]
-pub struct Holder {
-    pub owner: Option<Owner>,
-    pub fencing_token: u64,
-    pub expires_in: Duration,
-}
-
-/// One queued request as anyone may see it.
-#[derive(Debug, Clone)]
-pub struct Waiter {
-    /// 1 for the next to be served.
-    pub position: u64,
-    pub owner: Option<Owner>,
-    pub waited: Duration,
-}
-
-/// A lock or semaphore as anyone may see it.
-#[derive(Debug, Clone)]
-pub struct Status {
-    pub name: Name,
-    /// Live leases in all.
-    pub holders: u64,
-    /// The limit of the latest acquisition, while known.
-    pub limit: Option<Limit>,
-    /// At most 100 live leases, in the order they were granted.
-    pub leases: Vec<Holder>,
-    /// Requests queued in all.
-    pub waiting: u64,
-    /// At most the first 100 of them, in the order they will be served.
-    pub waiters: Vec<Waiter>,
-}
-
-impl Status {
-    /// A lock's holder (a semaphore's first lease).
-    pub fn holder(&self) -> Option<&Holder> {
-        self.leases.first()
-    }
-}
-
-/// Whether an acquisition call queues when busy, and whether it is the first
-/// call with its id (a fresh id has no lease and no place in line yet).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Join {
-    /// Answer at once when busy (`wait_ms` 0); the only call with its id.
-    No,
-    /// Queue when busy; the first call with its id.
-    First,
-    /// Queue when busy, or find the place or lease an earlier call made.
-    Again,
-}
-
-/// The outcome of one acquire script call.
-enum Attempt {
-    Acquired {
-        token: u64,
-        expires_at_ms: u64,
-    },
-    Busy {
-        busy: Busy,
-        queued: bool,
-    },
-    /// A newer `newest_wins` request took this waiter's place (learnt when
-    /// asking again after a missed message).
-    Superseded {
-        owner: Option<Owner>,
-    },
-}
 
 /// Operations on the leases of one kind; cheap to clone.
 #[derive(Clone)]
@@ -146,51 +59,65 @@ impl Leases {
         self.kind
     }
 
-    /// One operation over `name`'s keys, with the arguments every operation takes.
-    fn call(&self, op: Op, name: &Name) -> redis::Cmd {
+    /// The `FCALL` of `function` over `name`'s keys.
+    fn call<F: Function>(&self, name: &Name, function: &F) -> redis::Cmd {
         let engine = &self.engine;
-        scripts::invocation(
-            op,
+        let mut call = library::invocation(
+            F::OP,
             engine.keys(),
             self.kind,
             name,
             engine.store().shard_publish_command(),
             engine.line().instance(),
-        )
+        );
+        function.args(&mut call);
+        call
     }
 
-    async fn eval(&self, call: &redis::Cmd) -> Result<Reply, Error> {
-        Reply::new(self.engine.store().fcall(call).await?)
+    /// Runs a function that does not serve the line.
+    async fn run<F: Function>(&self, name: &Name, function: &F) -> Result<F::Reply, Error> {
+        let value = self
+            .engine
+            .store()
+            .fcall(&self.call(name, function))
+            .await?;
+        library::decode::<F>(value)
     }
 
-    /// Runs an operation that serves the line (its reply ends with
-    /// `finish()`, `lua/line.lua`) with `args` after the common ones; `fields`
-    /// says where the operation's own reply ends. What the reply ends with is
-    /// heard: the expiries it noticed, the messages for this instance's waiters.
+    /// Runs a function that serves the line, and hears what its reply ends
+    /// with: the expiries it noticed, the messages for this instance's
+    /// waiters (grants among them).
+    ///
+    /// The call runs as a task of its own: once sent, its reply is heard even
+    /// if the request that made it goes away (its client hung up), so a grant
+    /// it made to a waiter here is never lost with it.
     ///
     /// # Errors
     /// Redis unavailable; the call may have run and granted to this
     /// instance's waiters on `name`, so they ask Redis again.
-    async fn serve(
-        &self,
-        op: Op,
-        name: &Name,
-        args: impl FnOnce(&mut redis::Cmd),
-        fields: impl FnOnce(&Reply) -> Result<usize, Error>,
-    ) -> Result<Reply, Error> {
-        let line = self.engine.line();
-        let mut call = self.call(op, name);
-        args(&mut call);
-        match self.eval(&call).await {
-            Ok(reply) => {
-                line.heard(self.kind, name, &reply, fields(&reply)?);
-                Ok(reply)
+    async fn serve<F: Serving>(&self, name: &Name, function: &F) -> Result<F::Reply, Error>
+    where
+        F::Reply: Send + 'static,
+    {
+        let call = self.call(name, function);
+        let decode: fn(Value) -> Served<F::Reply> = library::decode_served::<F>;
+        let (engine, kind, name) = (self.engine.clone(), self.kind, name.clone());
+        let heard = tokio::spawn(async move {
+            let line = engine.line();
+            match engine.store().fcall(&call).await.and_then(decode) {
+                Ok((reply, tail)) => {
+                    line.heard(kind, &name, tail);
+                    Ok(reply)
+                }
+                Err(err) => {
+                    line.ask_again(kind, &name);
+                    Err(err)
+                }
             }
-            Err(err) => {
-                line.ask_again(self.kind, name);
-                Err(err)
-            }
-        }
+        });
+        heard
+            .await
+            .map_err(|err| Error::Protocol(format!("a Redis call's task failed: {err}")))?
     }
 
     /// Acquires a lease on `name`: at once, or by joining the line while it
@@ -215,8 +142,8 @@ impl Leases {
         let mut attempts = 1u32;
         if claim.request.wait.as_duration().is_zero() {
             let turn = leases.engine.join_turn().await;
-            let attempt = leases.try_acquire(name, claim.waiter(), Join::No);
-            let outcome = Box::pin(attempt).await.map(Attempt::refused_or_granted);
+            let attempt = leases.try_acquire(name, claim.entry(), Join::No);
+            let outcome = Box::pin(attempt).await.map(|a| claim.answer(a));
             drop(turn);
             return Box::pin(claim.settle(attempts, outcome))
                 .await
@@ -224,7 +151,7 @@ impl Leases {
         }
         let deadline = Instant::now() + claim.request.wait.as_duration();
         let line = leases.engine.line();
-        let registration = match line.register(leases.kind, name, claim.id, claim.tag) {
+        let registration = match line.register(leases.kind, name, claim.tag) {
             Ok(registration) => registration,
             Err(err) => {
                 return Box::pin(claim.settle(0, Err(err)))
@@ -243,13 +170,11 @@ impl Leases {
                 Join::Again
             };
             let turn = leases.engine.join_turn().await;
-            let attempt = Box::pin(leases.try_acquire(name, claim.waiter(), join)).await;
+            let attempt = Box::pin(leases.try_acquire(name, claim.entry(), join)).await;
             drop(turn);
             match attempt {
-                Ok(Attempt::Busy { busy, .. }) => {
-                    if let Some(expires_in) = busy.next_expiry_in {
-                        registration.expiry_in(expires_in);
-                    }
+                Ok(Attempt::Queued { next_expiry_in }) => {
+                    registration.in_line(next_expiry_in);
                     return Ok(Acquiring::Queued(Box::new(Queued {
                         claim,
                         registration: Some(registration),
@@ -257,7 +182,7 @@ impl Leases {
                         attempts,
                     })));
                 }
-                Ok(attempt) => break Ok(attempt.refused_or_granted()),
+                Ok(attempt) => break Ok(claim.answer(attempt)),
                 Err(err @ Error::Unavailable(_)) => {
                     if Instant::now() + backoff >= deadline {
                         break Err(err);
@@ -278,72 +203,35 @@ impl Leases {
             .map(Acquiring::Now)
     }
 
-    /// Leaves `name`'s line at the end of a wait, keeping a lease granted
-    /// meanwhile; else the refusal (judged against `limit`), with the name's
-    /// state as it is now.
-    async fn give_up(
+    /// One acquire call for `waiter`; `join` says whether it queues when
+    /// busy, and whether its id may be known already (a call that may have
+    /// run before, or a grant to confirm), which only then is looked up.
+    async fn try_acquire(
         &self,
         name: &Name,
-        id: LeaseId,
-        waiter: String,
-        limit: Limit,
-    ) -> Result<Result<(u64, u64), Refusal>, Error> {
-        let args = |call: &mut redis::Cmd| {
-            call.arg(id.expose()).arg("give-up").arg(waiter);
-        };
-        let reply = self.serve(Op::Release, name, args, release_fields).await?;
-        if reply.int(0)? == 3 {
-            return Ok(Ok((reply.uint(1)?, reply.uint(2)?)));
-        }
-        Ok(Err(Refusal::Busy(Busy {
-            holders: reply.uint(1)?,
-            limit,
-            waiting: reply.uint(2)?,
-            next_expiry_in: expiry(reply.int(3)?),
-            owner: Owner::from_stored(reply.text(4)?),
-        })))
+        waiter: Entry<'_>,
+        join: Join,
+    ) -> Result<Attempt, Error> {
+        self.serve(name, &Acquire { waiter, join }).await
     }
 
-    /// One call of `acquire.lua` for `waiter` (as the line keeps it); `join`
-    /// says whether it queues when busy, and whether its id may be known
-    /// already (a call that may have run before), which only then is looked up.
-    async fn try_acquire(&self, name: &Name, waiter: String, join: Join) -> Result<Attempt, Error> {
-        let args = |call: &mut redis::Cmd| {
-            call.arg(waiter)
-                .arg(u8::from(join != Join::No))
-                .arg(u8::from(join == Join::Again));
-        };
-        let reply = self
-            .serve(Op::Acquire, name, args, |r| Ok(attempt_from(r)?.1))
-            .await?;
-        Ok(attempt_from(&reply)?.0)
-    }
-
-    /// Ends what `id` has on `name` (`mode` as `release.lua` lists; `waiter`
-    /// its place in line, "" for a release); the script's reply code.
-    async fn end(
-        &self,
-        name: &Name,
-        id: LeaseId,
-        mode: &str,
-        waiter: String,
-    ) -> Result<i64, Error> {
-        let args = |call: &mut redis::Cmd| {
-            call.arg(id.expose()).arg(mode).arg(waiter);
-        };
-        let reply = self.serve(Op::Release, name, args, release_fields).await?;
-        let code = reply.int(0)?;
-        if code == 1 {
-            let owner = reply.text(6).ok().and_then(Owner::from_stored);
+    /// Ends what `end` names on `name`, auditing a release.
+    async fn end(&self, name: &Name, end: End<'_>) -> Result<Ended, Error> {
+        let ended = self.serve(name, &end).await?;
+        if let Ended::Released {
+            fencing_token,
+            owner,
+        } = &ended
+        {
             audit(
                 "released",
                 self.kind.as_str(),
                 name.as_str(),
                 owner.as_ref().map(Owner::as_str),
-                reply.uint(5).ok(),
+                Some(*fencing_token),
             );
         }
-        Ok(code)
+        Ok(ended)
     }
 
     /// Releases the lease `id`; `false` when no live lease had that id.
@@ -351,7 +239,8 @@ impl Leases {
     /// # Errors
     /// Redis unavailable.
     pub(crate) async fn release(&self, name: &Name, id: LeaseId) -> Result<bool, Error> {
-        Ok(self.end(name, id, "release", String::new()).await? == 1)
+        let ended = self.end(name, End::Release(id)).await?;
+        Ok(matches!(ended, Ended::Released { .. }))
     }
 
     /// Extends the lease `id` by `ttl` (or its own ttl); `None` when it is not
@@ -365,10 +254,8 @@ impl Leases {
         id: LeaseId,
         ttl: Option<Ttl>,
     ) -> Result<Option<Lease>, Error> {
-        let mut call = self.call(Op::Refresh, name);
-        call.arg(id.expose())
-            .arg(ttl.map_or(String::new(), |t| t.as_ms().to_string()));
-        let lease = lease_from(name, id, &self.eval(&call).await?)?;
+        let stored = self.run(name, &Refresh { id, ttl }).await?;
+        let lease = stored.map(|stored| lease_of(name, id, stored));
         if let Some(lease) = &lease {
             audit(
                 "refreshed",
@@ -386,30 +273,41 @@ impl Leases {
     /// # Errors
     /// Redis unavailable.
     pub(crate) async fn check(&self, name: &Name, id: LeaseId) -> Result<Option<Lease>, Error> {
-        let mut call = self.call(Op::Check, name);
-        call.arg(id.expose());
-        lease_from(name, id, &self.eval(&call).await?)
+        let stored = self.run(name, &Check(id)).await?;
+        Ok(stored.map(|stored| lease_of(name, id, stored)))
     }
 
-    /// Ends every lease of `name`, whoever holds it; `false` when none was held.
+    /// Ends every lease of `name`, whoever holds it, writing one audit line
+    /// for each lease it ended (the first 100, then one for the rest);
+    /// `false` when none was held.
     ///
     /// # Errors
     /// Redis unavailable.
     pub(crate) async fn force_release(&self, name: &Name) -> Result<bool, Error> {
-        let reply = self
-            .serve(Op::ForceRelease, name, |_| {}, |_| Ok(1))
-            .await?;
-        let released = reply.int(0)?;
-        if released == 1 {
+        let Some(ended) = self.serve(name, &ForceRelease).await? else {
+            return Ok(false);
+        };
+        for lease in &ended.shown {
             audit(
                 "force-released",
                 self.kind.as_str(),
                 name.as_str(),
-                None,
-                None,
+                lease.owner.as_ref().map(Owner::as_str),
+                Some(lease.fencing_token),
             );
         }
-        Ok(released == 1)
+        let rest = ended.count.saturating_sub(ended.shown.len() as u64);
+        if rest > 0 {
+            tracing::info!(
+                target: "baton::audit",
+                event = "force-released",
+                kind = self.kind.as_str(),
+                name = name.as_str(),
+                more_leases = rest,
+                "audit"
+            );
+        }
+        Ok(true)
     }
 
     /// The leases and the line of `name`, at most 100 of each, in its turn
@@ -424,117 +322,28 @@ impl Leases {
 
     /// [`Self::status`] for a caller that has the turn (a listing page).
     pub(crate) async fn status_now(&self, name: &Name) -> Result<Status, Error> {
-        let reply = self.eval(&self.call(Op::Status, name)).await?;
-        let n = reply.uint(3)? as usize;
-        let mut leases = Vec::with_capacity(n);
-        for i in 0..n {
-            let at = 4 + 3 * i;
-            leases.push(Holder {
-                fencing_token: reply.uint(at)?,
-                expires_in: Duration::from_millis(reply.int(at + 1)?.max(0) as u64),
-                owner: Owner::from_stored(reply.text(at + 2)?),
-            });
-        }
-        leases.sort_by_key(|l| l.fencing_token);
-        let at = 4 + 3 * n;
-        let m = reply.uint(at)? as usize;
-        let mut waiters = Vec::with_capacity(m);
-        for i in 0..m {
-            let field = at + 1 + 2 * i;
-            waiters.push(Waiter {
-                position: i as u64 + 1,
-                owner: Owner::from_stored(reply.text(field)?),
-                waited: Duration::from_millis(reply.uint(field + 1)?),
-            });
-        }
+        let snapshot = self.run(name, &StatusCall).await?;
         Ok(Status {
             name: name.clone(),
-            holders: reply.uint(0)?,
-            limit: Limit::new(reply.uint(1)?).ok(),
-            leases,
-            waiting: reply.uint(2)?,
-            waiters,
+            holders: snapshot.holders,
+            limit: snapshot.limit,
+            leases: snapshot.leases,
+            waiting: snapshot.waiting,
+            waiters: snapshot.waiters,
         })
     }
 }
 
-/// The audit lines and the count of the expired leases a script noticed,
-/// listed in its reply from field `at` on (`lua/line.lua`: `finish()`); the
-/// field after them, or `None` when the reply has no such list.
-pub(super) fn note_expired(kind: Kind, name: &Name, reply: &Reply, at: usize) -> Option<usize> {
-    let n = reply.uint(at).ok()? as usize;
-    if n > 0 {
-        crate::telemetry::record_expired(kind.as_str(), n as u64);
-    }
-    for i in 0..n {
-        let field = at + 1 + 2 * i;
-        let owner = reply.text(field).ok().and_then(Owner::from_stored);
-        audit(
-            "expired",
-            kind.as_str(),
-            name.as_str(),
-            owner.as_ref().map(Owner::as_str),
-            reply.uint(field + 1).ok(),
-        );
-    }
-    Some(at + 1 + 2 * n)
-}
-
-/// Where `release.lua`'s own reply ends.
-fn release_fields(reply: &Reply) -> Result<usize, Error> {
-    Ok(if reply.int(0)? == 3 { 3 } else { 7 })
-}
-
-/// What one `acquire.lua` reply says, and where it ends.
-fn attempt_from(reply: &Reply) -> Result<(Attempt, usize), Error> {
-    match reply.int(0)? {
-        2 => Ok((
-            Attempt::Superseded {
-                owner: Owner::from_stored(reply.text(1)?),
-            },
-            2,
-        )),
-        1 => Ok((
-            Attempt::Acquired {
-                token: reply.uint(1)?,
-                expires_at_ms: reply.uint(2)?,
-            },
-            3,
-        )),
-        _ => Ok((
-            Attempt::Busy {
-                busy: Busy {
-                    holders: reply.uint(1)?,
-                    limit: Limit::ONE,
-                    waiting: reply.uint(2)?,
-                    next_expiry_in: expiry(reply.int(3)?),
-                    owner: Owner::from_stored(reply.text(4)?),
-                },
-                queued: reply.uint(5)? > 0,
-            },
-            6,
-        )),
-    }
-}
-
-fn expiry(ms: i64) -> Option<Duration> {
-    (ms >= 0).then(|| Duration::from_millis(ms as u64))
-}
-
-fn lease_from(name: &Name, id: LeaseId, reply: &Reply) -> Result<Option<Lease>, Error> {
-    if reply.int(0)? != 1 {
-        return Ok(None);
-    }
-    let protocol = |e: crate::domain::Invalid| Error::Protocol(e.0);
-    Ok(Some(Lease {
+fn lease_of(name: &Name, id: LeaseId, stored: Stored) -> Lease {
+    Lease {
         name: name.clone(),
         id,
-        fencing_token: reply.uint(1)?,
-        expires_at_ms: reply.uint(2)?,
-        ttl: Ttl::from_ms(reply.uint(3)?).map_err(protocol)?,
-        limit: Limit::new(reply.uint(4)?).map_err(protocol)?,
-        owner: Owner::from_stored(reply.text(5)?),
-    }))
+        owner: stored.owner,
+        limit: stored.limit,
+        fencing_token: stored.fencing_token,
+        ttl: stored.ttl,
+        expires_at_ms: stored.expires_at_ms,
+    }
 }
 
 /// What an acquisition came to at once, or its place in line.
@@ -556,10 +365,18 @@ pub struct Queued {
     attempts: u32,
 }
 
+/// A granted lease as the holder is told it: its token and when it ends.
+type Granted = (u64, u64);
+
 impl Queued {
-    /// Its place in line, as the line keeps it (for [`Engine::place`]).
-    pub fn waiter(&self) -> String {
-        self.claim.waiter()
+    /// Its place in line, for [`Engine::place`].
+    pub fn in_line(&self) -> super::progress::InLine {
+        let claim = &self.claim;
+        super::progress::InLine {
+            kind: claim.leases.kind,
+            name: claim.name.clone(),
+            waiter: claim.entry().encode(),
+        }
     }
 
     /// Waits for its turn until the deadline: the lease, or the refusal
@@ -580,11 +397,12 @@ impl Queued {
     }
 
     /// Waits in line for a grant until the deadline, asking Redis again when
-    /// messages may have been missed; then leaves the line, unless a grant
-    /// came meanwhile.
-    async fn wait(&mut self) -> Result<Result<(u64, u64), Refusal>, Error> {
+    /// messages may have been missed and confirming a provisional grant
+    /// before taking it; then gives up (which takes a lease granted
+    /// meanwhile, or room the name has now).
+    async fn wait(&mut self) -> Result<Result<Granted, Refusal>, Error> {
         let claim = &self.claim;
-        let (leases, name, id) = (&claim.leases, &claim.name, claim.id);
+        let (leases, name) = (&claim.leases, &claim.name);
         while let Some(registration) = self.registration.as_mut() {
             let notice = tokio::select! {
                 biased;
@@ -593,62 +411,64 @@ impl Queued {
             };
             match notice {
                 Notice::ShuttingDown => {
-                    // Leave now, so the next in line moves up; the claim retries.
-                    let _ = Box::pin(leases.end(name, id, "leave", claim.waiter())).await;
+                    // Leave now, so the next in line moves up (and a lease
+                    // granted meanwhile goes back); the claim retries.
+                    let _ = Box::pin(leases.end(name, End::Leave(claim.entry()))).await;
                     return Err(Error::ShuttingDown);
                 }
+                // Held until its expiry already (written full for this instance).
                 Notice::Granted {
                     token,
                     expires_at_ms,
+                    held: true,
                 } => return Ok(Ok((token, expires_at_ms))),
                 Notice::Superseded { owner } => {
                     // Takes the note of it out of the line.
-                    let _ = Box::pin(leases.end(name, id, "leave", claim.waiter())).await;
+                    let _ = Box::pin(leases.end(name, End::Leave(claim.entry()))).await;
                     return Ok(Err(Refusal::Superseded { owner }));
                 }
                 // Asking again is for a waiter whose wait goes on.
                 Notice::Recheck if Instant::now() >= self.deadline => break,
-                Notice::Recheck => {
+                // A provisional grant (another instance's call made it) is
+                // confirmed by asking again, whatever the deadline: the call
+                // confirms it if it is still live, and answers Acquired with
+                // the expiry Redis now holds it to; if it lapsed, the call
+                // puts this waiter back in line (or gives it room there is).
+                Notice::Granted { held: false, .. } | Notice::Recheck => {
                     self.attempts += 1;
-                    let again = leases.try_acquire(name, claim.waiter(), Join::Again);
+                    let again = leases.try_acquire(name, claim.entry(), Join::Again);
                     match Box::pin(again).await {
-                        Ok(Attempt::Busy { busy, queued }) => {
-                            if let (Some(expires_in), Some(registration)) =
-                                (busy.next_expiry_in, &self.registration)
-                            {
-                                registration.expiry_in(expires_in);
-                            }
-                            if !queued {
-                                // Pruned from the line (this instance looked dead
-                                // to Redis): the next check joins it again.
-                                tracing::debug!("a waiter rejoined the line");
+                        Ok(Attempt::Queued { next_expiry_in }) => {
+                            if let Some(registration) = &self.registration {
+                                registration.in_line(next_expiry_in);
                             }
                         }
-                        Ok(attempt) => return Ok(attempt.refused_or_granted()),
-                        // Redis is away: keep the place and wait for the next notice.
+                        Ok(attempt) => return Ok(claim.answer(attempt)),
+                        // Redis is away: keep the place and wait for the next
+                        // notice (a failed call makes this name's waiters ask
+                        // again once Redis answers).
                         Err(Error::Unavailable(_)) => {}
                         Err(err) => return Err(err),
                     }
                 }
             }
         }
-        // The wait is over: leave the line, unless a grant came meanwhile.
+        // The wait is over: take a lease granted meanwhile (or room there is
+        // now), else leave the line.
         self.registration = None;
-        Box::pin(leases.give_up(name, id, claim.waiter(), claim.limit)).await
-    }
-}
-
-impl Attempt {
-    /// A lease, or a refusal; a waiter that queued is neither.
-    fn refused_or_granted(self) -> Result<(u64, u64), Refusal> {
-        match self {
-            Self::Acquired {
+        let ended = Box::pin(leases.end(name, End::GiveUp(claim.entry()))).await?;
+        Ok(match ended {
+            Ended::Kept {
                 token,
                 expires_at_ms,
             } => Ok((token, expires_at_ms)),
-            Self::Busy { busy, .. } => Err(Refusal::Busy(busy)),
-            Self::Superseded { owner } => Err(Refusal::Superseded { owner }),
-        }
+            Ended::Left(state) | Ended::Nothing(state) => {
+                Err(Refusal::Busy(Busy::new(state, claim.limit)))
+            }
+            Ended::Released { .. } => {
+                return Err(Error::Protocol("a give-up released a lease".into()))
+            }
+        })
     }
 }
 
@@ -657,7 +477,7 @@ impl Attempt {
 /// its outcome.
 ///
 /// Dropped before [`Claim::settle`] (the client went away) or settled with
-/// the outcome unknown (a Redis error after the script may have run), the
+/// the outcome unknown (a Redis error after the call may have run), the
 /// lease or the place in line might exist in Redis with nobody to answer, so
 /// it leaves in the background, retrying while Redis is unreachable for up to
 /// the longer of the ttl and the wait.
@@ -687,20 +507,39 @@ impl Claim {
         }
     }
 
-    /// The waiter as the line keeps it: `id|tag|instance|ttl_ms|limit|newest|owner`
-    /// (`lua/line.lua` reads it). Made again when needed rather than kept.
-    fn waiter(&self) -> String {
-        let request = &self.request;
-        format!(
-            "{}|{}|{}|{}|{}|{}|{}",
-            self.id.expose(),
-            self.tag,
-            self.leases.engine.line().instance(),
-            request.ttl.as_ms(),
-            self.limit.get(),
-            u8::from(request.newest_wins),
-            request.owner.as_ref().map_or("", Owner::as_str),
-        )
+    /// Its place in line as Redis keeps it (the same for the whole wait).
+    fn entry(&self) -> Entry<'_> {
+        Entry {
+            id: self.id,
+            tag: self.tag,
+            instance: self.leases.engine.line().instance(),
+            ttl: self.request.ttl,
+            limit: self.limit,
+            newest: self.request.newest_wins,
+            owner: self.request.owner.as_ref(),
+        }
+    }
+
+    /// An attempt that ended the acquisition as the client is told it: a
+    /// lease (held until the expiry Redis replied), or a refusal judged
+    /// against this acquisition's limit.
+    fn answer(&self, attempt: Attempt) -> Result<Granted, Refusal> {
+        match attempt {
+            Attempt::Acquired {
+                token,
+                expires_at_ms,
+            } => Ok((token, expires_at_ms)),
+            Attempt::Superseded { owner } => Err(Refusal::Superseded { owner }),
+            Attempt::Refused(state) => Err(Refusal::Busy(Busy::new(state, self.limit))),
+            // Only asked of a call that did not queue.
+            Attempt::Queued { next_expiry_in } => Err(Refusal::Busy(Busy {
+                holders: 0,
+                limit: self.limit,
+                waiting: 0,
+                owner: None,
+                next_expiry_in,
+            })),
+        }
     }
 
     /// The end of the acquisition: with `BATON_REDIS_WAIT_REPLICAS`, a lease
@@ -710,7 +549,7 @@ impl Claim {
     async fn settle(
         mut self,
         attempts: u32,
-        outcome: Result<Result<(u64, u64), Refusal>, Error>,
+        outcome: Result<Result<Granted, Refusal>, Error>,
     ) -> Result<Result<Lease, Refusal>, Error> {
         let (kind, name) = (self.leases.kind, &self.name);
         let outcome = match outcome {
@@ -720,11 +559,6 @@ impl Claim {
                     Ok(()) => Ok(Ok(granted)),
                     Err(err) => Err(err),
                 }
-            }
-            // The refusal speaks of the limit this acquisition was judged against.
-            Ok(Err(Refusal::Busy(mut busy))) => {
-                busy.limit = self.limit;
-                Ok(Err(Refusal::Busy(busy)))
             }
             other => other,
         };
@@ -777,18 +611,21 @@ impl Drop for Claim {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (leases, name, id, waiter) = (
-            self.leases.clone(),
-            self.name.clone(),
-            self.id,
-            self.waiter(),
-        );
+        // A copy that undoes nothing itself: it only names the place to leave.
+        let parting = Self {
+            leases: self.leases.clone(),
+            name: self.name.clone(),
+            request: self.request.clone(),
+            armed: false,
+            ..*self
+        };
         runtime.spawn(async move {
             let mut backoff = Duration::from_millis(100);
             loop {
-                match leases.end(&name, id, "leave", waiter.clone()).await {
-                    Ok(released) => {
-                        if released == 1 {
+                let leave = End::Leave(parting.entry());
+                match parting.leases.end(&parting.name, leave).await {
+                    Ok(ended) => {
+                        if matches!(ended, Ended::Released { .. }) {
                             tracing::info!("released a lease whose requester was gone");
                         }
                         return;

@@ -7,8 +7,9 @@
 //! of the line and publishes the grant on the name's channel, which this
 //! instance subscribes to only while it has a waiter on that name. The
 //! per-name task keeps this instance's waiters alive in Redis with one call
-//! about every second (however many wait), confirms the grants its waiters
-//! answered, and serves the line when a lease of the name expires.
+//! about every second (however many wait), has them ask again when the line
+//! lost them (pruned while this instance looked dead, or its keys lost), and
+//! serves the line when a lease of the name expires.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,24 +20,29 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::functions::keep_alive::KeepAlive;
+use super::functions::library::{decode_served, invocation, Function};
+use super::functions::message::Message;
+use super::functions::tail::Tail;
 use super::keys::{Keys, Kind};
 use super::pubsub::{Notice as PubSubNotice, Notices, PubSub};
-use super::reply::Reply;
-use super::scripts;
 use super::store::Store;
 use super::Error;
-use crate::domain::{LeaseId, Name, Owner};
+use crate::domain::{Name, Owner};
 
 /// How often an instance tells Redis that its waiters on a name are alive.
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(1);
-/// How soon after a grant its confirmation is sent (grants are batched).
-const CONFIRM_WITHIN: Duration = Duration::from_millis(100);
 
 /// What a waiter hears while it waits.
 #[derive(Debug)]
 pub(crate) enum Notice {
-    /// The line granted it a lease.
-    Granted { token: u64, expires_at_ms: u64 },
+    /// The line granted it a lease: held until `expires_at_ms` when `held`,
+    /// else provisional, to be confirmed before it is answered.
+    Granted {
+        token: u64,
+        expires_at_ms: u64,
+        held: bool,
+    },
     /// A newer `newest_wins` request took its place.
     Superseded { owner: Option<Owner> },
     /// Messages may have been missed: ask Redis again.
@@ -47,8 +53,10 @@ pub(crate) enum Notice {
 
 /// One waiter, as the dispatcher needs it.
 struct Slot {
-    id: LeaseId,
     mailbox: Arc<Mailbox>,
+    /// Whether it is in the line in Redis, as far as this instance knows
+    /// (joined, and not granted nor superseded since).
+    in_line: bool,
 }
 
 /// A waiter's notices: the one that ends its wait (a grant or superseding),
@@ -104,14 +112,12 @@ struct NameLine {
     kind: Kind,
     name: Name,
     waiters: HashMap<u64, Slot>,
-    /// Leases granted to this instance's waiters, not yet confirmed in Redis.
-    confirms: Vec<LeaseId>,
     /// A call that may have served the line failed: its messages for this
     /// instance's waiters may be lost, so they ask Redis again once it answers.
     unsure: bool,
     /// When a lease of the name ends, as far as this instance knows.
     wake_at: Option<Instant>,
-    /// Wakes the name's task (new confirmation, earlier expiry, new waiter).
+    /// Wakes the name's task (earlier expiry, the last waiter gone).
     nudge: Arc<Notify>,
     /// The subscription generation this name is subscribed under (0: not yet).
     subscribed: watch::Sender<u64>,
@@ -223,7 +229,6 @@ impl Line {
         self: &Arc<Self>,
         kind: Kind,
         name: &Name,
-        id: LeaseId,
         tag: u64,
     ) -> Result<Registration, Error> {
         if self.count.fetch_add(1, Ordering::Relaxed) >= self.max {
@@ -249,7 +254,6 @@ impl Line {
                 kind,
                 name: name.clone(),
                 waiters: HashMap::new(),
-                confirms: Vec::new(),
                 unsure: false,
                 wake_at: None,
                 nudge: Arc::new(Notify::new()),
@@ -265,8 +269,8 @@ impl Line {
         entry.waiters.insert(
             tag,
             Slot {
-                id,
                 mailbox: mailbox.clone(),
+                in_line: false,
             },
         );
         drop(names);
@@ -291,25 +295,17 @@ impl Line {
         }
     }
 
-    /// What a serving script's reply ends with (`finish()` in
-    /// `lua/line.lua`), from field `at` on: the expired leases it noticed,
-    /// counted and audited, and the messages for this instance's waiters,
-    /// delivered as the name's channel would have.
-    pub(crate) fn heard(&self, kind: Kind, name: &Name, reply: &Reply, at: usize) {
-        let Some(at) = super::lease::note_expired(kind, name, reply, at) else {
-            return;
-        };
-        let Ok(messages) = reply.uint(at) else {
-            return;
-        };
-        if messages == 0 {
+    /// What a serving function's reply ends with: the expired leases it
+    /// noticed, counted and audited, and the messages for this instance's
+    /// waiters, delivered as the name's channel would have.
+    pub(crate) fn heard(&self, kind: Kind, name: &Name, tail: Tail) {
+        tail.note_expired(kind, name);
+        if tail.messages.is_empty() {
             return;
         }
         let channel = self.keys.name_channel(kind, name);
-        for i in 0..messages as usize {
-            if let Ok(message) = reply.text(at + 1 + i) {
-                self.dispatch(&channel, &message);
-            }
+        for message in tail.messages {
+            self.dispatch(&channel, message);
         }
     }
 
@@ -324,63 +320,38 @@ impl Line {
         }
     }
 
-    /// One message about a name's line (`lua/line.lua` lists them), from its
-    /// channel or a script's reply.
-    fn dispatch(&self, channel: &str, payload: &str) {
-        let mut fields = payload.splitn(5, ' ');
-        let (kind, a, b, c, d) = (
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-        );
-        let number = |s: Option<&str>| s.and_then(|s| s.parse::<u64>().ok());
-        match (kind, number(a)) {
-            (Some(grant @ ("g" | "G")), Some(tag)) => {
-                let (Some(token), Some(expires_at_ms), Some(expires_in)) =
-                    (number(b), number(c), number(d))
-                else {
-                    return;
-                };
-                {
-                    let mut names = self.names();
-                    if let Some(line) = names.get_mut(channel) {
-                        if let Some(slot) = line.waiters.get(&tag) {
-                            let granted = Notice::Granted {
-                                token,
-                                expires_at_ms,
-                            };
-                            slot.mailbox.post(granted);
-                            // Another instance's grant is provisional until
-                            // this one confirms it.
-                            if grant == "g" {
-                                if line.confirms.is_empty() {
-                                    line.nudge.notify_one();
-                                }
-                                line.confirms.push(slot.id);
-                            }
-                        }
-                    }
-                }
-                // Whoever holds it, the line moves again when it expires.
-                self.wake_at(channel, Duration::from_millis(expires_in));
-            }
-            (Some("s"), Some(tag)) => {
-                let owner = payload
-                    .splitn(3, ' ')
-                    .nth(2)
-                    .and_then(|o| Owner::from_stored(o.to_owned()));
-                if let Some(slot) = self
-                    .names()
-                    .get(channel)
-                    .and_then(|line| line.waiters.get(&tag))
-                {
-                    slot.mailbox.post(Notice::Superseded { owner });
+    /// One message about a name's line, from its channel or a function's reply.
+    fn dispatch(&self, channel: &str, message: Message) {
+        let tag = message.tag();
+        let notice = match message {
+            Message::Granted {
+                token,
+                expires_at_ms,
+                expires_in,
+                held,
+                ..
+            } => {
+                // Whoever holds it, the line moves again when it expires
+                // (for a provisional grant: when it lapses unconfirmed).
+                self.wake_at(channel, expires_in);
+                Notice::Granted {
+                    token,
+                    expires_at_ms,
+                    held,
                 }
             }
-            (Some("x"), Some(ms)) => self.wake_at(channel, Duration::from_millis(ms)),
-            _ => tracing::debug!("unknown message on a name's channel"),
+            Message::Superseded { owner, .. } => Notice::Superseded { owner },
+            Message::EndsSooner { expires_in } => {
+                self.wake_at(channel, expires_in);
+                return;
+            }
+        };
+        let mut names = self.names();
+        let slot = tag.and_then(|tag| names.get_mut(channel)?.waiters.get_mut(&tag));
+        if let Some(slot) = slot {
+            // Granted or superseded, it is out of the line in Redis now.
+            slot.in_line = false;
+            slot.mailbox.post(notice);
         }
     }
 
@@ -421,9 +392,21 @@ impl Registration {
         self.mailbox.next().await
     }
 
-    /// A lease of the name ends in `expires_in`: the name's task serves the line then.
-    pub(crate) fn expiry_in(&self, expires_in: Duration) {
-        self.line.wake_at(&self.channel, expires_in);
+    /// The waiter is in the line in Redis (its call just said so); a lease
+    /// of the name ends in `next_expiry_in`, when the name's task serves
+    /// the line.
+    pub(crate) fn in_line(&self, next_expiry_in: Option<Duration>) {
+        if let Some(slot) = self
+            .line
+            .names()
+            .get_mut(&self.channel)
+            .and_then(|line| line.waiters.get_mut(&self.tag))
+        {
+            slot.in_line = true;
+        }
+        if let Some(expires_in) = next_expiry_in {
+            self.line.wake_at(&self.channel, expires_in);
+        }
     }
 }
 
@@ -432,7 +415,7 @@ impl Drop for Registration {
         if let Some(line) = self.line.names().get_mut(&self.channel) {
             line.waiters.remove(&self.tag);
             // The name's task ends once nothing is left for it to do.
-            if line.waiters.is_empty() && line.confirms.is_empty() {
+            if line.waiters.is_empty() {
                 line.nudge.notify_one();
             }
         }
@@ -448,16 +431,15 @@ pub(crate) fn new_tag() -> u64 {
     u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) >> 11
 }
 
-/// The task of one name on this instance: keeps its waiters alive, confirms
-/// their grants, serves the line when a lease expires; ends (unsubscribing)
-/// when the name has no waiter and nothing to confirm.
+/// The task of one name on this instance: keeps its waiters alive, has them
+/// ask again when the line lost them, serves the line when a lease expires;
+/// ends (unsubscribing) when the name has no waiter.
 async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
     let Some((kind, name)) = line.names().get(&channel).map(|l| (l.kind, l.name.clone())) else {
         return;
     };
     let mut generation = line.generation.subscribe();
     let mut next_tick = Instant::now();
-    let mut confirm_by: Option<Instant> = None;
     // Subscribed before the first waiter joins the line (it waits for this);
     // a subscription made later is followed by a re-check of every waiter.
     line.pubsub.subscribe_shard(&channel).await;
@@ -466,18 +448,18 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
     }
     loop {
         generation.borrow_and_update();
-        let state = {
+        let wake_at = {
             let mut names = line.names();
             match names.get_mut(&channel) {
                 None => return,
-                Some(entry) if entry.waiters.is_empty() && entry.confirms.is_empty() => {
+                Some(entry) if entry.waiters.is_empty() => {
                     names.remove(&channel);
                     None
                 }
-                Some(entry) => Some((entry.wake_at, !entry.confirms.is_empty())),
+                Some(entry) => Some(entry.wake_at),
             }
         };
-        let Some((wake_at, has_confirms)) = state else {
+        let Some(wake_at) = wake_at else {
             line.pubsub.unsubscribe_shard(&channel).await;
             // A waiter that came meanwhile has a new task, whose subscription
             // this may have undone: subscribe again, and have its waiters ask
@@ -488,14 +470,7 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
             }
             return;
         };
-        if has_confirms && confirm_by.is_none() {
-            confirm_by = Some(Instant::now() + CONFIRM_WITHIN);
-        }
-        let due = [Some(next_tick), wake_at, confirm_by]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(next_tick);
+        let due = wake_at.map_or(next_tick, |w| w.min(next_tick));
         tokio::select! {
             biased;
             () = line.shutdown.cancelled() => return,
@@ -508,7 +483,7 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
             () = nudge.notified() => continue,
             () = tokio::time::sleep_until(due) => {}
         }
-        let confirms = {
+        let in_line = {
             let mut names = line.names();
             let Some(entry) = names.get_mut(&channel) else {
                 return;
@@ -516,35 +491,38 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
             if entry.wake_at.is_some_and(|w| w <= Instant::now()) {
                 entry.wake_at = None;
             }
-            std::mem::take(&mut entry.confirms)
+            entry.waiters.values().filter(|slot| slot.in_line).count()
         };
-        let mut call = scripts::invocation(
-            scripts::Op::KeepAlive,
+        let beat = KeepAlive { in_line };
+        let mut call = invocation(
+            KeepAlive::OP,
             &line.keys,
             kind,
             &name,
             line.store.shard_publish_command(),
             &line.instance,
         );
-        for id in &confirms {
-            call.arg(id.expose());
-        }
-        match line.store.fcall(&call).await.and_then(Reply::new) {
-            Ok(reply) => {
-                line.heard(kind, &name, &reply, 2);
+        beat.args(&mut call);
+        match line
+            .store
+            .fcall(&call)
+            .await
+            .and_then(decode_served::<KeepAlive>)
+        {
+            Ok((beat, tail)) => {
+                line.heard(kind, &name, tail);
                 let unsure = line
                     .names()
                     .get_mut(&channel)
                     .is_some_and(|entry| std::mem::take(&mut entry.unsure));
-                if unsure {
+                if unsure || beat.missing {
+                    // Messages may be lost, or the line lost waiters of this
+                    // instance: they ask again (and rejoin).
                     line.recheck(&channel);
                 }
-                confirm_by = None;
                 next_tick = Instant::now() + KEEP_ALIVE_EVERY;
-                if let Ok(ms) = reply.int(0) {
-                    if ms >= 0 {
-                        line.wake_at(&channel, Duration::from_millis(ms as u64));
-                    }
+                if let Some(expires_in) = beat.next_expiry_in {
+                    line.wake_at(&channel, expires_in);
                 }
             }
             Err(err) => {
@@ -552,9 +530,7 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
                 if let Some(entry) = line.names().get_mut(&channel) {
                     // It may have served the line to this instance's waiters.
                     entry.unsure = true;
-                    entry.confirms.extend(confirms);
                 }
-                confirm_by = None;
                 next_tick = Instant::now() + Duration::from_millis(250);
             }
         }
@@ -572,8 +548,9 @@ async fn subscriber(line: Arc<Line>, mut notices: Notices) {
         };
         match notice {
             Some(PubSubNotice::Message { channel, payload }) => {
-                if let Ok(payload) = std::str::from_utf8(&payload) {
-                    line.dispatch(&channel, payload);
+                match std::str::from_utf8(&payload).ok().and_then(Message::decode) {
+                    Some(message) => line.dispatch(&channel, message),
+                    None => tracing::debug!("unknown message on a name's channel"),
                 }
             }
             // Waiters keep their place; they ask again once resubscribed.

@@ -22,7 +22,8 @@ use futures_util::stream::{self, StreamExt, TryStreamExt};
 
 use crate::domain::{Invalid, Name, NamePrefix};
 
-use super::lease::{Leases, Status};
+use super::lease::Leases;
+use super::model::Status;
 use super::{Engine, Error};
 
 /// Status scripts run at once for one page.

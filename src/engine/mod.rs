@@ -1,29 +1,31 @@
-//! The Redis core: locks and semaphores as one lease core over one Lua script
-//! per operation, and the waiting line that lives in Redis.
+//! The Redis core: locks and semaphores as one lease core over one function
+//! of baton's Redis Functions library per operation (`functions/`), and the
+//! waiting line that lives in Redis.
 //!
 //! Nothing here knows about HTTP; the routes turn its results into responses.
 
 mod error;
 pub mod events;
+mod functions;
 mod keys;
 mod lease;
 mod line;
 mod listing;
 mod lock;
+mod model;
 pub mod progress;
 mod pubsub;
-mod reply;
-mod scripts;
 mod semaphore;
 mod store;
 
 pub use error::Error;
+pub use functions::library::{function_name, library_code};
 pub use keys::{Keys, Kind};
-pub use lease::{Acquiring, Busy, Holder, Lease, Queued, Refusal, Status, Waiter};
+pub use lease::{Acquiring, Queued};
 pub use listing::{Cursor, Page, PageLimit};
 pub use lock::Locks;
+pub use model::{Busy, Holder, Lease, Refusal, Status, Waiter};
 pub use pubsub::{Notice, Notices, PubSub};
-pub use scripts::{function_name, library_code};
 pub use semaphore::Semaphores;
 pub use store::{Node, RedisMode, Store, StoreConfig};
 

@@ -393,7 +393,7 @@ async fn load_library(conn: &mut Conn) -> RedisResult<()> {
     redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")
-        .arg(super::scripts::LIBRARY.code())
+        .arg(super::functions::library::LIBRARY.code())
         .query_async::<Value>(conn)
         .await
         .map(|_| ())

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use super::AppError;
 use crate::domain::{Name, Owner, WaitTime};
 use crate::engine::events::{Notice, ResourceKind, Watch};
-use crate::engine::progress::Place;
+use crate::engine::progress::{InLine, Place};
 use crate::engine::{Acquiring, Engine, Kind, Lease, Refusal};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`
@@ -97,13 +97,13 @@ pub fn lease_json(body: &impl Serialize) -> Result<serde_json::Value, AppError> 
 /// One acquisition with progress, as a stream of events.
 struct Progress {
     acquisition: Pin<Box<dyn Future<Output = Outcome> + Send>>,
-    joins: mpsc::UnboundedReceiver<String>,
+    joins: mpsc::UnboundedReceiver<InLine>,
     changes: Option<Watch>,
     engine: Engine,
     kind: Kind,
     name: Name,
-    /// Its place in line (as the line keeps it), once it has joined.
-    waiter: Option<String>,
+    /// Its place in line, once it has joined.
+    waiter: Option<InLine>,
     last: Option<(u64, u64, Vec<u64>)>,
     done: bool,
 }
@@ -137,7 +137,7 @@ impl Progress {
             }
             let Some(waiter) = &self.waiter else { continue };
             // Redis unreachable: the next change (or the outcome) will tell.
-            if let Ok(Some(place)) = self.engine.place(self.kind, &self.name, waiter).await {
+            if let Ok(Some(place)) = self.engine.place(waiter).await {
                 let now = fingerprint(&place);
                 if self.last.as_ref() != Some(&now) {
                     self.last = Some(now);
@@ -204,7 +204,7 @@ where
         let outcome = match acquisition.await? {
             Acquiring::Now(outcome) => outcome,
             Acquiring::Queued(queued) => {
-                let _ = joined.send(queued.waiter());
+                let _ = joined.send(queued.in_line());
                 queued.outcome().await?
             }
         };

@@ -140,7 +140,8 @@ async fn json_logs_have_one_audit_line_per_operation_and_no_lease_id_or_token() 
         ("req-lock-refresh", "refreshed", "lock", token(&lock)),
         ("req-lock-release", "released", "lock", token(&lock)),
         ("req-lock-again", "acquired", "lock", token(&again)),
-        ("req-lock-force", "force-released", "lock", None),
+        // One line for the lease it ended, with that lease's owner and token.
+        ("req-lock-force", "force-released", "lock", token(&again)),
         ("req-sem-acquire", "acquired", "semaphore", token(&sem)),
         ("req-sem-refresh", "refreshed", "semaphore", token(&sem)),
         ("req-sem-release", "released", "semaphore", token(&sem)),
@@ -170,6 +171,13 @@ async fn json_logs_have_one_audit_line_per_operation_and_no_lease_id_or_token() 
             assert_eq!(line["owner"], owner, "{line}");
         }
     }
+    // Each event is logged once: no line but the audit line tells of the
+    // force-release.
+    let told: Vec<_> = lines
+        .iter()
+        .filter(|line| line.to_string().contains("force-released"))
+        .collect();
+    assert_eq!(told.len(), 1, "{told:#?}");
     let log = service.log();
     for secret in [
         lock["id"].as_str().unwrap(),

@@ -60,8 +60,31 @@ impl Instance {
         }
     }
 
+    /// Sends `signal` to the process, if it runs.
+    fn signal(&self, signal: libc::c_int) {
+        if let Some(child) = &self.child {
+            // SAFETY: sending a signal to our own child process.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, signal);
+            }
+        }
+    }
+
+    /// SIGSTOP: the process is frozen (a VM freeze, CPU throttling) until
+    /// [`Self::resume`].
+    #[allow(dead_code)] // not every test binary pauses
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// SIGCONT after [`Self::pause`].
+    #[allow(dead_code)]
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
     /// SIGTERM, as an orchestrator stopping it; waits for the exit status.
-    #[allow(dead_code)] // the standalone chaos test only
+    #[allow(dead_code)] // not every test binary stops instances
     pub fn terminate(&mut self) -> Option<ExitStatus> {
         let mut child = self.child.take()?;
         // SAFETY: sending a signal to our own child process.

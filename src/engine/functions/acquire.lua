@@ -9,8 +9,10 @@
 --
 -- Replies, each ended by finish() (line.lua)
 --   {1, fencing_token, expires_at_ms}
---       acquired: now, or earlier by a grant to this waiter (a repeated call
---       after a missed message returns that lease and confirms it)
+--       acquired: now, or earlier by a grant to this waiter, which this call
+--       confirms (a waiter's instance calls again to confirm a grant made by
+--       another instance's call, or after a missed message); the lease is
+--       held until expires_at_ms
 --   {2, owner}
 --       superseded: a newer newest_wins request (of that owner, "" none) took
 --       this waiter's place; it neither joins the line nor acquires
@@ -20,7 +22,7 @@
 --       queued 0: refused, with the live leases, the requests in line, and
 --       the time left and owner of the lease that ends first (-1 and "" when
 --       none)
---   error "BATON fencing counter past 2^53 ..." when tokens cannot grow exactly
+--   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
 --
 -- A request that has not queued acquires only when holders + waiting < limit,
 -- so it never overtakes a queued waiter.
@@ -28,9 +30,13 @@ local waiter, join, known = ARGV[7], ARGV[8] == '1', ARGV[9] == '1'
 local id, _, _, ttl, limit, newest, owner = unpack_waiter(waiter)
 ttl, limit, newest = tonumber(ttl), tonumber(limit), newest == '1'
 
+local packed = guard(known and id or nil)
 local queued = false
 if known then
-  local lease = live_lease(id)
+  -- A grant to this waiter: confirmed here, by its own instance, before the
+  -- client is told (a provisional grant that lapsed is not live any more,
+  -- and this waiter then rejoins the line below).
+  local lease = lease_of(packed)
   if lease then
     confirm(id, lease)
     return finish({1, lease.token, lease.expires_at})

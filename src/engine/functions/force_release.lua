@@ -2,12 +2,16 @@
 -- serve the line (line.lua: KEYS, ARGV[1..6]).
 --
 -- Replies, each ended by finish() (line.lua)
---   {1}   released (every live lease)
+--   {1, ended, n, owner_1, token_1, ..., owner_n, token_n}
+--       released every live lease: `ended` in all, the first n (<= 100) of
+--       them with their owner ("" none) and fencing token, for the audit
 --   {0}   nothing was held: nothing changed
+--   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
 --
 -- One event "force-released" per lease for the first 100, then one without an
 -- owner for the rest; the sorted set is unlinked, so Redis frees it in the
 -- background. The fence and the latest limit stay.
+guard()
 local first = first_lease()
 local count = holders()
 if count == 0 then
@@ -15,7 +19,7 @@ if count == 0 then
   return finish({0})
 end
 local shown = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. NOW_MS, '+inf', 'LIMIT', '0', '100')
-local kept = redis.call('HMGET', K_OWNERS, 'limit', 'fence')
+local kept = redis.call('HGET', K_OWNERS, 'limit')
 local announced = {}
 for _, id in ipairs(shown) do
   local lease = lease_of(redis.call('HGET', K_OWNERS, id))
@@ -24,14 +28,17 @@ for _, id in ipairs(shown) do
   end
 end
 redis.call('UNLINK', K_LEASES, K_OWNERS)
-FENCE, UNTIL = tonumber(kept[2] or '0'), now_ms + 2 * KEEP_MS
-redis.call('HSET', K_OWNERS, 'limit', kept[1] or '0', 'fence', num(FENCE), 'until', num(UNTIL))
+UNTIL = now_ms + 2 * KEEP_MS
+redis.call('HSET', K_OWNERS, 'limit', kept or '0', 'fence', num(FENCE), 'until', num(UNTIL))
 redis.call('PEXPIREAT', K_OWNERS, num(UNTIL))
+local reply = {1, count, #announced}
 for _, lease in ipairs(announced) do
   event('force-released', lease[1], lease[2])
+  reply[#reply + 1] = lease[1]
+  reply[#reply + 1] = lease[2]
 end
 if count > #announced then
   event('force-released')
 end
 serve_line(0, false)
-return finish({1})
+return finish(reply)

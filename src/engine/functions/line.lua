@@ -216,13 +216,17 @@ local function pack_lease(token, ttl, limit, expires, full, owner)
     num(full) .. '|' .. owner
 end
 
--- The waiter's instance has answered its client: the lease gets its full expiry.
+-- The waiter's instance confirms a grant before it answers its client: the
+-- lease gets its full expiry now, while it is still live (lease_of() said so
+-- in this same call), so Redis holds it until the expires_at the client is
+-- told. Its "acquired" event is published now, not at the grant.
 local function confirm(id, lease)
   if lease.provisional then
     redis.call('ZADD', K_LEASES, 'XX', num(lease.expires_at), id)
     redis.call('HSET', K_OWNERS, id, pack_lease(lease.token, lease.ttl, lease.limit,
       lease.expires_at, 0, lease.owner))
     lease.provisional, lease.score = false, lease.expires_at
+    event('acquired', lease.owner, lease.token)
   end
 end
 
@@ -231,6 +235,26 @@ local function read_owners(id)
   local read = redis.call('HMGET', K_OWNERS, id, 'fence', 'until')
   FENCE, UNTIL = tonumber(read[2] or '0'), tonumber(read[3] or '0')
   return read[1]
+end
+
+-- The first thing every operation that may grant does, before any write:
+-- Redis does not roll back a function that fails half-way, so a refusal
+-- must come while nothing has changed. It refuses when the tokens this call
+-- could take (at most one per waiter it looks at, and one of its own) might
+-- pass 2^53, where Lua numbers stop being exact. Reads the fence and until
+-- fields for the call, with `id`'s packed lease when `id` is given (returned).
+local function guard(id)
+  local packed
+  if id then
+    packed = read_owners(id)
+  else
+    local read = redis.call('HMGET', K_OWNERS, 'fence', 'until')
+    FENCE, UNTIL = tonumber(read[1] or '0'), tonumber(read[2] or '0')
+  end
+  if math.max(FENCE, now_us) + SCAN_BATCH + 1 > MAX_SAFE then
+    error({err = 'BATON fencing counter near 2^53: tokens can no longer grow exactly; nothing was changed'})
+  end
+  return packed
 end
 
 -- Leases and owners (with the fence) outlive `full` (ms) by KEEP_MS at least;
@@ -250,17 +274,11 @@ end
 -- Writes a new lease, taking the next fencing token; provisional for a waiter
 -- of another instance. `fresh` says whether the leases key may be new (it had
 -- no live lease). Returns the token and the full and the enforced expiry.
+-- Every caller ran guard() first, so FENCE is known and the token stays exact.
 local function write_lease(id, ttl, limit, owner, provisional, fresh)
-  if FENCE == nil then
-    local read = redis.call('HMGET', K_OWNERS, 'fence', 'until')
-    FENCE, UNTIL = tonumber(read[1] or '0'), tonumber(read[2] or '0')
-  end
   local token = FENCE + 1
   if token < now_us then
     token = now_us
-  end
-  if token > MAX_SAFE then
-    error({err = 'BATON fencing counter past 2^53: tokens can no longer grow exactly'})
   end
   local full = now_ms + ttl
   local expires, marker = full, 0
@@ -388,7 +406,10 @@ local function serve_line(held, kept)
           not mine, not kept and granted == 0)
         tell(instance, (mine and 'G ' or 'g ') .. tag .. ' ' .. num(token) .. ' ' .. num(full) ..
           ' ' .. num(expires - now_ms))
-        event('acquired', owner, token)
+        if mine then
+          -- Another instance's grant is announced when it is confirmed.
+          event('acquired', owner, token)
+        end
         granted = granted + 1
       else
         position = position + 1

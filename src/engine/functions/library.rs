@@ -1,8 +1,8 @@
-//! baton's operations as one Redis Functions library: `lua/line.lua` (the
-//! lease core) followed by one function per operation's file, each called
-//! with `FCALL` through its one typed wrapper (`lease.rs`, `line.rs`,
-//! `progress.rs`), which owns the arguments that follow the six every
-//! operation takes ([`invocation`]).
+//! baton's operations as one Redis Functions library: `line.lua` (the lease
+//! core) followed by one function per operation's file, each called with
+//! `FCALL` through its one typed module beside it ([`Function`]): a request
+//! type that owns the arguments after the six every operation takes
+//! ([`invocation`]), and a reply type decoded by a [`Cursor`].
 //!
 //! A function, unlike a script sent with `EVALSHA`, does not define the lease
 //! core's helpers again on every call: the library is compiled once when it
@@ -14,14 +14,17 @@
 
 use std::sync::LazyLock;
 
-use redis::Cmd;
+use redis::{Cmd, Value};
 
-use super::keys::{Keys, Kind};
+use super::cursor::Cursor;
+use super::tail::Tail;
 use crate::domain::Name;
+use crate::engine::keys::{Keys, Kind};
+use crate::engine::Error;
 
 /// One operation of the library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Op {
+pub(in crate::engine) enum Op {
     Acquire,
     Release,
     Refresh,
@@ -60,27 +63,27 @@ impl Op {
 
     const fn code(self) -> &'static str {
         match self {
-            Self::Acquire => include_str!("lua/acquire.lua"),
-            Self::Release => include_str!("lua/release.lua"),
-            Self::Refresh => include_str!("lua/refresh.lua"),
-            Self::Check => include_str!("lua/check.lua"),
-            Self::Status => include_str!("lua/status.lua"),
-            Self::ForceRelease => include_str!("lua/force_release.lua"),
-            Self::KeepAlive => include_str!("lua/keep_alive.lua"),
-            Self::Place => include_str!("lua/place.lua"),
+            Self::Acquire => include_str!("acquire.lua"),
+            Self::Release => include_str!("release.lua"),
+            Self::Refresh => include_str!("refresh.lua"),
+            Self::Check => include_str!("check.lua"),
+            Self::Status => include_str!("status.lua"),
+            Self::ForceRelease => include_str!("force_release.lua"),
+            Self::KeepAlive => include_str!("keep_alive.lua"),
+            Self::Place => include_str!("place.lua"),
         }
     }
 }
 
 /// The library's code and the names of its functions.
-pub(super) struct Library {
+pub(in crate::engine) struct Library {
     code: String,
     functions: Vec<String>,
 }
 
 impl Library {
     fn new() -> Self {
-        let core = include_str!("lua/line.lua");
+        let core = include_str!("line.lua");
         let mut all = String::from(core);
         for op in Op::ALL {
             all.push_str(op.code());
@@ -103,19 +106,69 @@ impl Library {
     }
 
     /// The code to `FUNCTION LOAD`.
-    pub(super) fn code(&self) -> &str {
+    pub(in crate::engine) fn code(&self) -> &str {
         &self.code
     }
 
     /// The name `op` is called by.
-    pub(super) fn function(&self, op: Op) -> &str {
+    pub(in crate::engine) fn function(&self, op: Op) -> &str {
         let index = Op::ALL.iter().position(|o| *o == op).unwrap_or(0);
         &self.functions[index]
     }
 }
 
+/// One function of the library, as Rust calls it: its request owns the
+/// arguments after the six every operation takes, its reply is decoded once.
+pub(in crate::engine) trait Function {
+    const OP: Op;
+    type Reply;
+
+    /// Appends this request's own arguments (`ARGV[7..]`, as its `.lua`
+    /// header lists them).
+    fn args(&self, call: &mut Cmd);
+
+    /// Reads the function's own reply (for a serving function, the part
+    /// before the [`Tail`]).
+    ///
+    /// # Errors
+    /// [`Error::Protocol`] when the reply is not what the function answers.
+    fn decode(reply: &mut Cursor) -> Result<Self::Reply, Error>;
+}
+
+/// A function whose reply ends with `finish()` (`line.lua`): it may serve the
+/// line, and so grant leases to waiters.
+pub(in crate::engine) trait Serving: Function {}
+
+/// The whole reply of a function that does not serve the line.
+///
+/// # Errors
+/// [`Error::Protocol`] when the reply is not `F`'s, or has fields left over.
+pub(in crate::engine) fn decode<F: Function>(value: Value) -> Result<F::Reply, Error> {
+    let mut reply = Cursor::new(value)?;
+    let decoded = F::decode(&mut reply)?;
+    reply.finish()?;
+    Ok(decoded)
+}
+
+/// A serving function's reply decoded: its own part, and its tail.
+pub(in crate::engine) type Served<R> = Result<(R, Tail), Error>;
+
+/// The whole reply of a serving function: its own part, then its tail.
+///
+/// # Errors
+/// [`Error::Protocol`] when the reply is not `F`'s, or has fields left over.
+pub(in crate::engine) fn decode_served<F: Serving>(
+    value: Value,
+) -> Result<(F::Reply, Tail), Error> {
+    let mut reply = Cursor::new(value)?;
+    let decoded = F::decode(&mut reply)?;
+    let tail = Tail::decode(&mut reply)?;
+    reply.finish()?;
+    Ok((decoded, tail))
+}
+
 /// The one library of this build.
-pub(super) static LIBRARY: LazyLock<Library> = LazyLock::new(Library::new);
+pub(in crate::engine) static LIBRARY: LazyLock<Library> = LazyLock::new(Library::new);
 
 /// The library's code, for tools that load it themselves (the benchmark's
 /// raw-Redis baseline).
@@ -134,7 +187,7 @@ pub fn function_name(op: &str) -> Option<&'static str> {
 /// takes (`lua/line.lua`): the kind, the name, the name's channel and the
 /// command that publishes on it, the events channel, and the caller's
 /// instance id. Its own arguments follow, with `arg`.
-pub(super) fn invocation(
+pub(in crate::engine) fn invocation(
     op: Op,
     keys: &Keys,
     kind: Kind,

@@ -1,0 +1,85 @@
+//! `acquire.lua`: acquire a lease, or join the line of waiters.
+
+use redis::Cmd;
+
+use super::cursor::Cursor;
+use super::library::{Function, Op, Serving};
+use super::waiter::Entry;
+use crate::engine::model::Occupancy;
+use crate::engine::Error;
+
+/// Whether a call queues when busy, and whether it is the first call with its
+/// id (a fresh id has no lease and no place in line, so nothing is looked up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::engine) enum Join {
+    /// Answer at once when busy (`wait_ms` 0); the only call with its id.
+    No,
+    /// Queue when busy; the first call with its id.
+    First,
+    /// Queue when busy, or find the place or the lease an earlier call (or a
+    /// grant to this waiter) made, confirming that lease.
+    Again,
+}
+
+/// One acquire call for a waiter.
+pub(in crate::engine) struct Acquire<'a> {
+    pub waiter: Entry<'a>,
+    pub join: Join,
+}
+
+/// What one acquire call came to.
+#[derive(Debug)]
+pub(in crate::engine) enum Attempt {
+    /// Held until `expires_at_ms`: acquired now, or a grant to this waiter
+    /// confirmed by this call.
+    Acquired { token: u64, expires_at_ms: u64 },
+    /// A newer `newest_wins` request took this waiter's place.
+    Superseded { owner: Option<crate::domain::Owner> },
+    /// In line (joined now or before); a lease of the name ends in this long.
+    Queued {
+        next_expiry_in: Option<std::time::Duration>,
+    },
+    /// Busy, and not queued (`Join::No`): how busy.
+    Refused(Occupancy),
+}
+
+impl Function for Acquire<'_> {
+    const OP: Op = Op::Acquire;
+    type Reply = Attempt;
+
+    fn args(&self, call: &mut Cmd) {
+        call.arg(self.waiter.encode())
+            .arg(u8::from(self.join != Join::No))
+            .arg(u8::from(self.join == Join::Again));
+    }
+
+    fn decode(reply: &mut Cursor) -> Result<Attempt, Error> {
+        match reply.int()? {
+            1 => Ok(Attempt::Acquired {
+                token: reply.uint()?,
+                expires_at_ms: reply.uint()?,
+            }),
+            2 => Ok(Attempt::Superseded {
+                owner: reply.owner()?,
+            }),
+            0 => {
+                let state = Occupancy {
+                    holders: reply.uint()?,
+                    waiting: reply.uint()?,
+                    next_expiry_in: reply.expiry()?,
+                    owner: reply.owner()?,
+                };
+                Ok(if reply.flag()? {
+                    Attempt::Queued {
+                        next_expiry_in: state.next_expiry_in,
+                    }
+                } else {
+                    Attempt::Refused(state)
+                })
+            }
+            code => Err(Error::Protocol(format!("acquire replied code {code}"))),
+        }
+    }
+}
+
+impl Serving for Acquire<'_> {}

@@ -1,0 +1,46 @@
+//! `force_release.lua`: end every lease of a name, whoever holds it.
+
+use redis::Cmd;
+
+use super::cursor::Cursor;
+use super::library::{Function, Op, Serving};
+use super::tail::Expired;
+use crate::engine::Error;
+
+/// The force-release of one name.
+pub(in crate::engine) struct ForceRelease;
+
+/// The leases it ended.
+#[derive(Debug)]
+pub(in crate::engine) struct Ended {
+    /// How many, in all.
+    pub count: u64,
+    /// The first 100 of them, with their owner and token (for the audit).
+    pub shown: Vec<Expired>,
+}
+
+impl Function for ForceRelease {
+    const OP: Op = Op::ForceRelease;
+    /// `None` when nothing was held (nothing changed).
+    type Reply = Option<Ended>;
+
+    fn args(&self, _call: &mut Cmd) {}
+
+    fn decode(reply: &mut Cursor) -> Result<Option<Ended>, Error> {
+        if !reply.flag()? {
+            return Ok(None);
+        }
+        let count = reply.uint()?;
+        let n = reply.count()?;
+        let mut shown = Vec::with_capacity(n);
+        for _ in 0..n {
+            shown.push(Expired {
+                owner: reply.owner()?,
+                fencing_token: reply.uint()?,
+            });
+        }
+        Ok(Some(Ended { count, shown }))
+    }
+}
+
+impl Serving for ForceRelease {}

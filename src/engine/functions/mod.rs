@@ -1,0 +1,22 @@
+//! baton's Redis Functions library, one function a pair of files: its Lua
+//! (`NAME.lua`, whose header lists its `ARGV` and replies) and its typed Rust
+//! side (`NAME.rs`: a request that owns its arguments, a reply decoded by a
+//! [`cursor::Cursor`] that rejects what is left over). `line.lua` is the
+//! lease core every function shares; [`tail`] decodes what every serving
+//! function's reply ends with, [`message`] the messages about a waiter, and
+//! [`waiter`] is how the line keeps a waiter. Nothing outside `engine/` sees
+//! the wire format.
+
+pub(super) mod acquire;
+pub(super) mod check;
+pub(super) mod cursor;
+pub(super) mod force_release;
+pub(super) mod keep_alive;
+pub(super) mod library;
+pub(super) mod message;
+pub(super) mod place;
+pub(super) mod refresh;
+pub(super) mod release;
+pub(super) mod status;
+pub(super) mod tail;
+pub(super) mod waiter;

@@ -1,0 +1,62 @@
+//! A waiter as the line keeps it in Redis (`line.lua` reads it with
+//! `unpack_waiter`): this is its one encoder. Its fields are fixed for the
+//! whole wait, so the same request always names the same member of the line.
+
+use crate::domain::{LeaseId, Limit, Owner, Ttl};
+
+/// One acquisition's place in line, as Redis keeps it.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::engine) struct Entry<'a> {
+    /// The lease it acquires under (a capability: never logged).
+    pub id: LeaseId,
+    /// A number naming it among its instance's waiters, in messages.
+    pub tag: u64,
+    /// The instance that keeps it alive.
+    pub instance: &'a str,
+    pub ttl: Ttl,
+    pub limit: Limit,
+    /// It asked `newest_wins`.
+    pub newest: bool,
+    pub owner: Option<&'a Owner>,
+}
+
+impl Entry<'_> {
+    /// `id|tag|instance|ttl_ms|limit|newest|owner`; the owner comes last, so
+    /// it may hold `|`.
+    pub(in crate::engine) fn encode(&self) -> String {
+        format!(
+            "{}|{}|{}|{}|{}|{}|{}",
+            self.id.expose(),
+            self.tag,
+            self.instance,
+            self.ttl.as_ms(),
+            self.limit.get(),
+            u8::from(self.newest),
+            self.owner.map_or("", Owner::as_str),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_owner_comes_last_so_it_may_hold_the_separator() {
+        let id = LeaseId::new();
+        let owner = Owner::from_stored("ci|job 7".to_owned()).expect("owner");
+        let entry = Entry {
+            id,
+            tag: 42,
+            instance: "0123456789abcdef",
+            ttl: Ttl::from_ms(30_000).expect("ttl"),
+            limit: Limit::new(3).expect("limit"),
+            newest: true,
+            owner: Some(&owner),
+        };
+        assert_eq!(
+            entry.encode(),
+            format!("{}|42|0123456789abcdef|30000|3|1|ci|job 7", id.expose())
+        );
+    }
+}

@@ -1,0 +1,121 @@
+//! The values the core answers with: a lease as its holder sees it, a lock
+//! or semaphore as anyone may see it (never a lease id), and why an
+//! acquisition got no lease.
+
+use std::time::Duration;
+
+use crate::domain::{LeaseId, Limit, Name, Owner, Ttl};
+
+/// A live lease, as its holder sees it.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub name: Name,
+    pub id: LeaseId,
+    pub owner: Option<Owner>,
+    /// The limit this acquisition was judged against (1 for a lock).
+    pub limit: Limit,
+    /// Strictly increasing per name: the order of the grants.
+    pub fencing_token: u64,
+    pub ttl: Ttl,
+    /// Expiry in milliseconds since the Unix epoch, on Redis's clock.
+    pub expires_at_ms: u64,
+}
+
+/// Why an acquisition got no lease.
+#[derive(Debug, Clone)]
+pub enum Refusal {
+    /// Held (full) for the whole wait.
+    Busy(Busy),
+    /// A newer `newest_wins` request took this waiter's place in line.
+    Superseded { owner: Option<Owner> },
+}
+
+/// The name was held (a semaphore: full) when the wait ended.
+#[derive(Debug, Clone)]
+pub struct Busy {
+    /// Live leases.
+    pub holders: u64,
+    /// The limit the acquisition was judged against.
+    pub limit: Limit,
+    /// Requests queued in the line.
+    pub waiting: u64,
+    /// The lease that ends first: its owner (a lock's holder) and time left.
+    pub owner: Option<Owner>,
+    pub next_expiry_in: Option<Duration>,
+}
+
+/// One live lease as anyone may see it: never its id.
+#[derive(Debug, Clone)]
+pub struct Holder {
+    pub owner: Option<Owner>,
+    pub fencing_token: u64,
+    pub expires_in: Duration,
+}
+
+/// One queued request as anyone may see it.
+#[derive(Debug, Clone)]
+pub struct Waiter {
+    /// 1 for the next to be served.
+    pub position: u64,
+    pub owner: Option<Owner>,
+    pub waited: Duration,
+}
+
+/// A lock or semaphore as anyone may see it.
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub name: Name,
+    /// Live leases in all.
+    pub holders: u64,
+    /// The limit of the latest acquisition, while known.
+    pub limit: Option<Limit>,
+    /// At most 100 live leases, in the order they were granted.
+    pub leases: Vec<Holder>,
+    /// Requests queued in all.
+    pub waiting: u64,
+    /// At most the first 100 of them, in the order they will be served.
+    pub waiters: Vec<Waiter>,
+}
+
+impl Status {
+    /// A lock's holder (a semaphore's first lease).
+    pub fn holder(&self) -> Option<&Holder> {
+        self.leases.first()
+    }
+}
+
+impl Busy {
+    /// The name's state as a refusal judged against `limit` shows it.
+    pub(crate) fn new(state: Occupancy, limit: Limit) -> Self {
+        Self {
+            holders: state.holders,
+            limit,
+            waiting: state.waiting,
+            owner: state.owner,
+            next_expiry_in: state.next_expiry_in,
+        }
+    }
+}
+
+/// How busy a name is, as a function that refuses reports it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Occupancy {
+    /// Live leases.
+    pub holders: u64,
+    /// Requests queued in the line.
+    pub waiting: u64,
+    /// The lease that ends first: its owner and time left.
+    pub owner: Option<Owner>,
+    pub next_expiry_in: Option<Duration>,
+}
+
+/// Where a waiter stands.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// 1 for the next to be served.
+    pub position: u64,
+    /// Requests in line in all.
+    pub waiting: u64,
+    /// The live leases it waits behind (at most 100), those that expire first.
+    pub holders: Vec<Holder>,
+}

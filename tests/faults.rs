@@ -1,0 +1,412 @@
+//! What a 201 promises, under the faults that are normal in production: two
+//! baton processes on one Redis, one of them paused (SIGSTOP) or stopped
+//! (SIGTERM) across a hand-off, Redis stalled (DEBUG SLEEP) right after one,
+//! the line's keys lost, a client that hangs up mid-call, and the fencing
+//! counter's guard. Each test fails on a baton that answers a grant before
+//! Redis holds it until the expiry it sends, or that leaves a waiter waiting
+//! on a free name.
+
+#[allow(dead_code)]
+#[path = "api/helpers.rs"]
+mod helpers;
+#[allow(dead_code)]
+#[path = "support/chaos.rs"]
+mod support;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use helpers::{unique_prefix, RedisServer};
+use serde_json::Value;
+use support::Instance;
+use tokio::task::JoinHandle;
+
+/// Two baton processes (A and B) on one private Redis, under one prefix.
+struct Pair {
+    redis: RedisServer,
+    prefix: String,
+    a: Instance,
+    b: Instance,
+    http: reqwest::Client,
+}
+
+impl Pair {
+    fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    fn start_with(extra: &[(&str, &str)]) -> Self {
+        let redis = RedisServer::start();
+        let prefix = unique_prefix();
+        let url = redis.url();
+        let mut env = vec![
+            ("BATON_REDIS_URL", url.as_str()),
+            ("BATON_KEY_PREFIX", prefix.as_str()),
+        ];
+        env.extend_from_slice(extra);
+        let a = Instance::start(&env);
+        let b = Instance::start(&env);
+        Self {
+            redis,
+            prefix,
+            a,
+            b,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// A request answered: its status and JSON body.
+    async fn call(&self, method: reqwest::Method, url: String, body: &str) -> (u16, Value) {
+        let response = self
+            .http
+            .request(method, url)
+            .body(body.to_owned())
+            .send()
+            .await
+            .expect("baton answers");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, base: &str, path: &str, body: &str) -> (u16, Value) {
+        self.call(reqwest::Method::POST, format!("{base}{path}"), body)
+            .await
+    }
+
+    async fn get(&self, base: &str, path: &str) -> (u16, Value) {
+        self.call(reqwest::Method::GET, format!("{base}{path}"), "")
+            .await
+    }
+
+    async fn delete(&self, base: &str, path: &str) -> u16 {
+        self.call(reqwest::Method::DELETE, format!("{base}{path}"), "")
+            .await
+            .0
+    }
+
+    /// Sends an acquisition in the background: its status, body and when
+    /// the answer came (`None`: no answer, the connection failed).
+    fn waiter(&self, base: &str, path: &str, body: &str) -> JoinHandle<Option<Waited>> {
+        let request = self
+            .http
+            .post(format!("{base}{path}"))
+            .body(body.to_owned());
+        tokio::spawn(async move {
+            let response = request.send().await.ok()?;
+            let at = Instant::now();
+            let status = response.status().as_u16();
+            let body = response.json().await.unwrap_or(Value::Null);
+            Some(Waited { status, body, at })
+        })
+    }
+
+    /// Waits until `path`'s status (asked through A) shows `n` waiting.
+    async fn until_waiting(&self, path: &str, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (_, status) = self.get(&self.a.base(), path).await;
+            if status["waiting"] == n {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{path} never had {n} waiting: {status}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn key(&self, tag: &str, suffix: &str) -> String {
+        format!("{}{{{tag}}}:{suffix}", self.prefix)
+    }
+}
+
+struct Waited {
+    status: u16,
+    body: Value,
+    at: Instant,
+}
+
+fn lease_path(kind: &str, lease: &Value) -> String {
+    format!(
+        "/{kind}/{}/{}",
+        lease["name"].as_str().expect("name"),
+        lease["id"].as_str().expect("id")
+    )
+}
+
+fn expires_at(lease: &Value) -> SystemTime {
+    humantime::parse_rfc3339(lease["expires_at"].as_str().expect("expires_at")).expect("RFC 3339")
+}
+
+/// DEBUG SLEEP for `seconds` (fractions too), sent at once from a thread.
+fn stall(redis: &RedisServer, seconds: f64) -> std::thread::JoinHandle<()> {
+    let mut conn = redis.conn();
+    std::thread::spawn(move || {
+        redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(seconds)
+            .query::<()>(&mut conn)
+            .expect("DEBUG SLEEP");
+    })
+}
+
+const HOLD: &str = r#"{"ttl_ms": 60000}"#;
+const WAIT: &str = r#"{"ttl_ms": 60000, "wait_ms": 30000}"#;
+
+#[tokio::test]
+async fn a_redis_stall_across_a_hand_off_never_leaves_two_holders_told_201() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let (status, holder) = pair.post(&a, "/locks/stalled", HOLD).await;
+    assert_eq!(status, 201);
+    let waiter = pair.waiter(&b, "/locks/stalled", WAIT);
+    pair.until_waiting("/locks/stalled", 1).await;
+
+    // The release grants the waiter on B; Redis stalls right after, for
+    // longer than a grant to another instance stays unconfirmed.
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    stall(&pair.redis, 3.5).join().expect("stall");
+
+    let waited = waiter.await.expect("waiter").expect("an answer");
+    assert_eq!(waited.status, 201, "{}", waited.body);
+    let lease = waited.body;
+    assert!(expires_at(&lease) > SystemTime::now() + Duration::from_secs(50));
+    // Told 201, it holds the lock: Redis has its lease, nobody else gets it.
+    let (held, _) = pair.get(&a, &lease_path("locks", &lease)).await;
+    assert_eq!(held, 200, "the lease told 201 is gone after the stall");
+    let (other, body) = pair.post(&a, "/locks/stalled", r#"{"ttl_ms": 1000}"#).await;
+    assert_eq!(other, 409, "a second holder was told 201: {body}");
+}
+
+#[tokio::test]
+async fn a_paused_waiter_instance_does_not_answer_a_grant_that_lapsed_while_it_slept() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let (_, holder) = pair.post(&a, "/locks/frozen", HOLD).await;
+    let first = pair.waiter(&b, "/locks/frozen", WAIT);
+    pair.until_waiting("/locks/frozen", 1).await;
+    let second = pair.waiter(&a, "/locks/frozen", WAIT);
+    pair.until_waiting("/locks/frozen", 2).await;
+
+    // B is frozen when the lock is handed to its waiter: the grant lapses
+    // unconfirmed, and the next in line (on A) gets the lock.
+    pair.b.pause();
+    let released = Instant::now();
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    let second = second.await.expect("waiter").expect("an answer");
+    assert_eq!(second.status, 201, "{}", second.body);
+    tokio::time::sleep_until((released + Duration::from_secs(5)).into()).await;
+    pair.b.resume();
+
+    // B wakes to a grant that lapsed: its waiter must not be told 201 while
+    // the second holds the lock. It is served once the second releases.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (held, _) = pair.get(&a, &lease_path("locks", &second.body)).await;
+    assert_eq!(held, 200);
+    let second_released = Instant::now();
+    assert_eq!(
+        pair.delete(&a, &lease_path("locks", &second.body)).await,
+        204
+    );
+    let first = first.await.expect("waiter").expect("an answer");
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert!(
+        first.at > second_released,
+        "the first waiter was told 201 while the second held the lock"
+    );
+    let token = |lease: &Value| lease["fencing_token"].as_u64().expect("token");
+    assert!(token(&first.body) > token(&second.body));
+}
+
+#[tokio::test]
+async fn a_sigterm_right_after_a_hand_off_never_leaves_a_201_without_its_lease() {
+    let mut pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let (_, holder) = pair.post(&a, "/locks/restart", HOLD).await;
+    let waiter = pair.waiter(&b, "/locks/restart", WAIT);
+    pair.until_waiting("/locks/restart", 1).await;
+
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let stopped = pair.b.terminate().expect("B ran");
+    assert!(stopped.success(), "B stopped with {stopped:?}");
+
+    match waiter.await.expect("waiter") {
+        Some(told) if told.status == 201 => {
+            // Told 201: the lease outlives every unconfirmed grant's window.
+            let path = lease_path("locks", &told.body);
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            assert_eq!(pair.get(&a, &path).await.0, 200, "the 201's lease is gone");
+            let (other, _) = pair.post(&a, "/locks/restart", r#"{"ttl_ms": 1000}"#).await;
+            assert_eq!(other, 409, "a second holder was told 201");
+        }
+        told => {
+            // Not told 201 (503 shutting-down, or the connection closed):
+            // the grant goes back, and the lock is free again soon.
+            if let Some(told) = &told {
+                assert_eq!(told.status, 503, "{}", told.body);
+            }
+            let (status, body) = pair
+                .post(
+                    &a,
+                    "/locks/restart",
+                    r#"{"ttl_ms": 1000, "wait_ms": 10000}"#,
+                )
+                .await;
+            assert_eq!(status, 201, "{body}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn waiters_pruned_while_their_instance_was_paused_are_served_after_it_resumes() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let (_, holder) = pair.post(&a, "/locks/pruned", HOLD).await;
+    let sent = Instant::now();
+    let waiter = pair.waiter(&b, "/locks/pruned", WAIT);
+    pair.until_waiting("/locks/pruned", 1).await;
+
+    // B looks dead to Redis after 3 s without a keep-alive: A's status call
+    // takes its waiter out of the line.
+    pair.b.pause();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    pair.until_waiting("/locks/pruned", 0).await;
+    pair.b.resume();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+
+    // The waiter learns it was dropped, rejoins, and gets the free lock
+    // long before its 30 s wait runs out.
+    let waited = waiter.await.expect("waiter").expect("an answer");
+    assert_eq!(waited.status, 201, "{}", waited.body);
+    assert!(
+        waited.at < sent + Duration::from_secs(20),
+        "the waiter waited out its wait on a free lock"
+    );
+}
+
+#[tokio::test]
+async fn a_waiter_whose_queue_key_was_lost_gets_the_free_lock() {
+    let pair = Pair::start();
+    let a = pair.a.base();
+    let (_, holder) = pair.post(&a, "/locks/lost", HOLD).await;
+    let sent = Instant::now();
+    let waiter = pair.waiter(&a, "/locks/lost", WAIT);
+    pair.until_waiting("/locks/lost", 1).await;
+
+    let mut conn = pair.redis.conn();
+    let deleted: u32 = redis::cmd("DEL")
+        .arg(pair.key("lock:lost", "queue"))
+        .query(&mut conn)
+        .expect("DEL");
+    assert_eq!(deleted, 1);
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+
+    let waited = waiter.await.expect("waiter").expect("an answer");
+    assert_eq!(waited.status, 201, "{}", waited.body);
+    assert!(
+        waited.at < sent + Duration::from_secs(20),
+        "the waiter waited out its wait on a free lock"
+    );
+}
+
+#[tokio::test]
+async fn a_release_whose_client_hangs_up_mid_call_still_hands_the_lock_on() {
+    // A call budget longer than the stall: the release's call is in flight
+    // (behind DEBUG SLEEP), not failed, when its client hangs up.
+    let pair = Pair::start_with(&[("BATON_REDIS_TIMEOUT_MS", "5000")]);
+    let a = pair.a.base();
+    let (_, holder) = pair.post(&a, "/locks/hangup", HOLD).await;
+    let sent = Instant::now();
+    let waiter = pair.waiter(&a, "/locks/hangup", WAIT);
+    pair.until_waiting("/locks/hangup", 1).await;
+
+    let stalled = stall(&pair.redis, 1.5);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .expect("client");
+    let hung_up = impatient
+        .delete(format!("{a}{}", lease_path("locks", &holder)))
+        .send()
+        .await;
+    assert!(
+        hung_up.is_err(),
+        "the release was answered during the stall"
+    );
+    stalled.join().expect("stall");
+
+    // The release ran once Redis woke, and granted the waiter on the same
+    // instance: the waiter is told at once, not at the end of its wait.
+    let waited = waiter.await.expect("waiter").expect("an answer");
+    assert_eq!(waited.status, 201, "{}", waited.body);
+    assert!(
+        waited.at < sent + Duration::from_secs(20),
+        "the grant in the lost reply was never told"
+    );
+    assert_eq!(pair.get(&a, "/locks/hangup").await.1["held"], true);
+}
+
+#[tokio::test]
+async fn the_fencing_guard_refuses_before_anything_changes() {
+    let pair = Pair::start();
+    let a = pair.a.base();
+    let hold = r#"{"limit": 2, "ttl_ms": 60000}"#;
+    let wait = r#"{"limit": 2, "ttl_ms": 60000, "wait_ms": 30000}"#;
+    for _ in 0..2 {
+        assert_eq!(pair.post(&a, "/semaphores/guarded", hold).await.0, 201);
+    }
+    let first = pair.waiter(&a, "/semaphores/guarded", wait);
+    pair.until_waiting("/semaphores/guarded", 1).await;
+    let second = pair.waiter(&a, "/semaphores/guarded", wait);
+    pair.until_waiting("/semaphores/guarded", 2).await;
+
+    // Tokens near 2^53, where Lua numbers stop being exact.
+    let owners = pair.key("sem:guarded", "owners");
+    let mut conn = pair.redis.conn();
+    let fence: u64 = redis::cmd("HGET")
+        .arg(&owners)
+        .arg("fence")
+        .query(&mut conn)
+        .expect("fence");
+    redis::cmd("HSET")
+        .arg(&owners)
+        .arg("fence")
+        .arg(9_007_199_254_740_950_u64)
+        .query::<()>(&mut conn)
+        .expect("HSET");
+
+    let forced = pair
+        .call(
+            reqwest::Method::DELETE,
+            format!("{a}/semaphores/guarded"),
+            "",
+        )
+        .await;
+    assert_eq!(forced.0, 500, "{}", forced.1);
+    let (_, status) = pair.get(&a, "/semaphores/guarded").await;
+    assert_eq!(
+        status["holders"], 2,
+        "the refusal changed the holders: {status}"
+    );
+    assert_eq!(
+        status["waiting"], 2,
+        "the refusal changed the line: {status}"
+    );
+
+    // With the counter back where it was, the same call ends both leases
+    // and both waiters are served.
+    redis::cmd("HSET")
+        .arg(&owners)
+        .arg("fence")
+        .arg(fence)
+        .query::<()>(&mut conn)
+        .expect("HSET");
+    assert_eq!(pair.delete(&a, "/semaphores/guarded").await, 204);
+    for waiter in [first, second] {
+        let waited = waiter.await.expect("waiter").expect("an answer");
+        assert_eq!(waited.status, 201, "{}", waited.body);
+    }
+}
