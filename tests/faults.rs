@@ -314,8 +314,12 @@ async fn a_waiter_whose_queue_key_was_lost_gets_the_free_lock() {
 #[tokio::test]
 async fn a_release_whose_client_hangs_up_mid_call_still_hands_the_lock_on() {
     // A call budget longer than the stall: the release's call is in flight
-    // (behind DEBUG SLEEP), not failed, when its client hangs up.
-    let pair = Pair::start_with(&[("BATON_REDIS_TIMEOUT_MS", "5000")]);
+    // (behind DEBUG SLEEP), not failed, when its client hangs up and when
+    // the request's own deadline drops it, whichever comes first.
+    let pair = Pair::start_with(&[
+        ("BATON_REDIS_TIMEOUT_MS", "5000"),
+        ("BATON_REQUEST_TIMEOUT_MS", "500"),
+    ]);
     let a = pair.a.base();
     let (_, holder) = pair.post(&a, "/locks/hangup", HOLD).await;
     let sent = Instant::now();
