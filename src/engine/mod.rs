@@ -4,6 +4,7 @@
 //!
 //! Nothing here knows about HTTP; the routes turn its results into responses.
 
+mod connect;
 mod error;
 pub mod events;
 mod functions;
@@ -18,6 +19,7 @@ mod pubsub;
 mod semaphore;
 mod store;
 
+pub use connect::StoreConfig;
 pub use error::Error;
 pub use functions::library::{function_name, library_code};
 pub use keys::{Keys, Kind};
@@ -27,7 +29,7 @@ pub use lock::Locks;
 pub use model::{Busy, Holder, Lease, Refusal, Status, Waiter};
 pub use pubsub::{Notice, Notices, PubSub};
 pub use semaphore::Semaphores;
-pub use store::{Node, RedisMode, Store, StoreConfig};
+pub use store::{Node, RedisMode, Store};
 
 /// The names the routes use for each kind's lease and status.
 pub type LockLease = Lease;

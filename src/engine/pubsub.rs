@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::store::{cluster_client, SentinelMaster, StoreConfig};
+use super::connect::{cluster_client, SentinelMaster, StoreConfig};
 
 /// What the subscription connection reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
