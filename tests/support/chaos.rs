@@ -1,11 +1,25 @@
-//! What both chaos tests share: baton as a real process, the holds clients
-//! saw, and the checks every run of holds must pass.
+//! What the chaos tests share: baton as a real process, the fault timeline,
+//! clients that acquire, hold and release while recording what they were
+//! told, and the checks every run must pass.
+//!
+//! A hold lasts, as the client was told, from the receipt of its 201 until
+//! it sent the first release that reached baton (after that it no longer
+//! relies on the lease, whether or not the release worked), or else until
+//! its `expires_at`; the last [`EXPIRY_GRACE`] before an `expires_at` is
+//! not counted, for the clocks of the client and of Redis.
 
 use std::collections::{BTreeMap, HashSet};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use serde_json::Value;
+use tokio::sync::watch;
+
 use crate::helpers::free_port;
+
+/// The end of a lease as told that the checks ignore.
+pub const EXPIRY_GRACE: Duration = Duration::from_millis(200);
 
 /// One baton process on a fixed port, so a restart comes back where it was.
 pub struct Instance {
@@ -52,9 +66,23 @@ impl Instance {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// SIGKILL, as a crash.
+    /// Whether the process runs (a paused one runs): `false` once it exited
+    /// or was killed, which the test must have meant.
+    #[allow(dead_code)] // not every test binary checks
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
+    }
+
+    /// SIGKILL, as a crash. Panics if the process had died already: a crash
+    /// the test did not cause must not pass unnoticed.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
+            assert!(
+                matches!(child.try_wait(), Ok(None)),
+                "baton had exited before the test killed it"
+            );
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -97,20 +125,37 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        self.kill();
+        self.resume();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
-/// A lease as a client held it: from its 201 to the moment the client sent
-/// its release (or the lease's expiry, if sooner).
+/// A lease as a client was told it.
 #[derive(Debug, Clone)]
 pub struct Hold {
     pub name: String,
     pub token: u64,
+    /// How much of the name's capacity it takes (1 for a lock's lease).
+    pub weight: u32,
     /// When the acquisition was sent: it was granted after this.
     pub requested: SystemTime,
+    /// When its 201 arrived.
     pub start: SystemTime,
+    /// When the client sent the first release that reached baton, or its
+    /// `expires_at` if none did.
     pub end: SystemTime,
+    /// Its `expires_at`.
+    pub expires: SystemTime,
+}
+
+impl Hold {
+    /// Until when the checks count it held.
+    pub fn told_until(&self) -> SystemTime {
+        self.end.min(self.expires - EXPIRY_GRACE)
+    }
 }
 
 /// The holds of each name, each list in the order they started.
@@ -128,24 +173,37 @@ pub fn holds_by_name(holds: &[Hold]) -> BTreeMap<String, Vec<Hold>> {
     by_name
 }
 
-/// The violations in the holds of one name: more than `limit` at once, a
-/// token granted twice, or a token not above every token of a hold that had
-/// ended before the acquisition was sent.
-pub fn check_holds(name: &str, holds: &[Hold], limit: usize, violations: &mut Vec<String>) {
-    // Sweep: how many holds are open at each start.
-    let mut events: Vec<(SystemTime, i32)> = Vec::new();
+/// The times `holds` take more than `capacity` at once (as told), in order:
+/// (when, how much).
+fn crowded(holds: &[Hold], capacity: u32) -> Vec<(SystemTime, i64)> {
+    let mut events: Vec<(SystemTime, i64)> = Vec::new();
     for h in holds {
-        events.push((h.start, 1));
-        events.push((h.end, -1));
+        if h.told_until() > h.start {
+            events.push((h.start, i64::from(h.weight)));
+            events.push((h.told_until(), -i64::from(h.weight)));
+        }
     }
     // Ends before starts at the same instant: touching holds do not overlap.
     events.sort_by_key(|(t, delta)| (*t, *delta));
-    let mut open = 0;
+    let mut used = 0;
+    let mut over = Vec::new();
     for (at, delta) in events {
-        open += delta;
-        if open > limit as i32 {
-            violations.push(format!("{name}: {open} holders at {at:?}, limit {limit}"));
+        used += delta;
+        if used > i64::from(capacity) {
+            over.push((at, used));
         }
+    }
+    over
+}
+
+/// The violations in the holds of one name: more than `capacity` held at
+/// once as told, a token granted twice, or a token not above every token of
+/// a hold that had ended before the acquisition was sent.
+pub fn check_holds(name: &str, holds: &[Hold], capacity: u32, violations: &mut Vec<String>) {
+    for (at, used) in crowded(holds, capacity) {
+        violations.push(format!(
+            "{name}: {used} held at {at:?}, capacity {capacity}"
+        ));
     }
     let mut tokens = HashSet::new();
     for h in holds {
@@ -154,8 +212,8 @@ pub fn check_holds(name: &str, holds: &[Hold], limit: usize, violations: &mut Ve
         }
     }
     // An acquisition sent after another hold ended was granted after that
-    // one, so it must carry a larger token (across Redis restarts and
-    // failovers too).
+    // one, so it must carry a larger token (across Redis restarts, data loss
+    // and failovers too).
     let mut by_end = holds.to_vec();
     by_end.sort_by_key(|h| h.end);
     let mut by_request = holds.to_vec();
@@ -171,6 +229,270 @@ pub fn check_holds(name: &str, holds: &[Hold], limit: usize, violations: &mut Ve
             violations.push(format!(
                 "{name}: token {} after a finished hold with token {max_ended}",
                 h.token
+            ));
+        }
+    }
+}
+
+/// What a fault touched: Redis, or one baton instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Redis,
+    Instance(usize),
+}
+
+/// One fault: what it touched, and from when until it was over.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub target: Target,
+    pub what: &'static str,
+    pub from: SystemTime,
+    pub to: SystemTime,
+}
+
+/// A request answered (or not) through one instance.
+#[derive(Debug, Clone)]
+pub struct Wait {
+    pub name: String,
+    pub instance: usize,
+    pub requested: SystemTime,
+    pub answered: SystemTime,
+}
+
+/// Everything the clients saw.
+#[derive(Default)]
+pub struct Record {
+    pub holds: Vec<Hold>,
+    /// Acquisitions that were answered (201, 409, ...).
+    pub waits: Vec<Wait>,
+    /// Requests that got no answer (connection failed, timed out).
+    pub failures: Vec<Wait>,
+    pub outcomes: BTreeMap<String, u64>,
+    pub violations: Vec<String>,
+}
+
+impl Record {
+    pub fn count(&mut self, outcome: impl Into<String>) {
+        *self.outcomes.entry(outcome.into()).or_default() += 1;
+    }
+}
+
+/// What one kind of client does.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// `locks/NAME` or `semaphores/NAME`.
+    pub path: String,
+    /// The acquire body.
+    pub body: String,
+    /// What one lease takes of the name.
+    pub weight: u32,
+    /// How long a client holds a lease before releasing it, at most (the
+    /// least is 0).
+    pub hold_up_to: Duration,
+    /// A request with no answer within this counts as failed.
+    pub timeout: Duration,
+}
+
+/// A small random source (xorshift), seeded so a run can be replayed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    /// A seed from `CHAOS_SEED`, else the clock.
+    pub fn seed() -> u64 {
+        std::env::var("CHAOS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            })
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A duration from `low` to `high` (milliseconds).
+    pub fn ms(&mut self, low: u64, high: u64) -> Duration {
+        Duration::from_millis(low + self.next() % (high - low + 1))
+    }
+}
+
+/// Classifies a non-201 answer: a clear error is a problem+json with a
+/// status the contract names for it; anything else is a violation.
+async fn classify(response: reqwest::Response) -> Result<String, String> {
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    let slug = body["type"]
+        .as_str()
+        .unwrap_or_default()
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    if content_type == "application/problem+json" && matches!(status, 404 | 409 | 503) {
+        Ok(format!("{status} {slug}"))
+    } else {
+        Err(format!("unclear answer {status} {content_type}: {body}"))
+    }
+}
+
+/// One client: acquires through the instances in turn, holds for a random
+/// while, releases, and records all it was told, until `stop`.
+pub async fn client_loop(
+    id: usize,
+    work: Workload,
+    bases: Vec<String>,
+    record: Arc<Mutex<Record>>,
+    stop: watch::Receiver<bool>,
+    seed: u64,
+) {
+    let client = reqwest::Client::builder()
+        .timeout(work.timeout)
+        .build()
+        .unwrap();
+    let releaser = reqwest::Client::builder()
+        .timeout(Duration::from_millis(1500))
+        .build()
+        .unwrap();
+    let mut rng = Rng::new(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let name = work.path.rsplit('/').next().unwrap_or_default().to_owned();
+    let mut turn = id;
+    while !*stop.borrow() {
+        turn += 1;
+        let instance = turn % bases.len();
+        let requested = SystemTime::now();
+        let sent = client
+            .post(format!("{}/{}", bases[instance], work.path))
+            .body(work.body.clone())
+            .send()
+            .await;
+        let answered = SystemTime::now();
+        let wait = Wait {
+            name: name.clone(),
+            instance,
+            requested,
+            answered,
+        };
+        let response = match sent {
+            Ok(response) => response,
+            Err(_) => {
+                // Judged by the checks against the fault timeline.
+                {
+                    let mut record = record.lock().unwrap();
+                    record.failures.push(wait);
+                    record.count("acquire: no answer");
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        record.lock().unwrap().waits.push(wait);
+        if response.status() != 201 {
+            let outcome = classify(response).await;
+            {
+                let mut record = record.lock().unwrap();
+                match outcome {
+                    Ok(outcome) => record.count(format!("acquire {outcome}")),
+                    Err(violation) => record.violations.push(violation),
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        }
+        let start = answered;
+        let lease: Value = response.json().await.unwrap();
+        let token = lease["fencing_token"].as_u64().unwrap();
+        let expires = humantime::parse_rfc3339(lease["expires_at"].as_str().unwrap()).unwrap();
+        record.lock().unwrap().count("acquire 201");
+        // The critical section.
+        tokio::time::sleep(rng.ms(0, work.hold_up_to.as_millis() as u64)).await;
+        // Release, through either instance, until some answer comes; the
+        // hold ends when the first release that reached baton was sent.
+        let path = format!("{}/{}", work.path, lease["id"].as_str().unwrap());
+        let mut end = None;
+        for attempt in 0..20 {
+            let instance = (turn + attempt) % bases.len();
+            let sent = SystemTime::now();
+            match releaser
+                .delete(format!("{}/{path}", bases[instance]))
+                .send()
+                .await
+            {
+                Ok(response) => {
+                    end.get_or_insert(sent);
+                    let status = response.status().as_u16();
+                    if status == 204 {
+                        record.lock().unwrap().count("release 204");
+                        break;
+                    }
+                    let outcome = classify(response).await;
+                    let mut record = record.lock().unwrap();
+                    match outcome {
+                        Ok(outcome) if outcome.starts_with("404") => {
+                            record.count(format!("release {outcome}"));
+                            break;
+                        }
+                        Ok(outcome) => record.count(format!("release {outcome}")),
+                        Err(violation) => {
+                            record.violations.push(violation);
+                            break;
+                        }
+                    }
+                }
+                Err(err) => {
+                    // A release that timed out may have reached baton.
+                    if err.is_timeout() {
+                        end.get_or_insert(sent);
+                    }
+                    record.lock().unwrap().count("release: no answer");
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        record.lock().unwrap().holds.push(Hold {
+            name: name.clone(),
+            token,
+            weight: work.weight,
+            requested,
+            start,
+            end: end.unwrap_or(expires).min(expires),
+            expires,
+        });
+    }
+}
+
+/// The violations in the fault timeline of a run: a request that got no
+/// answer from an instance outside any fault of it or of Redis (a crash the
+/// test did not cause passes nowhere unnoticed).
+pub fn unexplained_failures(record: &Record, faults: &[Fault], violations: &mut Vec<String>) {
+    let slack = Duration::from_secs(1);
+    for failure in &record.failures {
+        let explained = faults.iter().any(|f| {
+            (f.target == Target::Instance(failure.instance) || f.target == Target::Redis)
+                && failure.requested <= f.to + slack
+                && failure.answered + slack >= f.from
+        });
+        if !explained {
+            violations.push(format!(
+                "instance {} gave no answer outside any fault ({:?} .. {:?})",
+                failure.instance, failure.requested, failure.answered
             ));
         }
     }
