@@ -47,7 +47,9 @@
 --                                             that token, expiry and time left
 --   g TAG TOKEN EXPIRES_AT_MS EXPIRES_IN_MS   the same, provisional: Redis lets it go
 --                                             in EXPIRES_IN_MS unless its instance
---                                             confirms it (keep_alive.lua)
+--                                             confirms it, which that instance does
+--                                             (acquire.lua with the waiter's id)
+--                                             before it answers its client
 --   s TAG OWNER                               waiter TAG was superseded by a newer
 --                                             newest_wins request of OWNER ("" none)
 --   x EXPIRES_IN_MS                           a lease now ends sooner: wake the line then
@@ -55,6 +57,22 @@
 -- Every serving operation ends its reply with finish(): the expired leases it
 -- noticed (n, then n pairs owner ("" none), fencing_token, for the audit log),
 -- then the messages for the caller's waiters (m, then m messages).
+--
+-- What makes a 201 true (docs/design.md, "What makes a 201 true"): a client is
+-- told it holds a lease only from a reply that says Redis holds it until the
+-- expiry told, and that stays so because:
+--   * a lease is live while its score (the expiry Redis enforces) is after
+--     Redis's clock (lease_of()), and only its holder's refresh moves a live
+--     lease's expiry; confirm() gives a provisional grant its full expiry
+--     only in a call that found it live, so a grant that lapsed while its
+--     instance was paused or Redis stalled is never confirmed (its waiter
+--     rejoins instead);
+--   * a grant to the caller's own waiter (G) is written with its full expiry:
+--     the caller answers it from this call's reply;
+--   * guard() runs first in every function that may grant, and nothing after
+--     the first write can fail, so a refused call changes nothing;
+--   * a keep-alive tells its instance when the line holds fewer of its
+--     waiters than it has, so a waiter dropped from the line rejoins it.
 --
 -- Every key gets a TTL: leases and owners (with the fence) outlive the longest
 -- lease by at least KEEP_MS, the line's keys LINE_TTL_MS past the last call
