@@ -41,10 +41,15 @@ const LIMIT: u32 = 2;
 const LOCK_CLIENTS: usize = 9;
 const SEMAPHORE_CLIENTS: usize = 5;
 /// Longer than any hold, so that a lease lost mid-hold is overlapped by the
-/// next holder while its first holder still holds it as told.
-const TTL_MS: u64 = 3000;
+/// next holder while its first holder still holds it as told; and longer
+/// than an unconfirmed grant lives (3 s), so a grant answered before it was
+/// confirmed can lapse under its holder.
+const TTL_MS: u64 = 6000;
+/// Most clients hold a lease up to 1.5 s; one client of each name holds it
+/// up to 5 s, past the 3 s an unconfirmed grant lives.
 const HOLD_UP_TO: Duration = Duration::from_millis(1500);
-const LOCK_WAIT_MS: u64 = 6000;
+const LONG_HOLD_UP_TO: Duration = Duration::from_millis(5000);
+const LOCK_WAIT_MS: u64 = 8000;
 const SEMAPHORE_WAIT_MS: u64 = 3000;
 /// A name with room this long, while a waiter was queued, is a stuck line.
 const STUCK: Duration = Duration::from_secs(2);
@@ -62,13 +67,20 @@ fn capacity(name: &str) -> u32 {
 }
 
 fn workloads() -> Vec<Workload> {
+    let hold = |id: usize| {
+        if id < LOCKS.len() || id == LOCK_CLIENTS {
+            LONG_HOLD_UP_TO
+        } else {
+            HOLD_UP_TO
+        }
+    };
     let lock = |name: &str, id: usize| Workload {
         path: format!("locks/{name}"),
         body: format!(
             r#"{{"ttl_ms": {TTL_MS}, "wait_ms": {LOCK_WAIT_MS}, "owner": "client-{id}"}}"#
         ),
         weight: 1,
-        hold_up_to: HOLD_UP_TO,
+        hold_up_to: hold(id),
         timeout: Duration::from_millis(LOCK_WAIT_MS) + Duration::from_secs(10),
     };
     let semaphore = |id: usize| Workload {
@@ -77,7 +89,7 @@ fn workloads() -> Vec<Workload> {
             r#"{{"limit": {LIMIT}, "ttl_ms": {TTL_MS}, "wait_ms": {SEMAPHORE_WAIT_MS}, "owner": "client-{id}"}}"#
         ),
         weight: 1,
-        hold_up_to: HOLD_UP_TO,
+        hold_up_to: hold(id),
         timeout: Duration::from_millis(SEMAPHORE_WAIT_MS) + Duration::from_secs(10),
     };
     (0..LOCK_CLIENTS)
@@ -258,7 +270,7 @@ async fn run(length: Duration, persistence: Persistence) -> (Record, Vec<Fault>,
         assert_eq!(pong, "PONG");
     };
     while started.elapsed() < length {
-        tokio::time::sleep(rng.ms(1500, 6000)).await;
+        tokio::time::sleep(rng.ms(1500, 9000)).await;
         alive(&mut instances, &redis, "before a fault");
         let from = SystemTime::now();
         let victim = (rng.next() % 2) as usize;
