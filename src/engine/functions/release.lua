@@ -44,9 +44,8 @@ local code = 0
 local released_token, released_owner = 0, ''
 if waiter ~= '' then
   local _, _, instance, ttl, limit, newest, owner = unpack_waiter(waiter)
-  if newest == '1' then
-    redis.call('HDEL', K_NOTES, 's:' .. id)
-  end
+  -- A superseded waiter (its note says by whom) never takes room.
+  local superseded = newest == '1' and redis.call('HDEL', K_NOTES, 's:' .. id) == 1
   local queued = redis.call('ZSCORE', K_QUEUE, waiter)
   if mode == 'give-up' then
     -- Served first: a waiter that fits now is granted rather than refused.
@@ -59,7 +58,7 @@ if waiter ~= '' then
       confirm(id, lease)
       return finish({3, lease.token, lease.expires_at})
     end
-    if not queued then
+    if not queued and not superseded then
       -- Out of line (pruned, or its keys lost): it takes room the name has
       -- now, as a request that never queued would.
       held = held_now()
