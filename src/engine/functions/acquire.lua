@@ -30,7 +30,14 @@ local waiter, join, known = ARGV[7], ARGV[8] == '1', ARGV[9] == '1'
 local id, _, _, ttl, limit, newest, owner = unpack_waiter(waiter)
 ttl, limit, newest = tonumber(ttl), tonumber(limit), newest == '1'
 
-local packed = guard(known and id or nil)
+-- The lease that ends first, read (not yet pruned) before anything else: a
+-- call on a lock that is held by a live lease takes no token (it joins the
+-- line, or answers busy), so only then is the guard's read skipped.
+local peeked = redis.call('ZRANGE', K_LEASES, '0', '0', 'WITHSCORES')
+local packed
+if known or KIND ~= 'lock' or #peeked == 0 or tonumber(peeked[2]) <= now_ms then
+  packed = guard(known and id or nil)
+end
 local queued = false
 if known then
   -- A grant to this waiter: confirmed here, by its own instance, before the
@@ -54,7 +61,7 @@ if known then
 end
 
 -- The live leases: a lock has at most one.
-local first = first_lease()
+local first = first_lease(peeked)
 local held = 0
 if first then
   held = KIND == 'lock' and 1 or holders()

@@ -341,8 +341,9 @@ end
 
 -- The lease that ends first: {id, expiry}, or nil when none is held; ends the
 -- expired ones first (they sort first), so what it returns is live.
-local function first_lease()
-  local first = redis.call('ZRANGE', K_LEASES, '0', '0', 'WITHSCORES')
+-- `peeked`: that ZRANGE's reply, when the caller read it already.
+local function first_lease(peeked)
+  local first = peeked or redis.call('ZRANGE', K_LEASES, '0', '0', 'WITHSCORES')
   if #first > 0 and tonumber(first[2]) <= now_ms then
     end_expired()
     first = redis.call('ZRANGE', K_LEASES, '0', '0', 'WITHSCORES')
