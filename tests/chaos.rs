@@ -88,6 +88,8 @@ async fn client_loop(
     record: Arc<Mutex<Record>>,
     mut stop: watch::Receiver<bool>,
 ) {
+    // reqwest's TLS (rustls) needs a crypto provider: ring, as baton's own.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_millis(LOCK_WAIT_MS + 5000))
         .build()

@@ -43,6 +43,8 @@ async fn client_loop(
     record: Arc<Mutex<Record>>,
     stop: watch::Receiver<bool>,
 ) {
+    // reqwest's TLS (rustls) needs a crypto provider: ring, as baton's own.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(8))
         .build()
