@@ -338,6 +338,8 @@ pub struct HealthcheckArgs {
 /// The whole command line: the service's settings, and the subcommands.
 pub fn command() -> clap::Command {
     ClientCommand::augment_subcommands(config::Cli::command())
+        // Whatever the file is called (the launcher caches it as baton-<sha256>).
+        .bin_name("baton")
         .args_conflicts_with_subcommands(true)
         .after_help(format!(
             "Logs go to stderr, filtered by RUST_LOG (default: info).\n\
