@@ -29,8 +29,9 @@ pub const VERSION: &str = concat!(
 /// The largest `BATON_MAX_WAIT_MS` accepted: a day.
 pub const MAX_MAX_WAIT_MS: u64 = 86_400_000;
 
-/// Variables that are not settings of the service but that baton's own scripts
-/// read (scripts/run.sh, scripts/with-lock); never warned about.
+/// Variables that are not settings of the service but that the client
+/// subcommands and baton's own scripts read (scripts/run.sh, scripts/with-lock);
+/// never warned about.
 const SCRIPT_VARIABLES: &[&str] = &[
     "BATON_URL",
     "BATON_TOKEN",
@@ -43,6 +44,8 @@ const SCRIPT_VARIABLES: &[&str] = &[
     "BATON_LEASE_ID",
     "BATON_LOCK_NAME",
     "BATON_FENCING_TOKEN",
+    "BATON_CACHE_DIR",
+    "BATON_GIT_REVISION",
 ];
 
 /// The `baton` command line of the service: its settings. The client
