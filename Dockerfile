@@ -17,6 +17,9 @@ COPY --from=planner /src/recipe.json recipe.json
 # Cached until the dependencies change.
 RUN cargo chef cook --release --locked --recipe-path recipe.json
 COPY . .
+# The context has no .git: `baton --version` and baton_build_info name the
+# revision given here (docker build --build-arg BATON_GIT_REVISION=$(git rev-parse --short HEAD) .).
+ARG BATON_GIT_REVISION=unknown
 RUN cargo build --release --locked --bin baton
 
 # glibc, libgcc and CA certificates (for rediss://), no shell, no package manager.

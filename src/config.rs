@@ -8,19 +8,30 @@
 
 use std::ffi::OsString;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, ValueEnum};
 
 /// The largest `wait_ms` accepted unless `BATON_MAX_WAIT_MS` says otherwise.
 pub const DEFAULT_MAX_WAIT_MS: u64 = 300_000;
 
+/// The version and the source revision it was built from (build.rs reads the
+/// revision from git, or `BATON_GIT_REVISION`; "unknown" without either).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("BATON_GIT_REVISION"),
+    ")"
+);
+
 /// The largest `BATON_MAX_WAIT_MS` accepted: a day.
 pub const MAX_MAX_WAIT_MS: u64 = 86_400_000;
 
-/// Variables that are not settings of the service but that baton's own scripts
-/// read (scripts/run.sh, scripts/with-lock); never warned about.
+/// Variables that are not settings of the service but that the client
+/// subcommands and baton's own scripts read (scripts/run.sh, scripts/with-lock);
+/// never warned about.
 const SCRIPT_VARIABLES: &[&str] = &[
     "BATON_URL",
     "BATON_TOKEN",
@@ -33,33 +44,25 @@ const SCRIPT_VARIABLES: &[&str] = &[
     "BATON_LEASE_ID",
     "BATON_LOCK_NAME",
     "BATON_FENCING_TOKEN",
+    "BATON_CACHE_DIR",
+    "BATON_GIT_REVISION",
 ];
 
-/// The `baton` command line.
+/// The `baton` command line of the service: its settings. The client
+/// subcommands (`crate::cli`) are added beside them.
 #[derive(Parser)]
 #[command(
     name = "baton",
-    version,
+    version = VERSION,
     about = "Distributed locks and fair counting semaphores over HTTP, with all state in Redis",
     long_about = "Distributed locks and fair counting semaphores over HTTP, with all state in Redis.\n\n\
         Serves until SIGTERM or Ctrl-C. Every setting is a flag or its BATON_* variable \
         (a flag wins over its variable).",
-    after_help = "Logs go to stderr, filtered by RUST_LOG (default: info).",
-    disable_help_subcommand = true
+    after_help = "Logs go to stderr, filtered by RUST_LOG (default: info)."
 )]
 pub struct Cli {
-    #[command(subcommand)]
-    pub command: Option<Command>,
     #[command(flatten)]
     pub settings: Settings,
-}
-
-/// What the binary is asked to do besides serving.
-#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
-pub enum Command {
-    /// Exit 0 when the service at BATON_LISTEN answers /healthz with 200, else 1
-    /// (for container health checks without curl).
-    Healthcheck,
 }
 
 /// How the service reaches Redis.
@@ -88,7 +91,7 @@ pub enum LogFormat {
 #[derive(Args, Clone)]
 pub struct Settings {
     /// Address to serve on (host:port)
-    #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:8080", value_parser = listen_address, global = true)]
+    #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:8080", value_parser = listen_address)]
     pub listen: String,
 
     /// The Redis to use: redis://[user:password@]host[:port][/db], rediss://…,
@@ -97,23 +100,16 @@ pub struct Settings {
         long,
         env = "BATON_REDIS_URL",
         default_value = "redis://127.0.0.1:6379",
-        hide_env_values = true,
-        global = true
+        hide_env_values = true
     )]
     pub redis_url: String,
 
     /// How to reach Redis
-    #[arg(
-        long,
-        env = "BATON_REDIS_MODE",
-        value_enum,
-        default_value_t,
-        global = true
-    )]
+    #[arg(long, env = "BATON_REDIS_MODE", value_enum, default_value_t)]
     pub redis_mode: RedisMode,
 
     /// The master name to ask the sentinels for (sentinel mode)
-    #[arg(long, env = "BATON_REDIS_SENTINEL_MASTER", default_value = "mymaster", value_parser = non_empty, global = true)]
+    #[arg(long, env = "BATON_REDIS_SENTINEL_MASTER", default_value = "mymaster", value_parser = non_empty)]
     pub redis_sentinel_master: String,
 
     /// How many replicas must have an acquisition before it is answered 201
@@ -122,83 +118,80 @@ pub struct Settings {
         long,
         env = "BATON_REDIS_WAIT_REPLICAS",
         default_value = "0",
-        value_name = "N",
-        global = true
+        value_name = "N"
     )]
     pub redis_wait_replicas: u32,
 
     /// Prefix of every Redis key and channel the service uses
-    #[arg(
-        long,
-        env = "BATON_KEY_PREFIX",
-        default_value = "baton:",
-        global = true
-    )]
+    #[arg(long, env = "BATON_KEY_PREFIX", default_value = "baton:")]
     pub key_prefix: String,
 
     /// The largest wait_ms accepted (0 to 86400000)
-    #[arg(long, env = "BATON_MAX_WAIT_MS", default_value = "300000", value_parser = max_wait_ms, value_name = "MS", global = true)]
+    #[arg(long, env = "BATON_MAX_WAIT_MS", default_value = "300000", value_parser = max_wait_ms, value_name = "MS")]
     pub max_wait_ms: u64,
 
     /// Comma-separated bearer tokens; when set (or admin tokens are), /locks and
     /// /semaphores need one. Prefer the variable: flags show in `ps`
     #[arg(long, env = "BATON_API_TOKENS", default_value = "", hide_default_value = true,
-          hide_env_values = true, value_parser = token_list, global = true)]
+          hide_env_values = true, value_parser = token_list)]
     pub api_tokens: ::std::vec::Vec<String>,
 
     /// Comma-separated tokens that may also force-release
     #[arg(long, env = "BATON_ADMIN_TOKENS", default_value = "", hide_default_value = true,
-          hide_env_values = true, value_parser = token_list, global = true)]
+          hide_env_values = true, value_parser = token_list)]
     pub admin_tokens: ::std::vec::Vec<String>,
 
+    /// A file of API tokens (comma- or newline-separated), e.g. a container
+    /// secret; added to BATON_API_TOKENS
+    #[arg(long, env = "BATON_API_TOKENS_FILE", value_name = "PATH")]
+    pub api_tokens_file: Option<PathBuf>,
+
+    /// A file of admin tokens (comma- or newline-separated); added to BATON_ADMIN_TOKENS
+    #[arg(long, env = "BATON_ADMIN_TOKENS_FILE", value_name = "PATH")]
+    pub admin_tokens_file: Option<PathBuf>,
+
     /// The largest request body accepted, in bytes
-    #[arg(long, env = "BATON_MAX_BODY_BYTES", default_value = "16384", value_parser = positive_count, global = true)]
+    #[arg(long, env = "BATON_MAX_BODY_BYTES", default_value = "16384", value_parser = positive_count)]
     pub max_body_bytes: usize,
 
     /// How many requests may wait at once on this instance
-    #[arg(long, env = "BATON_MAX_WAITERS", default_value = "100000", value_parser = positive_count, global = true)]
+    #[arg(long, env = "BATON_MAX_WAITERS", default_value = "100000", value_parser = positive_count)]
     pub max_waiters: usize,
 
     /// How many GET /events streams may be open at once on this instance
-    #[arg(long, env = "BATON_MAX_EVENT_STREAMS", default_value = "1000", value_parser = positive_count, global = true)]
+    #[arg(long, env = "BATON_MAX_EVENT_STREAMS", default_value = "1000", value_parser = positive_count)]
     pub max_event_streams: usize,
 
     /// How long a request may take beyond the longest wait, in milliseconds
     #[arg(long = "request-timeout-ms", env = "BATON_REQUEST_TIMEOUT_MS", default_value = "10000",
-          value_parser = positive_millis, value_name = "MS", global = true)]
+          value_parser = positive_millis, value_name = "MS")]
     pub request_timeout: Duration,
 
     /// How long one Redis call may take, in milliseconds
     #[arg(long = "redis-timeout-ms", env = "BATON_REDIS_TIMEOUT_MS", default_value = "1000",
-          value_parser = positive_millis, value_name = "MS", global = true)]
+          value_parser = positive_millis, value_name = "MS")]
     pub redis_timeout: Duration,
 
     /// A connection that has not sent a whole request head by then is closed, in milliseconds
     #[arg(long = "header-timeout-ms", env = "BATON_HEADER_TIMEOUT_MS", default_value = "10000",
-          value_parser = positive_millis, value_name = "MS", global = true)]
+          value_parser = positive_millis, value_name = "MS")]
     pub header_timeout: Duration,
 
     /// An idle keep-alive connection is closed after this, in milliseconds
     #[arg(long = "idle-timeout-ms", env = "BATON_IDLE_TIMEOUT_MS", default_value = "60000",
-          value_parser = positive_millis, value_name = "MS", global = true)]
+          value_parser = positive_millis, value_name = "MS")]
     pub idle_timeout: Duration,
 
     /// Connections past this many are closed at once, until others close
-    #[arg(long, env = "BATON_MAX_CONNECTIONS", default_value = "10000", value_parser = positive_count, global = true)]
+    #[arg(long, env = "BATON_MAX_CONNECTIONS", default_value = "10000", value_parser = positive_count)]
     pub max_connections: usize,
 
     /// Threads of the async runtime: a number, or auto (one per CPU, one on two CPUs or fewer)
-    #[arg(long, env = "BATON_WORKER_THREADS", default_value = "auto", value_parser = worker_threads, global = true)]
+    #[arg(long, env = "BATON_WORKER_THREADS", default_value = "auto", value_parser = worker_threads)]
     pub worker_threads: usize,
 
     /// Log lines on stderr as text or as one JSON object per line
-    #[arg(
-        long,
-        env = "BATON_LOG_FORMAT",
-        value_enum,
-        default_value_t,
-        global = true
-    )]
+    #[arg(long, env = "BATON_LOG_FORMAT", value_enum, default_value_t)]
     pub log_format: LogFormat,
 }
 
@@ -215,6 +208,8 @@ impl fmt::Debug for Settings {
             .field("max_wait_ms", &self.max_wait_ms)
             .field("api_tokens", &self.api_tokens.len())
             .field("admin_tokens", &self.admin_tokens.len())
+            .field("api_tokens_file", &self.api_tokens_file)
+            .field("admin_tokens_file", &self.admin_tokens_file)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_waiters", &self.max_waiters)
             .field("max_event_streams", &self.max_event_streams)
@@ -255,8 +250,8 @@ impl std::error::Error for ConfigError {}
 
 /// What the command line asked for.
 pub enum Invocation {
-    /// Serve with these settings, or run the command.
-    Run(Option<Command>, Box<Settings>),
+    /// Serve with these settings.
+    Run(Box<Settings>),
     /// `--help` or `--version`: print this on stdout and exit 0.
     Print(String),
 }
@@ -295,8 +290,7 @@ where
         Err(err) => return Err(one_line(&reference, &err)),
     };
     let cli = Cli::from_arg_matches(&matches).map_err(|err| one_line(&reference, &err))?;
-    cli.settings.check()?;
-    Ok(Invocation::Run(cli.command, Box::new(cli.settings)))
+    Ok(Invocation::Run(Box::new(cli.settings.check()?)))
 }
 
 impl Settings {
@@ -324,13 +318,13 @@ impl Settings {
             }
         }
         match parse(command, args)? {
-            Invocation::Run(_, settings) => Ok(*settings),
+            Invocation::Run(settings) => Ok(*settings),
             Invocation::Print(_) => unreachable!("no --help or --version is passed"),
         }
     }
 
-    /// The checks that involve more than one setting.
-    fn check(&self) -> Result<(), ConfigError> {
+    /// The checks that involve more than one setting, and the token files read.
+    fn check(mut self) -> Result<Self, ConfigError> {
         let urls: Vec<&str> = match self.redis_mode {
             RedisMode::Standalone => vec![self.redis_url.trim()],
             RedisMode::Cluster | RedisMode::Sentinel => self
@@ -356,7 +350,15 @@ impl Settings {
                 expected: expected.into(),
             });
         }
-        Ok(())
+        if let Some(path) = &self.api_tokens_file {
+            let tokens = read_tokens(path, "BATON_API_TOKENS_FILE (--api-tokens-file)")?;
+            self.api_tokens.extend(tokens);
+        }
+        if let Some(path) = &self.admin_tokens_file {
+            let tokens = read_tokens(path, "BATON_ADMIN_TOKENS_FILE (--admin-tokens-file)")?;
+            self.admin_tokens.extend(tokens);
+        }
+        Ok(self)
     }
 
     /// The Redis URL with any password hidden, for logs.
@@ -368,6 +370,28 @@ impl Settings {
     pub fn request_deadline(&self) -> Duration {
         Duration::from_millis(self.max_wait_ms) + self.request_timeout
     }
+}
+
+/// The tokens of a secret file: comma- or newline-separated, blanks ignored.
+fn read_tokens(path: &std::path::Path, setting: &str) -> Result<Vec<String>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|err| ConfigError {
+        setting: setting.to_owned(),
+        value: Some(path.display().to_string()),
+        expected: format!("a readable file of tokens ({err})"),
+    })?;
+    let tokens = token_list(&text.replace(['\n', '\r'], ",")).map_err(|expected| ConfigError {
+        setting: setting.to_owned(),
+        value: Some(path.display().to_string()),
+        expected,
+    })?;
+    if tokens.is_empty() {
+        return Err(ConfigError {
+            setting: setting.to_owned(),
+            value: Some(path.display().to_string()),
+            expected: "a file with at least one token".to_owned(),
+        });
+    }
+    Ok(tokens)
 }
 
 /// Every setting's variable and flag, as the command line declares them.
@@ -400,8 +424,9 @@ pub fn unknown_variables<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<(S
         .collect()
 }
 
-/// Turns a clap error into one line naming the variable and its flag.
-fn one_line(command: &clap::Command, err: &clap::Error) -> ConfigError {
+/// Turns a clap error into one line naming the variable and its flag; an
+/// unknown flag or subcommand keeps clap's "did you mean".
+pub fn one_line(command: &clap::Command, err: &clap::Error) -> ConfigError {
     let context = |kind| match err.get(kind) {
         Some(ContextValue::String(s)) => Some(s.clone()),
         _ => None,
@@ -419,18 +444,21 @@ fn one_line(command: &clap::Command, err: &clap::Error) -> ConfigError {
     };
     let (Some(declared), true) = (declared, about_a_value) else {
         // Not about a value: an unknown flag or subcommand, a missing value.
-        let first = err
-            .render()
-            .to_string()
+        let rendered = err.render().to_string();
+        let first = rendered
             .lines()
             .next()
             .unwrap_or("bad command line")
-            .trim_start_matches("error: ")
-            .to_owned();
+            .trim_start_matches("error: ");
+        let tip = rendered
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("tip: "))
+            .map(|tip| format!(" ({tip})"))
+            .unwrap_or_default();
         return ConfigError {
             setting: "command line".into(),
             value: None,
-            expected: format!("{first}; see baton --help"),
+            expected: format!("{first}{tip}; see baton --help"),
         };
     };
     let long = declared.get_long().unwrap_or_default();
@@ -620,6 +648,38 @@ mod tests {
     }
 
     #[test]
+    fn tokens_can_come_from_files_as_container_secrets() {
+        let dir = std::env::temp_dir().join(format!("baton-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let api = dir.join("api");
+        let admin = dir.join("admin");
+        std::fs::write(&api, "tok-1\ntok-2, tok-3\n").unwrap();
+        std::fs::write(&admin, "root\n").unwrap();
+        let s = settings(&[
+            ("BATON_API_TOKENS", "a"),
+            ("BATON_API_TOKENS_FILE", api.to_str().unwrap()),
+            ("BATON_ADMIN_TOKENS_FILE", admin.to_str().unwrap()),
+        ])
+        .unwrap();
+        assert_eq!(s.api_tokens, ["a", "tok-1", "tok-2", "tok-3"]);
+        assert_eq!(s.admin_tokens, ["root"]);
+        let missing = dir.join("missing");
+        let err = settings(&[("BATON_API_TOKENS_FILE", missing.to_str().unwrap())]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("BATON_API_TOKENS_FILE (--api-tokens-file) = ")
+                && err.to_string().contains("a readable file of tokens"),
+            "{err}"
+        );
+        std::fs::write(&api, "\n").unwrap();
+        let err = settings(&[("BATON_API_TOKENS_FILE", api.to_str().unwrap())]).unwrap_err();
+        assert!(err.to_string().contains("at least one token"), "{err}");
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("tok-"), "{shown}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn worker_threads_can_be_set_but_not_to_zero() {
         assert_eq!(
             settings(&[("BATON_WORKER_THREADS", "3")])
@@ -715,12 +775,9 @@ mod tests {
 
     #[test]
     fn flags_mirror_variables_and_win_over_them() {
-        let Ok(Invocation::Run(command, s)) =
-            Cli::from_args(["baton", "--max-wait-ms", "5", "healthcheck"])
-        else {
+        let Ok(Invocation::Run(s)) = Cli::from_args(["baton", "--max-wait-ms", "5"]) else {
             panic!("parses");
         };
-        assert_eq!(command, Some(Command::Healthcheck));
         assert_eq!(s.max_wait_ms, 5);
         for (variable, flag) in variables() {
             assert_eq!(

@@ -18,7 +18,12 @@
 //! - [`telemetry`]: logs and Prometheus metrics; [`shutdown`]: SIGINT and SIGTERM.
 //! - [`config`]: settings from the `BATON_*` environment variables and flags;
 //!   [`domain`]: types that cannot hold an invalid value.
+//!
+//! Beside the stack, [`cli`] is the client (`baton run`, `acquire`, ...): it
+//! uses only [`config`] (for the one command line) and [`domain`], and talks to
+//! a service over HTTP.
 
+pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod engine;

@@ -295,7 +295,12 @@ fn describe_metrics() {
         "baton_build_info",
         "Always 1; the labels say which baton this is"
     );
-    metrics::gauge!("baton_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    metrics::gauge!(
+        "baton_build_info",
+        "version" => env!("CARGO_PKG_VERSION"),
+        "revision" => env!("BATON_GIT_REVISION")
+    )
+    .set(1.0);
     describe_counter!(
         "baton_http_requests_total",
         "HTTP requests answered, by method, route template and status"

@@ -43,6 +43,7 @@ impl Pair {
             ("BATON_KEY_PREFIX", prefix.as_str()),
         ];
         env.extend_from_slice(extra);
+        support::install_crypto();
         let a = Instance::start(&env);
         let b = Instance::start(&env);
         Self {

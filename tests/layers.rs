@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("config", 0),
     ("telemetry", 1),
     ("shutdown", 1),
+    ("cli", 1),
     ("engine", 2),
     ("routes", 3),
     ("openapi", 4),

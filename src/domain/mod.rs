@@ -11,7 +11,7 @@ pub use acquire::AcquireRequest;
 pub use lease_id::LeaseId;
 pub use name::{Name, NamePrefix};
 pub use numbers::{Limit, Ttl, WaitTime};
-pub use owner::{printable_pattern, Owner, MAX_OWNER_LEN};
+pub use owner::{is_printable, printable_pattern, Owner, MAX_OWNER_LEN};
 
 /// Why a value was refused, phrased for the person who sent it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -299,7 +299,7 @@ async fn force_releasing_a_semaphore_needs_an_admin_token_when_tokens_are_set() 
 }
 
 #[tokio::test]
-async fn the_service_serves_its_own_with_lock_script() {
+async fn the_service_serves_its_own_with_lock_launcher() {
     let app = TestApp::spawn().await;
     let response = app.get("/with-lock").await;
     assert_eq!(response.status(), 200);
@@ -315,7 +315,43 @@ async fn the_service_serves_its_own_with_lock_script() {
     let file =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/with-lock")).unwrap();
     assert_eq!(body, file);
-    assert!(body.starts_with("#!/usr/bin/env bash"));
+    assert!(body.starts_with("#!/bin/sh"));
+}
+
+#[tokio::test]
+async fn the_service_serves_its_own_binary_and_its_sha256() {
+    use sha2::{Digest, Sha256};
+    let app = TestApp::spawn().await;
+
+    let sum = app.get("/baton.sha256").await;
+    assert_eq!(sum.status(), 200);
+    let sum = sum.text().await.unwrap();
+    let binary = app.get("/baton").await;
+    assert_eq!(binary.status(), 200);
+    assert_eq!(binary.headers()["content-type"], "application/octet-stream");
+    let bytes = binary.bytes().await.unwrap();
+
+    // The running binary (here: this test's), byte for byte, and its checksum
+    // as `sha256sum -c` reads it.
+    let running = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+    assert!(
+        bytes.as_ref() == running.as_slice(),
+        "not the running binary"
+    );
+    let hex: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(sum, format!("{hex}  baton\n"));
+    // Open to everyone, like /with-lock: no token is needed.
+    let mut settings = crate::helpers::settings_for(
+        &crate::helpers::shared_redis().url(),
+        &crate::helpers::unique_prefix(),
+    );
+    settings.api_tokens = vec!["api-token".into()];
+    let guarded = TestApp::spawn_with(settings).await;
+    assert_eq!(guarded.get("/baton.sha256").await.status(), 200);
+    assert_eq!(guarded.get("/baton").await.status(), 200);
 }
 
 #[tokio::test]

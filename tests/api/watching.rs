@@ -678,6 +678,8 @@ impl BatonProcess {
             .spawn()
             .expect("baton starts");
         let base = format!("http://127.0.0.1:{port}");
+        // reqwest's TLS (rustls) needs a crypto provider: ring, as baton's own.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(20);
         while client

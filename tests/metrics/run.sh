@@ -52,7 +52,8 @@ expect() {
   local what=$1 pattern=$2
   if grep -qE "$pattern" "$TEST_TMP/metrics.txt"; then pass "$what"; else fail "$what: no line matches $pattern"; fi
 }
-expect "baton_build_info with the version" '^baton_build_info\{version="[0-9]+\.[0-9]+\.[0-9]+[^"]*"\} 1$'
+expect "baton_build_info with the version and the source revision" \
+  '^baton_build_info\{version="[0-9]+\.[0-9]+\.[0-9]+[^"]*",revision="([0-9a-f]{7,}|unknown)"\} 1$'
 for kind in timeout connection auth server script other; do
   expect "Redis errors of kind $kind" "^baton_redis_errors_total\\{kind=\"$kind\"\\} [0-9]+$"
 done

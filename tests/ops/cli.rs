@@ -48,13 +48,102 @@ fn help_lists_every_setting_with_its_variable_and_default() {
 }
 
 #[test]
-fn version_prints_the_crate_version() {
+fn version_prints_the_crate_version_and_the_source_revision() {
     let out = run(baton().arg("--version"), LIMIT);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap().trim(),
-        format!("baton {}", env!("CARGO_PKG_VERSION"))
+    let version = String::from_utf8(out.stdout).unwrap();
+    let revision = version
+        .trim()
+        .strip_prefix(&format!("baton {} (", env!("CARGO_PKG_VERSION")))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("baton VERSION (REVISION): {version}"));
+    assert!(
+        revision == "unknown"
+            || revision.len() >= 7 && revision.chars().all(|c| c.is_ascii_hexdigit()),
+        "{version}"
     );
+}
+
+#[test]
+fn each_subcommand_s_help_lists_its_own_options_only() {
+    for (subcommand, own) in [
+        (
+            "run",
+            &[
+                "--grace",
+                "--ttl",
+                "--wait",
+                "--newest-wins",
+                "-c <STRING>",
+                "76 ",
+            ][..],
+        ),
+        ("acquire", &["--output", "--ttl", "--wait", "BATON_URL"]),
+        ("release", &["BATON_LEASE_ID", "--url"]),
+        ("healthcheck", &["--listen"]),
+    ] {
+        for args in [vec![subcommand, "--help"], vec!["help", subcommand]] {
+            let out = run(baton().args(&args), LIMIT);
+            let help = String::from_utf8(out.stdout).unwrap();
+            assert_eq!(out.status.code(), Some(0), "{args:?}");
+            for option in own {
+                assert!(help.contains(option), "{args:?} lists {option}:\n{help}");
+            }
+            for setting in ["--max-wait-ms", "BATON_REDIS_URL", "--key-prefix"] {
+                assert!(!help.contains(setting), "{args:?} lists {setting}:\n{help}");
+            }
+        }
+    }
+    let out = run(baton().arg("help"), LIMIT);
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    for subcommand in [
+        "run",
+        "acquire",
+        "release",
+        "completions",
+        "man",
+        "BATON_MAX_WAIT_MS",
+    ] {
+        assert!(help.contains(subcommand), "baton help lists {subcommand}");
+    }
+}
+
+#[test]
+fn a_misused_subcommand_exits_64_with_clap_s_suggestion() {
+    let out = run(baton().args(["acquire", "--tll", "3s", "deploy"]), LIMIT);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("a similar argument exists: '--ttl'"),
+        "{stderr}"
+    );
+    let out = run(baton().args(["acquier", "deploy"]), LIMIT);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("'acquire'"), "{stderr}");
+    // A client does not read the service's settings.
+    let out = run(
+        baton().env("BATON_MAX_WAIT_MS", "soon").args([
+            "run",
+            "--wait",
+            "0",
+            "x",
+            "--",
+            "/nonexistent/cmd",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(127));
+    let out = run(
+        baton().args(["run", "--ttl", "3s", "--grace", "5s", "x", "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(64));
+    let out = run(baton().args(["run", "--shared", "x", "--", "true"]), LIMIT);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(stderr.contains("not yet supported"), "{stderr}");
 }
 
 #[test]

@@ -52,6 +52,8 @@ pub struct Service {
 impl Service {
     /// Starts `baton` on a free port with `env` and waits until /healthz answers.
     pub async fn start(env: &[(&str, &str)]) -> Self {
+        // reqwest's TLS (rustls) needs a crypto provider: ring, as baton's own.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let port = crate::helpers::free_port();
         let listen = format!("127.0.0.1:{port}");
         let log =

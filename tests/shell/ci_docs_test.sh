@@ -1,56 +1,97 @@
 #!/usr/bin/env bash
-# The CI examples of docs/ci.md, run as their CI systems would run them: the
-# shell lines of each job (GitHub `run: |` blocks, GitLab `script:` items), in a
-# fresh directory with a stub deploy.sh, the CI variables simulated, and
-# with-lock fetched from the service as the examples do.
+# The CI examples of docs/ci.md, run as their CI systems would run them: every
+# shell line of each job (GitHub `run: |` steps, each in a shell of its own
+# with what earlier steps appended to $GITHUB_ENV, `if: always()` steps even
+# after a failure; GitLab `before_script` and `script` in one shell, then
+# `after_script` in another), in a fresh directory with a stub deploy.sh, the
+# CI variables set as the CI sets them, and baton fetched from the service as
+# the examples do.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh disable=SC1091
 . "$(dirname "$0")/lib.sh"
 start_stack
 
 DOC="$ROOT/docs/ci.md"
-# The shell lines of the N-th yaml block of docs/ci.md.
-job_script() {
-  python3 - "$DOC" "$1" <<'EOF'
+# The steps of the N-th yaml block of docs/ci.md: each step opens with a line
+# "### STEP always|normal", then its shell lines.
+job_steps() {
+  python3 - "$DOC" "$1" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 block = re.findall(r"```yaml\n(.*?)```", text, re.S)[int(sys.argv[2])]
-out, lines, i = [], block.splitlines(), 0
+lines = block.splitlines()
+steps, gitlab_main, i, step_if = [], [], 0, ""
 while i < len(lines):
-    m = re.match(r"^(\s*)(?:- )?(run: \||script:|before_script:)$", lines[i])
+    line = lines[i]
+    if re.match(r"^\s*- (name|uses|run):", line) or re.match(r"^\s*- if:", line):
+        step_if = ""
+    m_if = re.match(r"^\s*-?\s*if: (.*)$", line)
+    if m_if:
+        step_if = m_if.group(1)
+    m = re.match(r"^(\s*)(?:- )?(run: \||script:|before_script:|after_script:)$", line)
     i += 1
     if not m:
         continue
-    indent = len(m.group(1))
+    indent, kind, body = len(m.group(1)), m.group(2), []
     while i < len(lines) and (not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > indent):
-        line = lines[i].strip()
+        item = lines[i].strip()
         i += 1
-        if m.group(2) == "run: |":
-            out.append(line)
-        elif line.startswith("- "):
-            out.append(line[2:])
-print("\n".join(out))
-EOF
+        if kind == "run: |":
+            body.append(item)
+        elif item.startswith("- "):
+            body.append(item[2:])
+    if kind == "run: |":
+        steps.append(("always" if "always()" in step_if else "normal", body))
+    elif kind == "after_script:":
+        steps.append(("always", body))
+    else:
+        gitlab_main += body
+if gitlab_main:
+    steps.insert(0, ("normal", gitlab_main))
+for when, body in steps:
+    print("### STEP " + when)
+    print("\n".join(body))
+PY
 }
 
-# Runs the N-th yaml block as a job in a new directory with ENV...; the job's
-# deploy.sh records the lock name and the owner the service shows meanwhile.
+# Runs the N-th yaml block as a job in DIR with ENV...: its status is that of
+# the first step that failed. The job's deploy.sh records the lock name, its
+# arguments and the status the service shows meanwhile, and with DEPLOY_UNTIL
+# set, deploys until that file exists.
 run_job() { # N DIR ENV...
-  local n=$1 dir=$2
+  local n=$1 dir=$2 status=0 k=0 when file line
   shift 2
   mkdir -p "$dir"
-  cat >"$dir/deploy.sh" <<'EOF'
+  cat >"$dir/deploy.sh" <<'SH'
 #!/bin/sh
 printf '%s\n' "$BATON_LOCK_NAME" >deployed
+printf '%s\n' "$@" >args
 curl -sS "$BATON_URL/locks/$(printf '%s' "$BATON_LOCK_NAME" | sed 's|/|%2F|g; s|:|%3A|g')" >status
-sleep "${DEPLOY_SECONDS:-0}"
-EOF
+# The test lets a deploy end by creating $DEPLOY_UNTIL (at most 2 minutes).
+i=0
+while [ -n "${DEPLOY_UNTIL:-}" ] && [ ! -e "$DEPLOY_UNTIL" ] && [ "$i" -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+[ -z "${DEPLOY_FAILS:-}" ]
+SH
   chmod +x "$dir/deploy.sh"
-  job_script "$n" >"$dir/job.sh"
-  # A job that has not ended within 2 minutes has hung: it fails.
-  (cd "$dir" && env -u GITHUB_ACTIONS -u GITLAB_CI -u JENKINS_URL -u BUILDKITE "$@" \
-    BATON_URL="$BATON_URL" timeout -k 5 120 bash -e job.sh >job.log 2>&1)
+  : >"$dir/github_env"
+  job_steps "$n" | awk -v dir="$dir" '/^### STEP /{k++; print $3 > (dir "/when" k); next} {print > (dir "/step" k ".sh")}'
+  while [ -e "$dir/step$((k + 1)).sh" ]; do
+    k=$((k + 1))
+    when=$(cat "$dir/when$k")
+    [ "$status" = 0 ] || [ "$when" = always ] || continue
+    local appended=()
+    while IFS= read -r line; do [ -n "$line" ] && appended+=("$line"); done <"$dir/github_env"
+    # A step that has not ended within 2 minutes has hung: it fails.
+    (cd "$dir" && env -u GITHUB_ACTIONS -u GITLAB_CI -u JENKINS_URL -u BUILDKITE "$@" \
+      BATON_URL="$BATON_URL" GITHUB_ENV="$dir/github_env" "${appended[@]}" \
+      timeout -k 5 120 bash -e "step$k.sh" >>job.log 2>&1)
+    file=$?
+    [ "$status" != 0 ] || [ "$file" = 0 ] || status=$file
+  done
+  [ "$k" -gt 0 ] || { echo "no steps in block $n" >>"$dir/job.log"; status=1; }
+  return "$status"
 }
+held() { curl -sS "$BATON_URL/locks/$1" | grep -q '"held":true'; }
 
 github=(GITHUB_ACTIONS=true GITHUB_SERVER_URL=https://github.com GITHUB_REPOSITORY=acme/shop)
 T=$TEST_TMP/ci
@@ -59,53 +100,96 @@ run_job 0 "$T/gh" "${github[@]}" GITHUB_RUN_ID=101
 rc=$?
 if [ "$rc" = 0 ] && [ "$(cat "$T/gh/deployed")" = "deploy/acme/shop:production" ] &&
   grep -q '"owner":"https://github.com/acme/shop/actions/runs/101"' "$T/gh/status" &&
-  cmp -s "$T/gh/with-lock" "$ROOT/scripts/with-lock"; then
-  pass "GitHub Actions example: fetches with-lock, deploys under 'deploy/acme/shop:production', owner is the run URL"
+  cmp -s "$T/gh/baton" "$BATON_BIN" && ! held deploy%2Facme%2Fshop%3Aproduction; then
+  pass "GitHub Actions example: fetches and checks baton, deploys under 'deploy/acme/shop:production', owner is the run URL"
 else
   fail "GitHub Actions example: status $rc; $(cat "$T/gh/job.log" "$T/gh/status" 2>/dev/null)"
 fi
 
-gitlab=(GITLAB_CI=true CI_PROJECT_PATH=acme/shop CI_ENVIRONMENT_NAME=review/feature-x
-  CI_JOB_URL=https://gitlab.com/acme/shop/-/jobs/77)
+# Newest wins: while run 1 deploys, runs 2 and 3 queue; 3 replaces 2, which
+# ends green without deploying; 3 deploys after 1.
+waiting_on() { # LOCK-PATH: until one request waits in its line (at most a minute)
+  for _ in $(seq 600); do
+    curl -sS "$BATON_URL/locks/$1" | grep -q '"waiting":1' && return 0
+    sleep 0.1
+  done
+  return 1
+}
+DEPLOY_UNTIL="$T/n1.done" run_job 1 "$T/n1" "${github[@]}" GITHUB_RUN_ID=1 &
+p1=$!
+for _ in $(seq 600); do [ -e "$T/n1/deployed" ] && break; sleep 0.1; done
+run_job 1 "$T/n2" "${github[@]}" GITHUB_RUN_ID=2 &
+p2=$!
+waiting_on deploy%2Facme%2Fshop%3Astaging
+run_job 1 "$T/n3" "${github[@]}" GITHUB_RUN_ID=3 &
+p3=$!
+wait "$p2"; r2=$?
+touch "$T/n1.done"
+wait "$p1"; r1=$?
+wait "$p3"; r3=$?
+if [ "$r1$r2$r3" = 000 ] && [ -e "$T/n1/deployed" ] && [ ! -e "$T/n2/deployed" ] &&
+  [ -e "$T/n3/deployed" ] && grep -q "superseded by a newer run" "$T/n2/job.log"; then
+  pass "GitHub --newest-wins example: the superseded run ends green without deploying; the newest deploys"
+else
+  fail "GitHub --newest-wins example: statuses $r1 $r2 $r3; $(cat "$T"/n*/job.log)"
+fi
+
+# A lock across steps: taken in one, the deploy in another, released in a
+# third, also when the deploy fails.
+run_job 2 "$T/steps" "${github[@]}" GITHUB_RUN_ID=201
+rc=$?
+DEPLOY_FAILS=1 run_job 2 "$T/steps-fail" "${github[@]}" GITHUB_RUN_ID=202
+rc_fail=$?
+if [ "$rc" = 0 ] && [ "$(cat "$T/steps/deployed")" = "db/acme/shop:production" ] &&
+  grep -Eqx '[0-9]+' <(sed -n 2p "$T/steps/args") &&
+  grep -q '"owner":"https://github.com/acme/shop/actions/runs/201"' "$T/steps/status" &&
+  grep -q '^BATON_LEASE_ID=' "$T/steps/github_env" &&
+  [ "$rc_fail" != 0 ] && [ -e "$T/steps-fail/deployed" ] && ! held db%2Facme%2Fshop%3Aproduction; then
+  pass "GitHub lock-across-steps example: acquire --output env into \$GITHUB_ENV, deploy with the fencing token, release (also after a failed step)"
+else
+  fail "GitHub lock-across-steps example: statuses $rc $rc_fail; $(cat "$T/steps/job.log" "$T/steps-fail/job.log" "$T/steps/status" 2>/dev/null)"
+fi
+
+gitlab=(GITLAB_CI=true CI_PROJECT_PATH=acme/shop)
 # before_script installs curl with apt-get: curl is here, so apt-get is a stub.
 mkdir -p "$T/stub"
 printf '#!/bin/sh\necho "apt-get $*" >>%q\n' "$T/apt-get.log" >"$T/stub/apt-get"
 chmod +x "$T/stub/apt-get"
-run_job 2 "$T/gl" "${gitlab[@]}" PATH="$T/stub:$PATH"
+run_job 3 "$T/gl" "${gitlab[@]}" CI_ENVIRONMENT_NAME=review/feature-x \
+  CI_JOB_URL=https://gitlab.com/acme/shop/-/jobs/77 PATH="$T/stub:$PATH" BATON_CACHE_DIR="$T/gl/cache"
 rc=$?
 if [ "$rc" = 0 ] && [ "$(cat "$T/gl/deployed")" = "acme/shop/review/feature-x" ] &&
   grep -q '"owner":"https://gitlab.com/acme/shop/-/jobs/77"' "$T/gl/status" &&
-  grep -q "apt-get install" "$T/apt-get.log"; then
-  pass "GitLab CI example: deploys under 'acme/shop/review/feature-x', owner is the job URL"
+  grep -q "apt-get install" "$T/apt-get.log" && cmp -s "$T/gl/with-lock" "$ROOT/scripts/with-lock"; then
+  pass "GitLab CI example: the launcher deploys under 'acme/shop/review/feature-x', owner is the job URL"
 else
   fail "GitLab CI example: status $rc; $(cat "$T/gl/job.log" "$T/gl/status" 2>/dev/null)"
 fi
 
-# Newest wins: while run 1 deploys, runs 2 and 3 queue; 3 replaces 2, which
-# ends green without deploying; 3 deploys after 1.
-if curl -sS "$BATON_URL/openapi.json" | grep -q '"newest_wins"'; then
-  DEPLOY_SECONDS=4 run_job 1 "$T/n1" "${github[@]}" GITHUB_RUN_ID=1 &
-  p1=$!
-  for _ in $(seq 300); do [ -e "$T/n1/deployed" ] && break; sleep 0.1; done
-  run_job 1 "$T/n2" "${github[@]}" GITHUB_RUN_ID=2 &
-  p2=$!
-  # Run 3 comes once run 2 waits in line.
-  for _ in $(seq 100); do
-    curl -sS "$BATON_URL/locks/deploy%2Facme%2Fshop%3Astaging" | grep -q '"waiting":1' && break
-    sleep 0.1
-  done
-  run_job 1 "$T/n3" "${github[@]}" GITHUB_RUN_ID=3 &
-  p3=$!
-  wait "$p1"; r1=$?
-  wait "$p2"; r2=$?
-  wait "$p3"; r3=$?
-  if [ "$r1$r2$r3" = 000 ] && [ -e "$T/n1/deployed" ] && [ ! -e "$T/n2/deployed" ] &&
-    [ -e "$T/n3/deployed" ] && grep -q "superseded by a newer run" "$T/n2/job.log"; then
-    pass "--newest-wins example: the superseded run ends green without deploying; the newest deploys"
-  else
-    fail "--newest-wins example: statuses $r1 $r2 $r3; $(cat "$T"/n*/job.log)"
-  fi
+# The GitLab deploy queue: pipeline 1 deploys, 2 queues, 3 replaces 2; each
+# releases in after_script.
+glq() { # DIR JOB
+  run_job 4 "$1" "${gitlab[@]}" CI_ENVIRONMENT_NAME=production \
+    CI_JOB_URL="https://gitlab.com/acme/shop/-/jobs/$2" PATH="$T/stub:$PATH"
+}
+DEPLOY_UNTIL="$T/q1.done" glq "$T/q1" 1 &
+p1=$!
+for _ in $(seq 600); do [ -e "$T/q1/deployed" ] && break; sleep 0.1; done
+glq "$T/q2" 2 &
+p2=$!
+waiting_on acme%2Fshop%3Aproduction
+glq "$T/q3" 3 &
+p3=$!
+wait "$p2"; r2=$?
+touch "$T/q1.done"
+wait "$p1"; r1=$?
+wait "$p3"; r3=$?
+if [ "$r1$r2$r3" = 000 ] && [ "$(cat "$T/q1/deployed")" = "acme/shop:production" ] && [ ! -e "$T/q2/deployed" ] &&
+  [ -e "$T/q3/deployed" ] && grep -q "superseded by a newer pipeline" "$T/q2/job.log" &&
+  grep -q '"owner":"https://gitlab.com/acme/shop/-/jobs/3"' "$T/q3/status" &&
+  ! held acme%2Fshop%3Aproduction; then
+  pass "GitLab deploy-queue example: newest wins, the replaced pipeline ends green, after_script releases"
 else
-  echo "skip - --newest-wins example (the service has no newest_wins)"
+  fail "GitLab deploy-queue example: statuses $r1 $r2 $r3; $(cat "$T"/q*/job.log)"
 fi
 finish

@@ -21,6 +21,12 @@ use crate::helpers::free_port;
 /// The end of a lease as told that the checks ignore.
 pub const EXPIRY_GRACE: Duration = Duration::from_millis(200);
 
+/// reqwest's TLS (rustls) needs a crypto provider: ring, as baton's own. A
+/// test process builds its clients before any baton starts in it.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// One baton process on a fixed port, so a restart comes back where it was.
 pub struct Instance {
     port: u16,
@@ -363,6 +369,7 @@ pub async fn client_loop(
     stop: watch::Receiver<bool>,
     seed: u64,
 ) {
+    install_crypto();
     let client = reqwest::Client::builder()
         .timeout(work.timeout)
         .build()

@@ -1,0 +1,451 @@
+//! The client subcommands on the command line (clap), beside the service's
+//! settings ([`crate::config::Cli`]), and the parse that tells them apart:
+//! each subcommand has its own options and `--help`; the settings belong to
+//! `baton` without a subcommand, which serves.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, FromArgMatches, Subcommand, ValueEnum};
+
+use super::duration;
+use crate::config::{self, Invocation, Settings};
+
+/// What the command line asked for.
+pub enum Parsed {
+    /// Serve with these settings (no subcommand).
+    Serve(Box<Settings>),
+    /// A client subcommand.
+    Client(ClientCommand),
+    /// `--help`, `--version`, `help`: print this on stdout and exit 0.
+    Print(String),
+    /// A client subcommand used wrongly: clap's message, exit 64.
+    Usage(clap::Error),
+    /// A bad setting or flag of the service: one line, exit 2.
+    BadSetting(String),
+}
+
+/// The subcommands besides serving.
+#[derive(Subcommand, Debug)]
+pub enum ClientCommand {
+    /// Run a command while holding a lock or a semaphore slot
+    #[command(after_help = RUN_AFTER_HELP)]
+    Run(RunArgs),
+    /// Take a lock or a semaphore slot and print the lease (release it later)
+    #[command(after_help = CALL_AFTER_HELP)]
+    Acquire(AcquireArgs),
+    /// Extend a lease taken with `baton acquire`
+    #[command(after_help = CALL_AFTER_HELP)]
+    Refresh(RefreshArgs),
+    /// Release a lease taken with `baton acquire`
+    #[command(after_help = CALL_AFTER_HELP)]
+    Release(ReleaseArgs),
+    /// Show who holds a lock or semaphore and who waits for it
+    #[command(after_help = CALL_AFTER_HELP)]
+    Status(StatusArgs),
+    /// List the held locks (with --limit: the semaphores with holders)
+    #[command(after_help = CALL_AFTER_HELP)]
+    List(ListArgs),
+    /// Exit 0 when the service at BATON_LISTEN answers /healthz with 200, else 1
+    /// (for container health checks without curl)
+    Healthcheck(HealthcheckArgs),
+    /// Print a shell completion script: `baton completions bash > /etc/bash_completion.d/baton`
+    Completions {
+        /// The shell to complete in
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `baton man | man -l -`
+    Man {
+        /// A subcommand's page instead of baton's (`baton man run`)
+        subcommand: Option<String>,
+    },
+}
+
+/// Subcommands parsed without the service's variables (a bad
+/// `BATON_MAX_WAIT_MS` in a CI job's environment does not stop a client).
+const CLIENT_COMMANDS: &[&str] = &[
+    "run",
+    "acquire",
+    "refresh",
+    "release",
+    "status",
+    "list",
+    "healthcheck",
+    "completions",
+    "man",
+];
+
+const EXIT_STATUSES: &str = "Exit status:
+  64    bad usage, or the service found the request invalid (400)
+  69    the service could not be reached, or answered 5xx
+  75    not acquired within --wait
+  76    the lease was lost (expired or force-released)
+  77    the service refused the token (401, 403)
+  79    superseded: a newer --newest-wins request took this one's place in line";
+
+const RUN_AFTER_HELP: &str = "COMMAND runs in a process group of its own, with BATON_LOCK_NAME,
+BATON_FENCING_TOKEN and BATON_LEASE_ID (a secret) in its environment; the lease
+is refreshed every ttl/3 and held until every process of the group has exited.
+If the lease is lost (a refresh answered 404, or refreshes failing), the group
+gets SIGTERM, then SIGKILL after --grace, so early that it has ended before the
+lease can lapse: SIGTERM goes out --grace plus one refresh round trip (ttl/10,
+0.5s to 5s) before the earliest possible expiry. SIGINT, SIGTERM, SIGHUP: the
+group is stopped the same way, the lease released, and baton exits 128+N.
+Inside a `baton run` of NAME, a nested `baton run` of the same NAME runs its
+command at once under the lease already held.
+A DURATION is seconds, or with a unit: 90, 1.5, 30s, 10m, 1h.
+
+Exit status:
+  its own  COMMAND ran under the lock and exited
+  64       bad usage, or the service found the request invalid (400)
+  69       the service could not be reached, or answered 5xx; COMMAND did not run
+  75       not acquired within --wait; COMMAND did not run
+  76       the lease was lost while COMMAND ran; COMMAND was stopped
+  77       the service refused the token (401, 403); COMMAND did not run
+  79       superseded: a newer --newest-wins request took this one's place in
+           line; COMMAND did not run
+  127      COMMAND not found (nothing was acquired)
+  128+N    baton got signal N (129 SIGHUP, 130 SIGINT, 143 SIGTERM)";
+
+const CALL_AFTER_HELP: &str = concat!(
+    "The service is BATON_URL (or --url), the token BATON_TOKEN.\n\n",
+    "Exit status:
+  64    bad usage, or the service found the request invalid (400)
+  69    the service could not be reached, or answered 5xx
+  75    not acquired within --wait
+  76    the lease was lost (expired or force-released)
+  77    the service refused the token (401, 403)
+  79    superseded: a newer --newest-wins request took this one's place in line"
+);
+
+/// Where the service is, and the token to show it.
+#[derive(Args, Debug, Clone)]
+pub struct Connection {
+    /// The baton service
+    #[arg(long, env = "BATON_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+
+    /// Bearer token, when the service has tokens. Prefer the variable:
+    /// arguments show in `ps`
+    #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+/// What to acquire and how: shared by `run` and `acquire`.
+#[derive(Args, Debug, Clone)]
+pub struct LeaseOptions {
+    /// Who holds the lease, shown to others (default: the CI job's URL in
+    /// GitHub Actions, GitLab CI, Jenkins or Buildkite, else user@host)
+    #[arg(long, value_name = "LABEL")]
+    pub owner: Option<String>,
+
+    /// Lease time to live
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration::parse)]
+    pub ttl: Duration,
+
+    /// How long to wait in line (0: try once)
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration::parse)]
+    pub wait: Duration,
+
+    /// Take a slot of the semaphore NAME, which admits N holders (1-100000)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub limit: Option<u32>,
+
+    /// With --limit: how many of the N slots this lease takes
+    #[arg(long, value_name = "P", requires = "limit", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub permits: Option<u32>,
+
+    /// Take a shared (read) lease of the lock: any number at once, none beside
+    /// an exclusive one
+    #[arg(long, conflicts_with = "limit")]
+    pub shared: bool,
+
+    /// Deploy queues where only the newest matters: a newer --newest-wins
+    /// request for NAME replaces this one while it waits in line (exit 79)
+    #[arg(long)]
+    pub newest_wins: bool,
+
+    /// Print only warnings and errors
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// `baton run`
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub lease: LeaseOptions,
+
+    /// Time between SIGTERM and SIGKILL of COMMAND [default: 5s, or less so
+    /// that it fits a short --ttl]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub grace: Option<Duration>,
+
+    /// Run this shell command line with `sh -c` instead of COMMAND
+    #[arg(short = 'c', value_name = "STRING", conflicts_with = "command")]
+    pub shell: Option<String>,
+
+    /// The lock (or with --limit, the semaphore): any text, e.g. review/app-1
+    pub name: String,
+
+    /// The command and its arguments, after `--`
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// How `acquire` prints the lease.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LeaseOutput {
+    /// For people
+    #[default]
+    Text,
+    /// The service's JSON
+    Json,
+    /// BATON_LOCK_NAME=, BATON_LEASE_ID=, BATON_FENCING_TOKEN= lines, e.g. for $GITHUB_ENV
+    Env,
+}
+
+/// How the other calls print what they got.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Output {
+    /// For people
+    #[default]
+    Text,
+    /// The service's JSON
+    Json,
+}
+
+/// `baton acquire`
+#[derive(Args, Debug, Clone)]
+pub struct AcquireArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub lease: LeaseOptions,
+
+    /// How to print the lease
+    #[arg(long, value_enum, default_value_t)]
+    pub output: LeaseOutput,
+
+    /// The lock (or with --limit, the semaphore)
+    pub name: String,
+}
+
+/// The semaphore switch of the calls on one lease or name.
+#[derive(Args, Debug, Clone)]
+pub struct KindOption {
+    /// The semaphore NAME (of N slots) instead of the lock NAME
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub limit: Option<u32>,
+}
+
+/// `baton refresh`
+#[derive(Args, Debug, Clone)]
+pub struct RefreshArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub kind: KindOption,
+
+    /// The new time to live (default: the lease's own)
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub ttl: Option<Duration>,
+
+    /// How to print the lease
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+
+    /// The lock or semaphore
+    #[arg(env = "BATON_LOCK_NAME")]
+    pub name: String,
+
+    /// The lease id that `baton acquire` printed
+    #[arg(env = "BATON_LEASE_ID", hide_env_values = true)]
+    pub id: String,
+}
+
+/// `baton release`
+#[derive(Args, Debug, Clone)]
+pub struct ReleaseArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub kind: KindOption,
+
+    /// Print only warnings and errors
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// The lock or semaphore
+    #[arg(env = "BATON_LOCK_NAME")]
+    pub name: String,
+
+    /// The lease id that `baton acquire` printed
+    #[arg(env = "BATON_LEASE_ID", hide_env_values = true)]
+    pub id: String,
+}
+
+/// `baton status`
+#[derive(Args, Debug, Clone)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub kind: KindOption,
+
+    /// How to print the status
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+
+    /// The lock or semaphore
+    pub name: String,
+}
+
+/// `baton list`
+#[derive(Args, Debug, Clone)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub kind: KindOption,
+
+    /// Only names that start with this
+    #[arg(long, default_value = "")]
+    pub prefix: String,
+
+    /// How to print the list
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+}
+
+/// `baton healthcheck`
+#[derive(Args, Debug, Clone)]
+pub struct HealthcheckArgs {
+    /// The address the service listens on (host:port)
+    #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+}
+
+/// The whole command line: the service's settings, and the subcommands.
+pub fn command() -> clap::Command {
+    ClientCommand::augment_subcommands(config::Cli::command())
+        // Whatever the file is called (the launcher caches it as baton-<sha256>).
+        .bin_name("baton")
+        .args_conflicts_with_subcommands(true)
+        .after_help(format!(
+            "Logs go to stderr, filtered by RUST_LOG (default: info).\n\
+             `baton help COMMAND` or `baton COMMAND --help` for a subcommand.\n\n\
+             The client subcommands exit with the status they report:\n{}",
+            EXIT_STATUSES.trim_start_matches("Exit status:\n")
+        ))
+}
+
+/// Reads the command line (and, to serve, the environment).
+pub fn parse(args: Vec<OsString>) -> Parsed {
+    let client = args
+        .get(1)
+        .and_then(|a| a.to_str())
+        .is_some_and(|a| CLIENT_COMMANDS.contains(&a));
+    let mut full = command();
+    if client {
+        // The service's settings are not read for a client subcommand.
+        full = full.mut_args(|arg| arg.env(None::<&'static str>));
+    }
+    match full.clone().try_get_matches_from(&args) {
+        Ok(matches) if matches.subcommand_name().is_some() => {
+            match ClientCommand::from_arg_matches(&matches) {
+                Ok(command) => Parsed::Client(command),
+                Err(err) => Parsed::Usage(err.with_cmd(&full)),
+            }
+        }
+        Ok(_) => match config::Cli::from_args(args) {
+            Ok(Invocation::Run(settings)) => Parsed::Serve(settings),
+            Ok(Invocation::Print(text)) => Parsed::Print(text),
+            Err(err) => Parsed::BadSetting(err.to_string()),
+        },
+        Err(err)
+            if matches!(
+                err.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            Parsed::Print(err.render().to_string())
+        }
+        Err(err) if client => Parsed::Usage(err),
+        Err(err) => Parsed::BadSetting(config::one_line(&full, &err).to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_args(args: &[&str]) -> Parsed {
+        parse(args.iter().map(OsString::from).collect())
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        command().debug_assert();
+    }
+
+    #[test]
+    fn run_takes_options_a_name_and_a_command() {
+        let Parsed::Client(ClientCommand::Run(run)) = parse_args(&[
+            "baton", "run", "--ttl", "3s", "--wait", "0", "deploy/x", "--", "make", "-j", "2",
+        ]) else {
+            panic!("parses");
+        };
+        assert_eq!(run.name, "deploy/x");
+        assert_eq!(run.lease.ttl, Duration::from_secs(3));
+        assert_eq!(run.lease.wait, Duration::ZERO);
+        assert_eq!(run.command, ["make", "-j", "2"]);
+        assert!(run.grace.is_none() && run.shell.is_none());
+        let Parsed::Client(ClientCommand::Run(run)) =
+            parse_args(&["baton", "run", "x", "-c", "echo hi && true"])
+        else {
+            panic!("parses -c");
+        };
+        assert_eq!(run.shell.as_deref(), Some("echo hi && true"));
+        assert!(matches!(
+            parse_args(&["baton", "run", "x", "-c", "true", "--", "false"]),
+            Parsed::Usage(_)
+        ));
+    }
+
+    #[test]
+    fn a_client_misuse_keeps_clap_s_suggestion() {
+        let Parsed::Usage(err) = parse_args(&["baton", "acquire", "--tll", "3s", "x"]) else {
+            panic!("a usage error");
+        };
+        assert!(
+            err.render().to_string().contains("--ttl"),
+            "{}",
+            err.render()
+        );
+    }
+
+    #[test]
+    fn the_service_s_settings_are_not_the_subcommands_options() {
+        assert!(matches!(
+            parse_args(&["baton", "run", "--max-wait-ms", "5", "x", "--", "true"]),
+            Parsed::Usage(_)
+        ));
+        assert!(matches!(parse_args(&["baton"]), Parsed::Serve(_)));
+        assert!(matches!(
+            parse_args(&["baton", "help", "run"]),
+            Parsed::Print(_)
+        ));
+    }
+}

@@ -1,0 +1,369 @@
+//! `baton acquire`, `refresh`, `release`, `status` and `list`: one call each
+//! (retried while a failure may pass), for jobs that take a lock in one step
+//! and release it in a later one.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use super::args::{
+    AcquireArgs, KindOption, LeaseOutput, ListArgs, Output, RefreshArgs, ReleaseArgs, StatusArgs,
+};
+use super::duration::{human, millis};
+use super::exit::{Failure, LOST, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
+use super::http::{Answer, Kind, Service, Target};
+use super::line::{self, Request};
+use super::messages::say;
+use super::signals::Signals;
+
+/// How long one call may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn kind(option: &KindOption) -> Kind {
+    if option.limit.is_some() {
+        Kind::Semaphore
+    } else {
+        Kind::Lock
+    }
+}
+
+/// `baton acquire`: prints the lease.
+///
+/// # Errors
+/// As `baton run` before COMMAND.
+pub async fn acquire(args: AcquireArgs) -> Result<(), Failure> {
+    let options = &args.lease;
+    if options.shared || options.permits.is_some() {
+        return Err(Failure::usage(
+            "--shared and --permits are not yet supported by the service",
+        ));
+    }
+    let kind = if options.limit.is_some() {
+        Kind::Semaphore
+    } else {
+        Kind::Lock
+    };
+    let target = Target::new(kind, &args.name)?;
+    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
+    let owner = super::owner::clean(&options.owner.clone().unwrap_or_else(|| {
+        super::owner::default_owner(|k| std::env::var(k).ok(), super::owner::host_name)
+    }));
+    let request = Request {
+        target: target.clone(),
+        ttl: options.ttl,
+        wait: options.wait,
+        owner,
+        newest_wins: options.newest_wins,
+        limit: options.limit,
+        progress: !options.quiet,
+    };
+    let mut signals = Signals::catch()
+        .map_err(|err| Failure::new(UNAVAILABLE, format!("cannot catch signals: {err}")))?;
+    let lease = line::acquire(&service, &request, &mut signals).await?;
+    let token = lease
+        .fencing_token
+        .map_or_else(|| "?".to_owned(), |t| t.to_string());
+    match args.output {
+        LeaseOutput::Json => println!("{}", lease.body),
+        LeaseOutput::Env => {
+            println!("BATON_LOCK_NAME={}", target.name);
+            println!("BATON_LEASE_ID={}", lease.id);
+            println!("BATON_FENCING_TOKEN={token}");
+        }
+        LeaseOutput::Text => {
+            println!(
+                "acquired {target}: lease {}, fencing token {token}, expires at {}",
+                lease.id,
+                lease
+                    .body
+                    .get("expires_at")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+            );
+        }
+    }
+    say(format!(
+        "acquired {target} (fencing token {token}); it expires unless refreshed within {}",
+        human(options.ttl)
+    ));
+    Ok(())
+}
+
+/// `baton refresh`
+///
+/// # Errors
+/// The lease is gone (76), or the call failed.
+pub async fn refresh(args: RefreshArgs) -> Result<(), Failure> {
+    let target = Target::new(kind(&args.kind), &args.name)?;
+    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
+    let body = args.ttl.map(|ttl| json!({"ttl_ms": millis(ttl)}));
+    let answer = call(
+        &service,
+        Method::PATCH,
+        &lease_path(&target, &args.id)?,
+        body.as_ref(),
+    )
+    .await?;
+    match answer.status {
+        200 => {
+            match args.output {
+                Output::Json => println!("{}", answer.body),
+                Output::Text => println!(
+                    "refreshed {target}: expires at {}",
+                    answer.str("expires_at").unwrap_or("?")
+                ),
+            }
+            Ok(())
+        }
+        _ => Err(failure(&answer, &target)),
+    }
+}
+
+/// `baton release`
+///
+/// # Errors
+/// The lease is gone (76), or the call failed.
+pub async fn release(args: ReleaseArgs) -> Result<(), Failure> {
+    super::messages::set_quiet(args.quiet);
+    let target = Target::new(kind(&args.kind), &args.name)?;
+    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
+    let answer = call(
+        &service,
+        Method::DELETE,
+        &lease_path(&target, &args.id)?,
+        None,
+    )
+    .await?;
+    match answer.status {
+        204 => {
+            say(format!("released {target}"));
+            Ok(())
+        }
+        _ => Err(failure(&answer, &target)),
+    }
+}
+
+/// `baton status`
+///
+/// # Errors
+/// The call failed.
+pub async fn status(args: StatusArgs) -> Result<(), Failure> {
+    let target = Target::new(kind(&args.kind), &args.name)?;
+    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
+    let answer = call(&service, Method::GET, &target.path(), None).await?;
+    if answer.status != 200 {
+        return Err(failure(&answer, &target));
+    }
+    match args.output {
+        Output::Json => println!("{}", answer.body),
+        Output::Text => print!("{}", describe_status(target.kind, &answer.body, true)),
+    }
+    Ok(())
+}
+
+/// `baton list`: every page.
+///
+/// # Errors
+/// The call failed.
+pub async fn list(args: ListArgs) -> Result<(), Failure> {
+    let kind = kind(&args.kind);
+    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
+    let key = &kind.collection()[1..];
+    let encode = |s: &str| {
+        percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+    };
+    let mut entries: Vec<Value> = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut path = format!(
+            "{}?limit=1000&prefix={}",
+            kind.collection(),
+            encode(&args.prefix)
+        );
+        if let Some(cursor) = &cursor {
+            path.push_str(&format!("&cursor={}", encode(cursor)));
+        }
+        let answer = call(&service, Method::GET, &path, None).await?;
+        if answer.status != 200 {
+            let target = Target::new(kind, "list").expect("a valid name");
+            return Err(failure(&answer, &target));
+        }
+        entries.extend(
+            answer
+                .body
+                .get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .cloned(),
+        );
+        cursor = answer.str("next_cursor").map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    match args.output {
+        Output::Json => println!("{}", json!({ key: entries })),
+        Output::Text => {
+            for entry in &entries {
+                print!("{}", describe_status(kind, entry, false));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn lease_path(target: &Target, id: &str) -> Result<String, Failure> {
+    crate::domain::LeaseId::parse(id).map_err(|_| {
+        Failure::usage("ID must be the lease id that `baton acquire` printed (a UUID)")
+    })?;
+    Ok(target.lease_path(id))
+}
+
+/// One call, tried three times while a failure may pass.
+async fn call(
+    service: &Service,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<Answer, Failure> {
+    let mut why = String::new();
+    for attempt in 1..=3 {
+        match service.call(method.clone(), path, body, CALL_TIMEOUT).await {
+            Ok(answer) if answer.status != 429 && answer.status < 500 => return Ok(answer),
+            Ok(answer) => why = answer.describe(),
+            Err(no_answer) => why = no_answer,
+        }
+        if attempt < 3 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    Err(Failure::new(UNAVAILABLE, why))
+}
+
+/// What an answer that is not a success means, as an exit status.
+fn failure(answer: &Answer, target: &Target) -> Failure {
+    let described = answer.describe();
+    match (answer.status, answer.slug()) {
+        (400 | 422, _) => Failure::new(
+            USAGE,
+            format!("the service rejected the request: {described}"),
+        ),
+        (401 | 403, _) => Failure::new(
+            REFUSED,
+            format!("the service refused the request: {described} (check --token or BATON_TOKEN)"),
+        ),
+        (404, Some("lease-not-found")) => Failure::new(
+            LOST,
+            format!("{target} is no longer held by this lease (expired or force-released)"),
+        ),
+        (409, Some("superseded")) => Failure::new(SUPERSEDED, format!("superseded: {described}")),
+        (409, _) => Failure::new(NOT_ACQUIRED, format!("{target} is taken: {described}")),
+        _ => Failure::new(
+            UNAVAILABLE,
+            format!("unexpected answer: {described} (check --url or BATON_URL)"),
+        ),
+    }
+}
+
+/// A status for people: one line, and with `detail` the holders and the line.
+fn describe_status(kind: Kind, status: &Value, detail: bool) -> String {
+    let str = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64);
+    let expires = |v: &Value| {
+        num(v, "expires_in_ms")
+            .map(|ms| format!(", expires in {}", human(Duration::from_millis(ms))))
+            .unwrap_or_default()
+    };
+    let name = str(status, "name").unwrap_or_default();
+    let waiting = num(status, "waiting").unwrap_or(0);
+    let mut out = match kind {
+        Kind::Lock if status.get("held") == Some(&Value::Bool(true)) => format!(
+            "lock '{name}': held by {} (fencing token {}{}); {waiting} waiting\n",
+            str(status, "owner").unwrap_or_else(|| "someone without an owner label".into()),
+            num(status, "fencing_token").map_or_else(|| "?".into(), |t| t.to_string()),
+            expires(status)
+        ),
+        Kind::Lock => format!("lock '{name}': free; {waiting} waiting\n"),
+        Kind::Semaphore => format!(
+            "semaphore '{name}': {} of {} slots held; {waiting} waiting\n",
+            num(status, "holders").unwrap_or(0),
+            num(status, "limit").map_or_else(|| "?".into(), |l| l.to_string())
+        ),
+    };
+    if detail {
+        for lease in status
+            .get("leases")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            out.push_str(&format!(
+                "  held by {} (fencing token {}{})\n",
+                str(lease, "owner").unwrap_or_else(|| "-".into()),
+                num(lease, "fencing_token").map_or_else(|| "?".into(), |t| t.to_string()),
+                expires(lease)
+            ));
+        }
+        for waiter in status
+            .get("waiters")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            out.push_str(&format!(
+                "  {}. {} (waited {})\n",
+                num(waiter, "position").unwrap_or(0),
+                str(waiter, "owner").unwrap_or_else(|| "-".into()),
+                human(Duration::from_millis(num(waiter, "waited_ms").unwrap_or(0)))
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_read_as_sentences() {
+        let held = json!({"name": "deploy", "held": true, "owner": "ci-7", "fencing_token": 12,
+            "expires_in_ms": 42_000, "waiting": 1,
+            "waiters": [{"position": 1, "owner": "ci-8", "waited_ms": 3_000}]});
+        assert_eq!(
+            describe_status(Kind::Lock, &held, true),
+            "lock 'deploy': held by ci-7 (fencing token 12, expires in 42s); 1 waiting\n  1. ci-8 (waited 3.0s)\n"
+        );
+        let free = json!({"name": "x", "held": false, "waiting": 0, "waiters": []});
+        assert_eq!(
+            describe_status(Kind::Lock, &free, true),
+            "lock 'x': free; 0 waiting\n"
+        );
+    }
+
+    #[test]
+    fn answers_map_to_exit_statuses() {
+        let target = Target::new(Kind::Lock, "x").unwrap();
+        let answer = |status, slug: &str| Answer {
+            status,
+            body: json!({"type": format!("https://baton/problems/{slug}")}),
+        };
+        for (status, slug, exit) in [
+            (400, "invalid-request", USAGE),
+            (401, "unauthorized", REFUSED),
+            (403, "forbidden", REFUSED),
+            (404, "lease-not-found", LOST),
+            (409, "lock-held", NOT_ACQUIRED),
+            (409, "superseded", SUPERSEDED),
+            (404, "not-found", UNAVAILABLE),
+        ] {
+            assert_eq!(
+                failure(&answer(status, slug), &target).status,
+                exit,
+                "{status} {slug}"
+            );
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The one HTTP client of the client commands: reqwest (HTTP/1.1, HTTP/2 over
+//! TLS where the service offers it, rustls with ring, proxies from the usual
+//! variables). One call at a time, each with its own time limit; an answer is
+//! its status and its JSON body. Neither the token nor a URL (which can hold
+//! a lease id) ever appears in a message.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::Value;
+
+use super::exit::{Failure, USAGE};
+use crate::domain::Name;
+
+/// A lock or a semaphore, as the paths of the service name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Lock,
+    Semaphore,
+}
+
+impl Kind {
+    pub fn noun(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::Semaphore => "semaphore",
+        }
+    }
+
+    pub fn collection(self) -> &'static str {
+        match self {
+            Kind::Lock => "/locks",
+            Kind::Semaphore => "/semaphores",
+        }
+    }
+}
+
+/// One lock or semaphore of the service.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub kind: Kind,
+    pub name: Name,
+}
+
+impl Target {
+    /// # Errors
+    /// A name the service would refuse (exit 64).
+    pub fn new(kind: Kind, name: &str) -> Result<Self, Failure> {
+        let name = Name::parse(name).map_err(|err| Failure::usage(format!("NAME {err}")))?;
+        Ok(Self { kind, name })
+    }
+
+    /// `/locks/review%2Fapp-1`
+    pub fn path(&self) -> String {
+        format!("{}/{}", self.kind.collection(), self.name.path_segment())
+    }
+
+    /// `/locks/review%2Fapp-1/{id}`; the id is percent-encoded too, so that
+    /// whatever a user passes stays one path segment.
+    pub fn lease_path(&self, id: &str) -> String {
+        let id = Name::parse(id).map_or_else(|_| String::new(), |id| id.path_segment());
+        format!("{}/{id}", self.path())
+    }
+}
+
+impl std::fmt::Display for Target {
+    /// `lock 'review/app-1'`
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} '{}'", self.kind.noun(), self.name)
+    }
+}
+
+/// What the service answered: the status and the JSON body (`Null` when there
+/// was none or it was not JSON).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Answer {
+    /// The last segment of a problem's `type` (`lock-held`).
+    pub fn slug(&self) -> Option<&str> {
+        self.str("type").and_then(|t| t.rsplit('/').next())
+    }
+
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.body.get(key).and_then(Value::as_str)
+    }
+
+    pub fn u64(&self, key: &str) -> Option<u64> {
+        self.body.get(key).and_then(Value::as_u64)
+    }
+
+    /// `HTTP 409 lock-held: the lock is held`, for messages.
+    pub fn describe(&self) -> String {
+        let mut out = format!("HTTP {}", self.status);
+        if let Some(slug) = self.slug() {
+            out.push(' ');
+            out.push_str(slug);
+        }
+        if let Some(detail) = self.str("detail") {
+            out.push_str(": ");
+            out.push_str(detail);
+        }
+        out
+    }
+}
+
+/// The service at `--url`, with the token to send.
+#[derive(Clone)]
+pub struct Service {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl Service {
+    /// # Errors
+    /// A URL that is not http:// or https:// (exit 64).
+    pub fn new(url: &str, token: Option<&str>) -> Result<Self, Failure> {
+        let base = url.trim().trim_end_matches('/').to_owned();
+        let parsed = reqwest::Url::parse(&base).ok();
+        if !parsed.is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host()) {
+            return Err(Failure::usage(format!(
+                "--url must be an http:// or https:// URL (got '{url}')"
+            )));
+        }
+        // rustls needs a crypto provider; ring is the one built in.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|err| Failure::new(USAGE, format!("cannot set up HTTP: {err}")))?;
+        Ok(Self {
+            http,
+            base,
+            token: token.filter(|t| !t.is_empty()).map(str::to_owned),
+        })
+    }
+
+    /// The service's URL, for messages.
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    /// One request: `Err` says why there was no answer (no URL in it).
+    ///
+    /// # Errors
+    /// No answer within `timeout`, or no connection.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<Answer, String> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("accept", "application/json")
+            .timeout(timeout.max(Duration::from_millis(1)));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let unreachable = |err: reqwest::Error| {
+            let err = err.without_url();
+            let mut why = err.to_string();
+            let mut source = std::error::Error::source(&err);
+            while let Some(cause) = source {
+                why = format!("{why}: {cause}");
+                source = cause.source();
+            }
+            if err.is_timeout() {
+                why = format!("no answer within {}", super::duration::human(timeout));
+            }
+            format!("cannot reach {}: {why}", self.base)
+        };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.map_err(unreachable)?;
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Ok(Answer { status, body })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_one_path_segment() {
+        let target = Target::new(Kind::Lock, "review/app 1:é").unwrap();
+        assert_eq!(target.path(), "/locks/review%2Fapp%201%3A%C3%A9");
+        let target = Target::new(Kind::Semaphore, "x").unwrap();
+        assert_eq!(target.lease_path("a/b"), "/semaphores/x/a%2Fb");
+        assert_eq!(Target::new(Kind::Lock, "").unwrap_err().status, USAGE);
+    }
+
+    #[test]
+    fn only_http_urls_are_taken() {
+        assert!(Service::new("http://127.0.0.1:8080/", None).is_ok());
+        assert!(Service::new("https://ci.example.com/baton", None).is_ok());
+        for bad in ["ftp://x", "127.0.0.1:8080", "http://"] {
+            assert_eq!(
+                Service::new(bad, None).err().unwrap().status,
+                USAGE,
+                "{bad}"
+            );
+        }
+    }
+}

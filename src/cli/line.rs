@@ -1,0 +1,401 @@
+//! Acquiring: one POST that waits in the service's line, repeated while that
+//! makes sense (a wait longer than the service's maximum is waited in steps of
+//! its `max_wait_ms`; a proxy that cuts long requests off is noticed; failures
+//! that may pass are retried for up to 60 s in a row), with the place in line
+//! and the holder printed every 5 s meanwhile.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::duration::{human, millis};
+use super::exit::{signal_status, Failure, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
+use super::http::{Answer, Kind, Service, Target};
+use super::messages::{say, signal_name, warn};
+use super::signals::Signals;
+
+/// Failures that may pass are retried for at most this long in a row.
+const RETRY_FOR: Duration = Duration::from_secs(60);
+
+/// What to acquire.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub target: Target,
+    pub ttl: Duration,
+    pub wait: Duration,
+    pub owner: String,
+    pub newest_wins: bool,
+    pub limit: Option<u32>,
+    /// Print the place in line while waiting.
+    pub progress: bool,
+}
+
+impl Request {
+    fn body(&self, wait: Duration) -> Value {
+        let mut body = json!({"ttl_ms": millis(self.ttl), "wait_ms": millis(wait)});
+        if !self.owner.is_empty() {
+            body["owner"] = json!(self.owner);
+        }
+        if self.newest_wins {
+            body["newest_wins"] = json!(true);
+        }
+        if let Some(limit) = self.limit {
+            body["limit"] = json!(limit);
+        }
+        body
+    }
+}
+
+/// A lease just granted.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    /// The lease id (a secret: never printed unless asked for).
+    pub id: String,
+    pub fencing_token: Option<u64>,
+    /// The service's lease body.
+    pub body: Value,
+    /// When the request that got it was sent, and when its answer came
+    /// ([`super::clock`] time): the grant happened in between.
+    pub sent: Duration,
+    pub received: Duration,
+}
+
+/// Waits for `request` in line until it is granted or may not be.
+///
+/// # Errors
+/// Not acquired (75), superseded (79), refused (64, 77), unreachable (69), or
+/// a signal (128+N).
+pub async fn acquire(
+    service: &Service,
+    request: &Request,
+    signals: &mut Signals,
+) -> Result<Lease, Failure> {
+    let target = &request.target;
+    let path = target.path();
+    let started = Instant::now();
+    let deadline = started + request.wait;
+    let mut step: Option<Duration> = None;
+    let mut failing_since: Option<Instant> = None;
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let mut wait = deadline.saturating_duration_since(Instant::now());
+        if let Some(step) = step {
+            wait = wait.min(step);
+        }
+        let body = request.body(wait);
+        let sent = Instant::now();
+        let sent_clock = super::clock::now();
+        let printing = request.progress && !wait.is_zero();
+        let outcome = tokio::select! {
+            outcome = service.call(Method::POST, &path, Some(&body), wait + Duration::from_secs(30)) => outcome,
+            () = progress(service, request, sent, started), if printing => unreachable!("prints forever"),
+            signal = signals.recv() => return Err(Failure::new(
+                signal_status(signal),
+                format!("got {} while waiting for {target}; giving up", signal_name(signal)),
+            )),
+        };
+        let now = Instant::now();
+        let why = match outcome {
+            Ok(answer) if answer.status == 201 => {
+                let id = answer
+                    .str("id")
+                    .filter(|id| crate::domain::LeaseId::parse(id).is_ok())
+                    .ok_or_else(|| {
+                        Failure::new(
+                            UNAVAILABLE,
+                            format!(
+                                "the service answered 201 without a lease id; is {} a baton service?",
+                                service.url()
+                            ),
+                        )
+                    })?
+                    .to_owned();
+                return Ok(Lease {
+                    id,
+                    fencing_token: answer.u64("fencing_token"),
+                    body: answer.body,
+                    sent: sent_clock,
+                    received: super::clock::now(),
+                });
+            }
+            Ok(answer) if answer.status == 409 => {
+                failing_since = None;
+                backoff = Duration::from_secs(1);
+                if answer.slug() == Some("superseded") {
+                    let by = answer
+                        .str("owner")
+                        .map(|o| format!(" (by {o})"))
+                        .unwrap_or_default();
+                    return Err(Failure::new(
+                        SUPERSEDED,
+                        format!("superseded: a newer --newest-wins request for {target}{by} took this one's place in line"),
+                    ));
+                }
+                // A wait cut short (a step of max_wait_ms, or a proxy): wait again.
+                if now - sent < wait / 2 {
+                    nap(
+                        Duration::from_secs(1).min(deadline.saturating_duration_since(now)),
+                        signals,
+                        target,
+                    )
+                    .await?;
+                }
+                if Instant::now() < deadline {
+                    continue;
+                }
+                let detail = holders(&answer);
+                return Err(Failure::new(
+                    NOT_ACQUIRED,
+                    if request.wait.is_zero() {
+                        format!("{target} is taken{detail}; not waiting (--wait 0)")
+                    } else {
+                        format!(
+                            "could not acquire {target} within {}{detail}",
+                            human(request.wait)
+                        )
+                    },
+                ));
+            }
+            Ok(answer) if matches!(answer.status, 400 | 422) => {
+                // A wait over the service's maximum: wait in steps of its max_wait_ms.
+                if let Some(max) = answer.u64("max_wait_ms") {
+                    if max > 0 && max < millis(wait) {
+                        step = Some(Duration::from_millis(max));
+                        continue;
+                    }
+                }
+                return Err(Failure::new(
+                    USAGE,
+                    format!("the service rejected the request: {}", answer.describe()),
+                ));
+            }
+            Ok(answer) if matches!(answer.status, 401 | 403) => {
+                return Err(Failure::new(
+                    REFUSED,
+                    format!(
+                        "the service refused the request: {} (check --token or BATON_TOKEN)",
+                        answer.describe()
+                    ),
+                ));
+            }
+            Ok(answer) if answer.status == 429 || answer.status >= 500 => Retry::Answer(answer),
+            Ok(answer) => {
+                return Err(Failure::new(
+                    UNAVAILABLE,
+                    format!(
+                        "unexpected answer from {}{path}: {} (check --url or BATON_URL)",
+                        service.url(),
+                        answer.describe()
+                    ),
+                ));
+            }
+            Err(why) => Retry::NoAnswer(why),
+        };
+        // A waiting request cut off early (no answer, or a gateway's 502/504
+        // after 10 s or more): a proxy's timeout, most likely. Wait in
+        // shorter requests.
+        let took = now - sent;
+        if took >= Duration::from_secs(10) && took < wait && why.cut_off() {
+            let shorter = took * 3 / 4;
+            step = Some(shorter);
+            warn(format!(
+                "a waiting request was cut off after {} ({}); waiting in requests of {}",
+                human(took),
+                why.describe(),
+                human(shorter)
+            ));
+            continue;
+        }
+        let since = *failing_since.get_or_insert(now);
+        if now >= deadline || now - since >= RETRY_FOR {
+            return Err(Failure::new(
+                UNAVAILABLE,
+                format!("{}; gave up after {}", why.describe(), human(now - since)),
+            ));
+        }
+        warn(format!(
+            "{}; retrying in {}",
+            why.describe(),
+            human(backoff)
+        ));
+        nap(backoff.min(deadline - now), signals, target).await?;
+        backoff = (backoff * 2).min(Duration::from_secs(8));
+    }
+}
+
+/// A failure that may pass.
+enum Retry {
+    Answer(Answer),
+    NoAnswer(String),
+}
+
+impl Retry {
+    fn describe(&self) -> String {
+        match self {
+            Retry::Answer(answer) => answer.describe(),
+            Retry::NoAnswer(why) => why.clone(),
+        }
+    }
+
+    fn cut_off(&self) -> bool {
+        match self {
+            Retry::Answer(answer) => matches!(answer.status, 502 | 504),
+            Retry::NoAnswer(_) => true,
+        }
+    }
+}
+
+/// A pause that a signal ends.
+async fn nap(pause: Duration, signals: &mut Signals, target: &Target) -> Result<(), Failure> {
+    tokio::select! {
+        () = tokio::time::sleep(pause) => Ok(()),
+        signal = signals.recv() => Err(Failure::new(
+            signal_status(signal),
+            format!("got {} while waiting for {target}; giving up", signal_name(signal)),
+        )),
+    }
+}
+
+/// ` (held by X)`, ` (2 of 2 slots held)`, from a 409.
+fn holders(answer: &Answer) -> String {
+    if let Some(owner) = answer.str("owner") {
+        return format!(" (held by {owner})");
+    }
+    match (answer.u64("holders"), answer.u64("limit")) {
+        (Some(holders), Some(limit)) => format!(" ({holders} of {limit} slots held)"),
+        (Some(holders), None) => format!(" ({holders} held)"),
+        _ => String::new(),
+    }
+}
+
+/// Every 5 s while the request waits (the first after 1 s): the place in line
+/// and the holder, from the status.
+async fn progress(service: &Service, request: &Request, sent: Instant, started: Instant) {
+    let path = request.target.path();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    loop {
+        if let Ok(status) = service
+            .call(Method::GET, &path, None, Duration::from_secs(5))
+            .await
+        {
+            if status.status == 200 {
+                let now = Instant::now();
+                say(format!(
+                    "waiting for {}: {}; waited {} of {}",
+                    request.target,
+                    describe_line(&status, request, now - sent),
+                    human(now - started),
+                    human(request.wait)
+                ));
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+/// `place 2 of 3 in line; held by X (expires in 52s)`: ours is the waiter
+/// with our owner that has waited about as long as our request.
+fn describe_line(status: &Answer, request: &Request, waited: Duration) -> String {
+    let waited = i128::from(millis(waited));
+    let place = status
+        .body
+        .get("waiters")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|w| w.get("owner").and_then(Value::as_str) == Some(request.owner.as_str()))
+        .filter_map(|w| {
+            let ms = i128::from(w.get("waited_ms")?.as_u64()?);
+            Some(((ms - waited).abs(), w.get("position")?.as_u64()?))
+        })
+        .min()
+        .map(|(_, position)| position);
+    let mut out = String::new();
+    if let Some(waiting) = status.u64("waiting") {
+        out = match place {
+            Some(place) => format!("place {place} of {waiting} in line; "),
+            None => format!("{waiting} waiting; "),
+        };
+    }
+    let held = match request.target.kind {
+        Kind::Lock => match status.str("owner") {
+            Some(owner) => Some(format!("held by {owner}")),
+            None => (status.body.get("held") == Some(&Value::Bool(true))).then(|| "held".into()),
+        }
+        .map(|held| match status.u64("expires_in_ms") {
+            Some(ms) => format!("{held} (expires in {})", human(Duration::from_millis(ms))),
+            None => held,
+        }),
+        Kind::Semaphore => status
+            .u64("holders")
+            .map(|holders| match status.u64("limit") {
+                Some(limit) => format!("{holders} of {limit} slots held"),
+                None => format!("{holders} slots held"),
+            }),
+    };
+    out.push_str(held.as_deref().unwrap_or("free"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(kind: Kind) -> Request {
+        Request {
+            target: Target::new(kind, "line").unwrap(),
+            ttl: Duration::from_secs(60),
+            wait: Duration::from_secs(60),
+            owner: "me".into(),
+            newest_wins: false,
+            limit: None,
+            progress: true,
+        }
+    }
+
+    #[test]
+    fn the_line_shows_our_place_and_the_holder() {
+        let status = Answer {
+            status: 200,
+            body: json!({"name": "line", "held": true, "owner": "ci-1", "expires_in_ms": 52_000,
+                "waiting": 3, "waiters": [
+                    {"position": 1, "owner": "me", "waited_ms": 90_000},
+                    {"position": 2, "owner": "me", "waited_ms": 35_000},
+                    {"position": 3, "owner": "other", "waited_ms": 1_000}]}),
+        };
+        assert_eq!(
+            describe_line(&status, &request(Kind::Lock), Duration::from_secs(35)),
+            "place 2 of 3 in line; held by ci-1 (expires in 52s)"
+        );
+        let free = Answer {
+            status: 200,
+            body: json!({"name": "line", "held": false, "waiting": 0, "waiters": []}),
+        };
+        assert_eq!(
+            describe_line(&free, &request(Kind::Lock), Duration::ZERO),
+            "0 waiting; free"
+        );
+        let full = Answer {
+            status: 200,
+            body: json!({"name": "line", "holders": 2, "limit": 2, "waiting": 1,
+                "waiters": [{"position": 1, "owner": "me", "waited_ms": 10}]}),
+        };
+        assert_eq!(
+            describe_line(&full, &request(Kind::Semaphore), Duration::ZERO),
+            "place 1 of 1 in line; 2 of 2 slots held"
+        );
+    }
+
+    #[test]
+    fn the_body_carries_what_was_asked_for() {
+        let mut r = request(Kind::Semaphore);
+        r.limit = Some(3);
+        r.newest_wins = true;
+        assert_eq!(
+            r.body(Duration::from_millis(1500)),
+            json!({"ttl_ms": 60_000, "wait_ms": 1500, "owner": "me", "newest_wins": true, "limit": 3})
+        );
+    }
+}

@@ -1,0 +1,465 @@
+//! `baton run`: takes the lock (or a semaphore slot), runs COMMAND in a
+//! process group of its own while refreshing the lease, releases it when
+//! every process of the group has exited, and exits with COMMAND's status.
+//!
+//! The promise: when the lease is lost (a refresh answered 404, or
+//! refreshes failing), the group gets SIGTERM, then SIGKILL after the grace,
+//! early enough that it has ended before the lease can lapse. The lease
+//! surely lasts until `ok + ttl`, `ok` being when the last successful refresh
+//! (or the acquiring request) was sent; SIGTERM goes out `grace + rtt` before
+//! that, `rtt` being the longest a refresh may take (ttl/10, 0.5 s to 5 s).
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::json;
+
+use super::args::RunArgs;
+use super::clock;
+use super::duration::{human, millis};
+use super::exit::{signal_status, Failure, LOST, NOT_FOUND, UNAVAILABLE};
+use super::group;
+use super::http::{Kind, Service, Target};
+use super::line::{self, Lease, Request};
+use super::messages::{say, signal_name, warn};
+use super::signals::Signals;
+
+/// Between SIGTERM and SIGKILL, unless the ttl is too short for it.
+const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+/// The times a run keeps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub ttl: Duration,
+    pub grace: Duration,
+    /// The longest a refresh may take: ttl/10, 0.5 s to 5 s.
+    pub rtt: Duration,
+}
+
+impl Timing {
+    /// The default grace shrinks to fit the ttl; a grace that is given must fit.
+    ///
+    /// # Errors
+    /// A ttl or grace out of range, or a grace that does not fit the ttl (64).
+    pub fn new(ttl: Duration, grace: Option<Duration>) -> Result<Self, Failure> {
+        if ttl < Duration::from_secs(1) || ttl > Duration::from_secs(86_400) {
+            return Err(Failure::usage("--ttl must be between 1s and 24h"));
+        }
+        let rtt = (ttl / 10).clamp(Duration::from_millis(500), Duration::from_secs(5));
+        // The ttl must hold the grace and a round trip twice, so that a
+        // refresh can still be tried after the first one is due (ttl/3).
+        let room = (ttl / 2).saturating_sub(rtt);
+        let grace = match grace {
+            None => DEFAULT_GRACE.min(room),
+            Some(grace) if grace > Duration::from_secs(3600) => {
+                return Err(Failure::usage("--grace must be at most 1h"));
+            }
+            Some(grace) if grace > room => {
+                return Err(Failure::usage(format!(
+                    "--ttl ({}) must be at least twice --grace ({}) plus the refresh round trip ({}): \
+                     lower --grace (at most {} here) or raise --ttl",
+                    human(ttl),
+                    human(grace),
+                    human(rtt),
+                    human(room)
+                )));
+            }
+            Some(grace) => grace,
+        };
+        Ok(Self { ttl, grace, rtt })
+    }
+
+    /// When SIGTERM must go out if the lease was last known good at `ok`.
+    fn stop_at(self, ok: Duration) -> Duration {
+        ok + self.ttl - self.grace - self.rtt
+    }
+}
+
+/// `baton run`: COMMAND's status, or why it did not run or was stopped.
+///
+/// # Errors
+/// See the exit statuses of `baton run --help`.
+pub async fn run(args: RunArgs) -> Result<u8, Failure> {
+    let lease_options = &args.lease;
+    if lease_options.shared || lease_options.permits.is_some() {
+        return Err(Failure::usage(
+            "--shared and --permits are not yet supported by the service",
+        ));
+    }
+    let timing = Timing::new(lease_options.ttl, args.grace)?;
+    if lease_options.wait > Duration::from_secs(86_400) {
+        return Err(Failure::usage("--wait must be at most 24h"));
+    }
+    let (program, program_args) = match (&args.shell, args.command.split_first()) {
+        (Some(line), _) => (OsString::from("sh"), vec!["-c".into(), line.into()]),
+        (None, Some((program, rest))) => (program.clone(), rest.to_vec()),
+        (None, None) => {
+            return Err(Failure::usage(
+                "missing COMMAND after NAME -- (or -c STRING)",
+            ))
+        }
+    };
+    let kind = if lease_options.limit.is_some() {
+        Kind::Semaphore
+    } else {
+        Kind::Lock
+    };
+    let target = Target::new(kind, &args.name)?;
+
+    // Inside a `baton run` of this very name: the lease is held already.
+    let outer = std::env::var("BATON_LOCK_NAME").ok();
+    let held = std::env::var("BATON_LEASE_ID").is_ok_and(|id| !id.is_empty());
+    if held && outer.as_deref() == Some(args.name.as_str()) {
+        say(format!(
+            "{target} is held already by the baton run around this one: running COMMAND at once"
+        ));
+        let err = std::process::Command::new(&program)
+            .args(&program_args)
+            .exec();
+        return Err(Failure::new(
+            NOT_FOUND,
+            format!("cannot run {}: {err}", program.to_string_lossy()),
+        ));
+    }
+    if group::find_program(Path::new(&program)).is_none() {
+        return Err(Failure::new(
+            NOT_FOUND,
+            format!(
+                "COMMAND not found or not executable: {}",
+                program.to_string_lossy()
+            ),
+        ));
+    }
+
+    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
+    let owner = super::owner::clean(&lease_options.owner.clone().unwrap_or_else(|| {
+        super::owner::default_owner(|k| std::env::var(k).ok(), super::owner::host_name)
+    }));
+    let request = Request {
+        target: target.clone(),
+        ttl: timing.ttl,
+        wait: lease_options.wait,
+        owner,
+        newest_wins: lease_options.newest_wins,
+        limit: lease_options.limit,
+        progress: !lease_options.quiet,
+    };
+    let mut signals = Signals::catch()
+        .map_err(|err| Failure::new(UNAVAILABLE, format!("cannot catch signals: {err}")))?;
+    let started = clock::now();
+    let lease = line::acquire(&service, &request, &mut signals).await?;
+    say(format!(
+        "acquired {target} (fencing token {}) after {}",
+        lease
+            .fencing_token
+            .map_or_else(|| "?".to_owned(), |t| t.to_string()),
+        human(lease.received.saturating_sub(started))
+    ));
+    let held = Held {
+        service,
+        path: target.lease_path(&lease.id),
+        target,
+        timing,
+    };
+    held.supervise(lease, &program, &program_args, &mut signals)
+        .await
+}
+
+/// A lease being held while COMMAND runs.
+struct Held {
+    service: Service,
+    target: Target,
+    /// The lease's path (it holds the lease id: never shown).
+    path: String,
+    timing: Timing,
+}
+
+impl Held {
+    async fn supervise(
+        &self,
+        lease: Lease,
+        program: &OsString,
+        program_args: &[OsString],
+        signals: &mut Signals,
+    ) -> Result<u8, Failure> {
+        group::become_subreaper();
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(program_args)
+            .env("BATON_LOCK_NAME", self.target.name.as_str())
+            .env(
+                "BATON_FENCING_TOKEN",
+                lease
+                    .fencing_token
+                    .map(|t| t.to_string())
+                    .unwrap_or_default(),
+            )
+            .env("BATON_LEASE_ID", &lease.id)
+            .process_group(0);
+        // Outside the terminal's foreground group, reading the terminal would
+        // stop COMMAND (SIGTTIN) for good: a terminal as stdin becomes /dev/null.
+        if std::io::stdin().is_terminal() {
+            command.stdin(Stdio::null());
+        }
+        let mut child = match command.spawn() {
+            Ok(child) => child,
+            Err(err) => {
+                self.release(1, false).await;
+                return Err(Failure::new(
+                    NOT_FOUND,
+                    format!("cannot run {}: {err}", program.to_string_lossy()),
+                ));
+            }
+        };
+        let pgid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .unwrap_or_default();
+
+        // The grant happened between sending and receiving; after a long
+        // wait, refresh at once.
+        let ok = lease
+            .sent
+            .max(lease.received.saturating_sub(self.timing.rtt));
+        let next = if lease.received - lease.sent > self.timing.rtt {
+            lease.received
+        } else {
+            ok + self.timing.ttl / 3
+        };
+        let keeping = self.keep(ok, next);
+        tokio::pin!(keeping);
+        let target = &self.target;
+        let finished = async {
+            let status = child.wait().await;
+            if group::alive(pgid) {
+                say(format!(
+                    "COMMAND exited ({}); holding {target} until its other processes (group {pgid}) have exited",
+                    describe_status(status.as_ref().ok())
+                ));
+                group::gone(pgid).await;
+            }
+            status
+        };
+        tokio::pin!(finished);
+
+        let mut lost = false;
+        let mut signal: Option<i32> = None;
+        let mut kill_at: Option<Duration> = None;
+        let mut killed = false;
+        let stop = |kill_at: &mut Option<Duration>, killed: &mut bool| {
+            if kill_at.is_some() {
+                group::signal(pgid, libc::SIGKILL);
+                *killed = true;
+            } else {
+                group::signal(pgid, libc::SIGTERM);
+                *kill_at = Some(clock::now() + self.timing.grace);
+            }
+        };
+        let status = loop {
+            tokio::select! {
+                status = &mut finished => break status,
+                got = signals.recv() => {
+                    signal.get_or_insert(got);
+                    warn(format!("got {}: stopping COMMAND", signal_name(got)));
+                    stop(&mut kill_at, &mut killed);
+                }
+                why = &mut keeping, if !lost => {
+                    lost = true;
+                    warn(format!("lease on {target} lost: {why}; stopping COMMAND before the lease can lapse"));
+                    stop(&mut kill_at, &mut killed);
+                }
+                () = clock::sleep_until(kill_at.unwrap_or_default()), if kill_at.is_some() && !killed => {
+                    group::signal(pgid, libc::SIGKILL);
+                    killed = true;
+                }
+            }
+        };
+        let status = status.ok();
+        let shown = describe_status(status.as_ref());
+        if lost {
+            // After an outage the lease may still exist.
+            self.release(1, true).await;
+            return Err(Failure::new(
+                LOST,
+                format!("the lease on {target} was lost while COMMAND ran; COMMAND was stopped (its status: {shown})"),
+            ));
+        }
+        self.release(3, false).await;
+        if let Some(signal) = signal {
+            return Err(Failure::new(
+                signal_status(signal),
+                format!(
+                    "COMMAND was stopped because baton got {} (its status: {shown})",
+                    signal_name(signal)
+                ),
+            ));
+        }
+        say(format!("COMMAND exited with status {shown}"));
+        Ok(exit_status(status.as_ref()))
+    }
+
+    /// Refreshes the lease every ttl/3 (every second while refreshes fail);
+    /// returns why the lease is lost, early enough to stop COMMAND.
+    async fn keep(&self, mut ok: Duration, mut next: Duration) -> String {
+        let timing = self.timing;
+        let body = json!({"ttl_ms": millis(timing.ttl)});
+        let mut failing: Option<String> = None;
+        let mut warned: Option<Duration> = None;
+        loop {
+            let stop_at = timing.stop_at(ok);
+            let now = clock::now();
+            if now >= stop_at {
+                return format!(
+                    "not refreshed for {} ({})",
+                    human(now - ok),
+                    failing.as_deref().unwrap_or("no answer")
+                );
+            }
+            clock::sleep_until(next.min(stop_at)).await;
+            let sent = clock::now();
+            if sent >= stop_at {
+                continue;
+            }
+            let answer = self
+                .service
+                .call(
+                    Method::PATCH,
+                    &self.path,
+                    Some(&body),
+                    timing.rtt.min(stop_at - sent),
+                )
+                .await;
+            let now = clock::now();
+            match answer {
+                Ok(answer) if answer.status == 200 => {
+                    if failing.take().is_some() {
+                        warn("refreshed the lease again");
+                    }
+                    ok = sent;
+                    next = sent + timing.ttl / 3;
+                }
+                Ok(answer) if answer.status == 404 => {
+                    return format!("the service no longer has it ({})", answer.describe());
+                }
+                other => {
+                    let why = match other {
+                        Ok(answer) => answer.describe(),
+                        Err(why) => why,
+                    };
+                    if warned.is_none_or(|at| now - at >= Duration::from_secs(5)) {
+                        warn(format!(
+                            "could not refresh the lease ({why}); it may lapse in {}",
+                            human((ok + timing.ttl).saturating_sub(now))
+                        ));
+                        warned = Some(now);
+                    }
+                    failing = Some(why);
+                    next = now + Duration::from_secs(1);
+                }
+            }
+        }
+    }
+
+    /// DELETEs the lease, trying again what may pass.
+    async fn release(&self, tries: u32, quietly: bool) {
+        let target = &self.target;
+        let mut why = String::new();
+        for attempt in 1..=tries {
+            match self
+                .service
+                .call(Method::DELETE, &self.path, None, Duration::from_secs(5))
+                .await
+            {
+                Ok(answer) if answer.status == 204 => {
+                    if !quietly {
+                        say(format!("released {target}"));
+                    }
+                    return;
+                }
+                Ok(answer) if answer.status == 404 => {
+                    if !quietly {
+                        warn(format!(
+                            "{target} was no longer held by this lease (expired or force-released)"
+                        ));
+                    }
+                    return;
+                }
+                Ok(answer) if answer.status != 429 && answer.status < 500 => {
+                    why = answer.describe();
+                    break;
+                }
+                Ok(answer) => why = answer.describe(),
+                Err(no_answer) => why = no_answer,
+            }
+            if attempt < tries {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+        if !quietly {
+            warn(format!(
+                "could not release {target} ({why}); it frees itself within {}",
+                human(self.timing.ttl)
+            ));
+        }
+    }
+}
+
+/// COMMAND's exit status as a shell reports it: its code, or 128 + its signal.
+fn exit_status(status: Option<&std::process::ExitStatus>) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Some(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => u8::try_from(code).unwrap_or(1),
+            (None, Some(signal)) => signal_status(signal),
+            (None, None) => 1,
+        },
+        None => 1,
+    }
+}
+
+fn describe_status(status: Option<&std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status.and_then(ExitStatusExt::signal) {
+        Some(signal) => format!("{} ({})", exit_status(status), signal_name(signal)),
+        None => exit_status(status).to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_grace_shrinks_to_fit_short_ttls() {
+        let grace = |ttl: u64| Timing::new(Duration::from_secs(ttl), None).unwrap().grace;
+        assert_eq!(grace(60), Duration::from_secs(5));
+        assert_eq!(grace(10), Duration::from_secs(4));
+        assert_eq!(grace(3), Duration::from_secs(1));
+        assert_eq!(grace(1), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_given_grace_must_fit() {
+        let timing = |ttl: u64, grace: u64| {
+            Timing::new(Duration::from_secs(ttl), Some(Duration::from_secs(grace)))
+        };
+        assert_eq!(timing(3, 5).unwrap_err().status, super::super::exit::USAGE);
+        assert_eq!(timing(6, 1).unwrap().grace, Duration::from_secs(1));
+        assert!(Timing::new(Duration::from_millis(500), None).is_err());
+    }
+
+    #[test]
+    fn sigterm_goes_out_grace_plus_a_round_trip_before_the_lease_can_lapse() {
+        let t = Timing::new(Duration::from_secs(6), Some(Duration::from_secs(1))).unwrap();
+        assert_eq!(t.rtt, Duration::from_millis(600));
+        assert_eq!(
+            t.stop_at(Duration::from_secs(100)),
+            Duration::from_millis(104_400)
+        );
+    }
+}
