@@ -30,8 +30,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use helpers::RedisServer;
 use support::{
-    check_holds, client_loop, holds_by_name, unexplained_failures, Fault, Hold, Instance, Record,
-    Rng, Target, Wait, Workload,
+    check_holds, client_loop, holds_by_name, unexplained_failures, usage, Fault, Hold, Instance,
+    Record, Rng, Target, Wait, Workload,
 };
 use tokio::sync::watch;
 
@@ -126,19 +126,9 @@ fn room(
     start: SystemTime,
     end: SystemTime,
 ) -> Vec<(SystemTime, SystemTime)> {
-    let mut events: Vec<(SystemTime, i64)> = Vec::new();
-    for h in holds {
-        if h.told_until() > h.start {
-            events.push((h.start, i64::from(h.weight)));
-            events.push((h.told_until(), -i64::from(h.weight)));
-        }
-    }
-    events.sort_by_key(|(t, delta)| (*t, *delta));
     let mut stretches = Vec::new();
-    let mut used = 0;
     let mut since = Some(start);
-    for (at, delta) in events {
-        used += delta;
+    for (at, used) in usage(holds) {
         let has_room = used < i64::from(capacity);
         match (since, has_room) {
             (Some(from), false) => {

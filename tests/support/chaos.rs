@@ -179,9 +179,9 @@ pub fn holds_by_name(holds: &[Hold]) -> BTreeMap<String, Vec<Hold>> {
     by_name
 }
 
-/// The times `holds` take more than `capacity` at once (as told), in order:
-/// (when, how much).
-fn crowded(holds: &[Hold], capacity: u32) -> Vec<(SystemTime, i64)> {
+/// How much of a name `holds` take (as told), at each time that changes, in
+/// order: (when, in use from then on).
+pub fn usage(holds: &[Hold]) -> Vec<(SystemTime, i64)> {
     let mut events: Vec<(SystemTime, i64)> = Vec::new();
     for h in holds {
         if h.told_until() > h.start {
@@ -192,9 +192,20 @@ fn crowded(holds: &[Hold], capacity: u32) -> Vec<(SystemTime, i64)> {
     // Ends before starts at the same instant: touching holds do not overlap.
     events.sort_by_key(|(t, delta)| (*t, *delta));
     let mut used = 0;
+    events
+        .into_iter()
+        .map(|(at, delta)| {
+            used += delta;
+            (at, used)
+        })
+        .collect()
+}
+
+/// The times `holds` take more than `capacity` at once (as told), in order:
+/// (when, how much).
+fn crowded(holds: &[Hold], capacity: u32) -> Vec<(SystemTime, i64)> {
     let mut over = Vec::new();
-    for (at, delta) in events {
-        used += delta;
+    for (at, used) in usage(holds) {
         if used > i64::from(capacity) {
             over.push((at, used));
         }

@@ -10,7 +10,7 @@ use crate::engine::Error;
 /// The force-release of one name.
 pub(in crate::engine) struct ForceRelease;
 
-/// The leases it ended.
+/// The leases it ended (each as the audit names an ended lease).
 #[derive(Debug)]
 pub(in crate::engine) struct Ended {
     /// How many, in all.
@@ -32,13 +32,7 @@ impl Function for ForceRelease {
         }
         let count = reply.uint()?;
         let n = reply.count()?;
-        let mut shown = Vec::with_capacity(n);
-        for _ in 0..n {
-            shown.push(Expired {
-                owner: reply.owner()?,
-                fencing_token: reply.uint()?,
-            });
-        }
+        let shown = Expired::decode_list(reply, n)?;
         Ok(Some(Ended { count, shown }))
     }
 }

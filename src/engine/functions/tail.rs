@@ -24,6 +24,23 @@ pub(in crate::engine) struct Tail {
     pub messages: Vec<Message>,
 }
 
+impl Expired {
+    /// `n` leases as `(owner, token) x n`.
+    ///
+    /// # Errors
+    /// [`Error::Protocol`] when the fields are not that.
+    pub(in crate::engine) fn decode_list(reply: &mut Cursor, n: usize) -> Result<Vec<Self>, Error> {
+        let mut leases = Vec::with_capacity(n);
+        for _ in 0..n {
+            leases.push(Self {
+                owner: reply.owner()?,
+                fencing_token: reply.uint()?,
+            });
+        }
+        Ok(leases)
+    }
+}
+
 impl Tail {
     /// `n, (owner, token) x n, m, message x m`.
     ///
@@ -32,13 +49,7 @@ impl Tail {
     /// of the library's.
     pub(in crate::engine) fn decode(reply: &mut Cursor) -> Result<Self, Error> {
         let n = reply.count()?;
-        let mut expired = Vec::with_capacity(n);
-        for _ in 0..n {
-            expired.push(Expired {
-                owner: reply.owner()?,
-                fencing_token: reply.uint()?,
-            });
-        }
+        let expired = Expired::decode_list(reply, n)?;
         let m = reply.count()?;
         let mut messages = Vec::with_capacity(m);
         for _ in 0..m {
