@@ -71,7 +71,7 @@ pub fn app(state: AppState) -> App {
             deadline,
         })
         .layer(CatchPanicLayer::custom(|_| {
-            AppError::Engine(crate::engine::Error::Protocol("panic".into())).into_response()
+            AppError::Internal("panic").into_response()
         }))
         // A request id for every request: the client's X-Request-Id, else a
         // new one; echoed in the response and carried by the request span.

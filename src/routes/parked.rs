@@ -337,8 +337,7 @@ where
                         Poll::Ready(Ok(response)) => response,
                         Poll::Ready(Err(_)) => {
                             tracing::error!("a parked request panicked");
-                            AppError::Engine(crate::engine::Error::Protocol("panic".into()))
-                                .into_response()
+                            AppError::Internal("panic").into_response()
                         }
                         Poll::Pending => {
                             ready!(deadline.poll(cx));
