@@ -15,7 +15,8 @@
 //!   types: [`routes::ProblemType`]).
 //! - [`engine`]: the Redis core, one Lua script per operation, and the waiters
 //!   woken by pub/sub instead of polling.
-//! - [`telemetry`]: logs and Prometheus metrics; [`shutdown`]: SIGINT and SIGTERM.
+//! - [`telemetry`]: logs, the audit trail, request spans, Redis outages and
+//!   Prometheus metrics, a file each; [`shutdown`]: SIGINT and SIGTERM.
 //! - [`config`]: settings from the `BATON_*` environment variables and flags;
 //!   [`domain`]: types that cannot hold an invalid value.
 //!
