@@ -15,7 +15,7 @@ use axum::response::Response;
 use tokio::time::Sleep;
 use tower::{Layer, Service};
 
-use super::Parked;
+use super::parked::Parked;
 
 /// No request runs longer than `after`: past it, the request's future is
 /// dropped (a waiter leaves the line) and the client gets `timed_out()`

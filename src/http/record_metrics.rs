@@ -15,7 +15,7 @@ use axum::http::Method;
 use axum::response::Response;
 use tower::{Layer, Service};
 
-use super::Parked;
+use super::parked::Parked;
 use crate::telemetry;
 
 /// Requests by route, method and status, and their duration. Inside the
