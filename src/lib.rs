@@ -7,15 +7,19 @@
 //! (`tests/layers.rs` checks it):
 //!
 //! - [`startup`]: the router, its layers, and the run loop with graceful shutdown.
-//! - [`server`]: the accept loop: HTTP/1.1 and HTTP/2 on one port, connection limits.
 //! - [`openapi`]: the OpenAPI document built from the routes, and Swagger UI.
-//! - [`routes`]: one module per resource, and what the two kinds share
-//!   ([`routes::kind`], [`routes::lease`]); handlers parse requests into [`domain`] types, call
-//!   the [`engine`], and answer JSON or problem+json (one table of problem
-//!   types: [`routes::ProblemType`]).
+//! - [`routes`]: resources only: one module per resource, and what the two
+//!   kinds share ([`routes::kind`], [`routes::lease`]); handlers parse requests
+//!   into [`domain`] types, call the [`engine`], and answer JSON or
+//!   problem+json (one table of problem types: [`routes::ProblemType`]).
 //! - [`engine`]: the Redis core, one Lua script per operation, and the waiters
 //!   woken by pub/sub instead of polling.
-//! - [`telemetry`]: logs and Prometheus metrics; [`shutdown`]: SIGINT and SIGTERM.
+//! - [`http`], beside [`engine`] (neither uses the other): the HTTP plumbing.
+//!   The connection server ([`http::server`]: HTTP/1.1 and HTTP/2 on one port,
+//!   connection limits), the outermost layer that keeps a waiting request
+//!   small ([`http::Parked`]), and the deadline and request-metrics layers.
+//! - [`telemetry`]: logs, the audit trail, request spans, Redis outages and
+//!   Prometheus metrics, a file each; [`shutdown`]: SIGINT and SIGTERM.
 //! - [`config`]: settings from the `BATON_*` environment variables and flags;
 //!   [`domain`]: types that cannot hold an invalid value.
 //!
@@ -27,9 +31,9 @@ pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod engine;
+pub mod http;
 pub mod openapi;
 pub mod routes;
-pub mod server;
 pub mod shutdown;
 pub mod startup;
 pub mod telemetry;

@@ -8,11 +8,9 @@ use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderMap, Method, Uri};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Router};
-
-use crate::server::App;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
@@ -23,12 +21,11 @@ use tower_http::trace::TraceLayer;
 
 use crate::config::Settings;
 use crate::engine::Engine;
+use crate::http::server::{self, App, Limits};
+use crate::http::{Deadline, RecordMetrics, ResolveParked};
 use crate::openapi;
 use crate::routes::lease::unrouted;
-use crate::routes::middleware::{Deadline, RecordMetrics};
-use crate::routes::{
-    self, dashboard, problem, AppError, AppParts, AppState, Auth, BodyLimit, ResolveParked,
-};
+use crate::routes::{self, dashboard, problem, AppError, AppParts, AppState, Auth, BodyLimit};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -69,10 +66,10 @@ pub fn app(state: AppState) -> App {
         .layer(ResolveParked {
             body_limit,
             deadline,
+            timed_out,
+            panicked,
         })
-        .layer(CatchPanicLayer::custom(|_| {
-            AppError::Engine(crate::engine::Error::Protocol("panic".into())).into_response()
-        }))
+        .layer(CatchPanicLayer::custom(|_| panicked()))
         // A request id for every request: the client's X-Request-Id, else a
         // new one; echoed in the response and carried by the request span.
         .map_request(drop_unusable_request_id)
@@ -93,9 +90,22 @@ pub fn app(state: AppState) -> App {
         .layer(Extension(auth))
         .layer(Extension(BodyLimit(body_limit)))
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(Deadline(deadline))
+        .layer(Deadline {
+            after: deadline,
+            timed_out,
+        })
         .service(routes);
     App::new(service)
+}
+
+/// What a request past its deadline answers: 503 `request-timeout`.
+fn timed_out() -> Response {
+    AppError::Timeout.into_response()
+}
+
+/// What a request whose handler panicked answers: 500 `internal-error`.
+fn panicked() -> Response {
+    AppError::Internal("panic").into_response()
 }
 
 /// A client's `X-Request-Id` that is too long or not plain text is dropped,
@@ -128,7 +138,7 @@ pub struct Application {
     listener: TcpListener,
     app: App,
     engine: Engine,
-    limits: crate::server::Limits,
+    limits: Limits,
 }
 
 impl Application {
@@ -163,7 +173,7 @@ impl Application {
             key_prefix = %settings.key_prefix,
             "baton is serving"
         );
-        let limits = crate::server::Limits::from_settings(&settings);
+        let limits = Limits::from_settings(&settings);
         let state = AppState::new(AppParts {
             locks: engine.locks(),
             semaphores: engine.semaphores(),
@@ -209,7 +219,7 @@ impl Application {
             }
         };
         tokio::spawn(signal);
-        let serve = crate::server::serve(self.listener, self.app, self.limits, stop.clone());
+        let serve = server::serve(self.listener, self.app, self.limits, stop.clone());
         let grace = async {
             stop.cancelled().await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;

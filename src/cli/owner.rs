@@ -2,7 +2,7 @@
 //! variables of GitHub Actions, GitLab CI, Jenkins and Buildkite; else
 //! user@host.
 
-use crate::domain::{is_printable, MAX_OWNER_LEN};
+use crate::domain::{Printable, MAX_OWNER_LEN};
 
 /// The owner from the variables `var` gives (the process environment in
 /// use); `host` is asked only when nothing else names one.
@@ -43,7 +43,7 @@ pub fn default_owner(var: impl Fn(&str) -> Option<String>, host: impl Fn() -> St
 /// at most 200 characters.
 pub fn clean(raw: &str) -> String {
     raw.chars()
-        .filter(|c| is_printable(*c))
+        .filter(|c| Printable::Owner.allows(*c))
         .take(MAX_OWNER_LEN)
         .collect()
 }

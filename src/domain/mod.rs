@@ -6,12 +6,14 @@ mod lease_id;
 mod name;
 mod numbers;
 mod owner;
+mod printable;
 
 pub use acquire::AcquireRequest;
 pub use lease_id::LeaseId;
 pub use name::{Name, NamePrefix};
 pub use numbers::{Limit, Ttl, WaitTime};
-pub use owner::{is_printable, printable_pattern, Owner, MAX_OWNER_LEN};
+pub use owner::{Owner, MAX_OWNER_LEN};
+pub use printable::{printable_pattern, Printable};
 
 /// Why a value was refused, phrased for the person who sent it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

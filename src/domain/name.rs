@@ -8,31 +8,19 @@ use std::fmt;
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
-use super::Invalid;
+use super::{Invalid, Printable};
 
 /// The longest name accepted, in characters (Unicode scalar values).
 pub const MAX_NAME_LEN: usize = 200;
 
-/// What a name may not contain: control characters, and the invisible ones
-/// that reorder or break the text around them when it is shown (bidirectional
-/// overrides and isolates, line and paragraph separators).
-fn is_forbidden(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{2028}' | '\u{2029}'
-                | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
-        )
-}
-
-/// At most 200 characters, none of them forbidden (possibly none at all).
+/// At most 200 characters, all printable as a name may be (possibly none at all).
 fn check_name_chars(raw: &str) -> Result<(), Invalid> {
     if raw.chars().count() > MAX_NAME_LEN {
         return Err(Invalid(format!(
             "must be at most {MAX_NAME_LEN} characters"
         )));
     }
-    match raw.chars().find(|&c| is_forbidden(c)) {
+    match Printable::Name.first_refused(raw) {
         Some(bad) => Err(Invalid(format!(
             "must be printable text: no control characters, bidirectional \
              overrides or line separators (found U+{:04X})",

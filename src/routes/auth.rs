@@ -147,7 +147,7 @@ where
     fn call(&mut self, mut request: Request) -> Self::Future {
         // Put there by the `Extension` layer that wraps every route.
         let Some(auth) = request.extensions().get::<Arc<Auth>>().cloned() else {
-            let err = AppError::Engine(crate::engine::Error::Protocol("no token check".into()));
+            let err = AppError::Internal("no token check");
             return Either::Left(ready(Ok(err.into_response())));
         };
         match auth.access(bearer(&request)) {

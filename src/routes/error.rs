@@ -64,6 +64,10 @@ pub enum AppError {
     Timeout,
     #[error("too many event streams")]
     TooManyStreams { max: usize },
+    /// A failure of the service itself (a bug), not of Redis nor of the
+    /// request: answered 500 `internal-error`; its cause is only logged.
+    #[error("internal error: {0}")]
+    Internal(&'static str),
     #[error(transparent)]
     Engine(#[from] engine::Error),
 }
@@ -122,7 +126,9 @@ impl AppError {
             Self::Engine(engine::Error::Unavailable(_)) => ProblemType::RedisUnavailable,
             Self::Engine(engine::Error::ShuttingDown) => ProblemType::ShuttingDown,
             Self::Engine(engine::Error::TooManyWaiters) => ProblemType::TooManyWaiters,
-            Self::Engine(engine::Error::Protocol(_)) => ProblemType::InternalError,
+            Self::Internal(_) | Self::Engine(engine::Error::Protocol(_)) => {
+                ProblemType::InternalError
+            }
         }
     }
 
@@ -206,7 +212,9 @@ impl IntoResponse for AppError {
         // an outage once where it starts and ends. The cause goes with them:
         // at warn when it is a bug, at debug when Redis is out of reach.
         match &self {
-            Self::Engine(err @ engine::Error::Protocol(_)) => tracing::warn!(%err, "cause"),
+            Self::Internal(_) | Self::Engine(engine::Error::Protocol(_)) => {
+                tracing::warn!(err = %self, "cause");
+            }
             Self::Engine(err @ engine::Error::Unavailable(_)) => tracing::debug!(%err, "cause"),
             _ => {}
         }
@@ -280,6 +288,15 @@ mod tests {
         let response = AppError::Unauthorized.into_response();
         assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer");
+    }
+
+    #[test]
+    fn an_internal_error_answers_500_without_its_cause() {
+        let err = AppError::Internal("a parked request panicked");
+        let problem = err.problem();
+        assert_eq!(problem.status, 500);
+        assert!(problem.kind.ends_with("/internal-error"));
+        assert!(!problem.detail.contains("panicked"));
     }
 
     #[test]

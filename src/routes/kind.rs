@@ -26,12 +26,13 @@ use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 use super::lease::{created, found, released, IdPath, NamePath, Refresh};
 use super::listing::{parse_list_query, ListQuery};
 use super::problem::ProblemType;
-use super::{progress, Access, AppError, AppState, Json, JsonBody, Parked};
+use super::{progress, Access, AppError, AppState, Json, JsonBody};
 use crate::domain::{LeaseId, Name, NamePrefix, Owner, Ttl, WaitTime};
 use crate::engine::{
     self, Acquiring, Cursor, LockLease, LockStatus, Locks, Page, PageLimit, Refusal,
     SemaphoreLease, SemaphoreStatus, Semaphores,
 };
+use crate::http::Parked;
 use crate::telemetry::RequestContext;
 
 /// A kind of lease, as the shared handlers see it: its engine, its name in

@@ -23,6 +23,7 @@ use crate::engine;
 pub struct NamePath {
     /// The lock's or semaphore's name: 1 to 200 printable characters (no
     /// control characters), percent-encoded: a `/` as `%2F`.
+    // The pattern is `domain::Printable::Name` (a test checks it).
     #[param(value_type = String, min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u200E\u200F\u2028-\u202E\u2066-\u2069]+$", example = "review%2Fapp-1")]
     pub name: Name,
 }
@@ -335,6 +336,19 @@ mod tests {
             super::rfc3339_ms(1_700_000_000_123),
             "2023-11-14T22:13:20.123Z"
         );
+    }
+
+    #[test]
+    fn the_name_pattern_says_what_the_domain_refuses() {
+        use utoipa::openapi::{schema::Schema, RefOr};
+        use utoipa::IntoParams;
+
+        let params = super::NamePath::into_params(|| None);
+        let Some(RefOr::T(Schema::Object(schema))) = &params[0].schema else {
+            panic!("the name parameter has an inline schema");
+        };
+        let refused = crate::domain::Printable::Name.refused_class();
+        assert_eq!(schema.pattern, Some(format!("^[^{refused}]+$")));
     }
 }
 

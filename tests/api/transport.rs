@@ -491,8 +491,8 @@ async fn a_dead_http2_peer_s_waits_are_dropped_by_keep_alive_pings() {
     let _ = pause.send(());
     let vanished = Instant::now();
     let deadline = vanished
-        + baton::server::H2_PING_INTERVAL
-        + baton::server::H2_PING_TIMEOUT
+        + baton::http::server::H2_PING_INTERVAL
+        + baton::http::server::H2_PING_TIMEOUT
         + Duration::from_secs(5);
     while app.engine.waiting() != 0 {
         assert!(

@@ -36,7 +36,6 @@ use tokio::time::{Instant, Sleep};
 use tower::{Layer, Service};
 use tower_http::classify::ServerErrorsFailureClass;
 
-use super::AppError;
 use crate::telemetry::{RequestContext, REQUEST_ID};
 
 /// The rest of a request's work, once all it needs to do is wait.
@@ -141,11 +140,15 @@ impl<F: Future<Output = Response>> Future for InSpan<F> {
 /// The outermost layer: reads a request whole (at most `body_limit` bytes of
 /// its body, for at most `deadline`; a larger or slower one is left to the
 /// limit and deadline further in), then answers a parked request once its
-/// rest has, keeping nothing of the way in meanwhile.
+/// rest has, keeping nothing of the way in meanwhile. A parked rest past its
+/// deadline answers `timed_out()` (503 `request-timeout`), one that panics
+/// `panicked()` (500 `internal-error`), as the routes word them.
 #[derive(Clone, Copy)]
 pub struct ResolveParked {
     pub body_limit: usize,
     pub deadline: Duration,
+    pub timed_out: fn() -> Response,
+    pub panicked: fn() -> Response,
 }
 
 impl<S> Layer<S> for ResolveParked {
@@ -154,8 +157,7 @@ impl<S> Layer<S> for ResolveParked {
     fn layer(&self, inner: S) -> Self::Service {
         ResolveParkedService {
             inner,
-            body_limit: self.body_limit,
-            deadline: self.deadline,
+            layer: *self,
         }
     }
 }
@@ -164,8 +166,7 @@ impl<S> Layer<S> for ResolveParked {
 #[derive(Clone)]
 pub struct ResolveParkedService<S> {
     inner: S,
-    body_limit: usize,
-    deadline: Duration,
+    layer: ResolveParked,
 }
 
 impl<S, B> Service<Request> for ResolveParkedService<S>
@@ -186,7 +187,12 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         let mut inner = self.inner.clone();
-        let (body_limit, deadline) = (self.body_limit, self.deadline);
+        let ResolveParked {
+            body_limit,
+            deadline,
+            timed_out,
+            panicked,
+        } = self.layer;
         // Boxed, so that its space is freed once it has answered.
         ResolveFuture::Routing {
             inner: Box::pin(async move {
@@ -194,6 +200,8 @@ where
                 drop(inner);
                 handled.await
             }),
+            timed_out,
+            panicked,
         }
     }
 }
@@ -295,12 +303,18 @@ pin_project_lite::pin_project! {
     #[project = State]
     pub enum ResolveFuture<B> {
         /// On the way in: reading the body, the layers, the router, the handler.
-        Routing { inner: BoxFuture<'static, Result<axum::http::Response<B>, Infallible>> },
-        /// Parked: its rest and its deadline.
+        Routing {
+            inner: BoxFuture<'static, Result<axum::http::Response<B>, Infallible>>,
+            timed_out: fn() -> Response,
+            panicked: fn() -> Response,
+        },
+        /// Parked: its rest (a panic in it answered already), its deadline
+        /// and what it answers then.
         Parked {
-            rest: BoxFuture<'static, std::thread::Result<Response>>,
+            rest: BoxFuture<'static, Response>,
             #[pin]
             deadline: Sleep,
+            timed_out: fn() -> Response,
         },
         Done,
     }
@@ -316,7 +330,11 @@ where
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         loop {
             match self.as_mut().project() {
-                State::Routing { inner } => {
+                State::Routing {
+                    inner,
+                    timed_out,
+                    panicked,
+                } => {
                     let Ok(response) = ready!(inner.as_mut().poll(cx));
                     let mut response = response.map(axum::body::Body::new);
                     let Some(parked) = Parked::take(&mut response) else {
@@ -327,22 +345,31 @@ where
                     let deadline = parked
                         .deadline
                         .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 86_400));
+                    let (timed_out, panicked) = (*timed_out, *panicked);
+                    let rest = AssertUnwindSafe(parked.rest)
+                        .catch_unwind()
+                        .map(move |answer| {
+                            answer.unwrap_or_else(|_| {
+                                tracing::error!("a parked request panicked");
+                                panicked()
+                            })
+                        });
                     self.set(Self::Parked {
-                        rest: Box::pin(AssertUnwindSafe(parked.rest).catch_unwind()),
+                        rest: Box::pin(rest),
                         deadline: tokio::time::sleep_until(deadline),
+                        timed_out,
                     });
                 }
-                State::Parked { rest, deadline } => {
+                State::Parked {
+                    rest,
+                    deadline,
+                    timed_out,
+                } => {
                     let response = match rest.as_mut().poll(cx) {
-                        Poll::Ready(Ok(response)) => response,
-                        Poll::Ready(Err(_)) => {
-                            tracing::error!("a parked request panicked");
-                            AppError::Engine(crate::engine::Error::Protocol("panic".into()))
-                                .into_response()
-                        }
+                        Poll::Ready(response) => response,
                         Poll::Pending => {
                             ready!(deadline.poll(cx));
-                            AppError::Timeout.into_response()
+                            timed_out()
                         }
                     };
                     self.set(Self::Done);
@@ -377,6 +404,8 @@ mod tests {
         let layer = ResolveParked {
             body_limit: 1024,
             deadline: Duration::from_secs(10),
+            timed_out: || StatusCode::SERVICE_UNAVAILABLE.into_response(),
+            panicked: || StatusCode::INTERNAL_SERVER_ERROR.into_response(),
         };
         let Ok(response) = layer
             .layer(inner)
