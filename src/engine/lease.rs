@@ -88,9 +88,9 @@ impl Leases {
     /// with: the expiries it noticed, the messages for this instance's
     /// waiters (grants among them).
     ///
-    /// The call runs as a task of its own: once sent, its reply is heard even
-    /// if the request that made it goes away (its client hung up), so a grant
-    /// it made to a waiter here is never lost with it.
+    /// The call runs to its end ([`RunToEnd`]): once sent, its reply is heard
+    /// even if the request that made it goes away (its client hung up), so a
+    /// grant it made to a waiter here is never lost with it.
     ///
     /// # Errors
     /// Redis unavailable; the call may have run and granted to this
@@ -102,7 +102,7 @@ impl Leases {
         let call = self.call(name, function);
         let decode: fn(Value) -> Served<F::Reply> = library::decode_served::<F>;
         let (engine, kind, name) = (self.engine.clone(), self.kind, name.clone());
-        let heard = tokio::spawn(async move {
+        RunToEnd::new(async move {
             let line = engine.line();
             match engine.store().fcall(&call).await.and_then(decode) {
                 Ok((reply, tail)) => {
@@ -114,10 +114,8 @@ impl Leases {
                     Err(err)
                 }
             }
-        });
-        heard
-            .await
-            .map_err(|err| Error::Protocol(format!("a Redis call's task failed: {err}")))?
+        })
+        .await
     }
 
     /// Acquires a lease on `name`: at once, or by joining the line while it
@@ -331,6 +329,48 @@ impl Leases {
             waiting: snapshot.waiting,
             waiters: snapshot.waiters,
         })
+    }
+}
+
+/// A call that may grant, awaited in place; if whoever awaits it goes away
+/// before its end, a task of its own finishes it (and so hears its reply).
+/// Only an abandoned call costs a task.
+struct RunToEnd<T: Send + 'static> {
+    call: Option<std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>>,
+}
+
+impl<T: Send + 'static> RunToEnd<T> {
+    fn new(call: impl std::future::Future<Output = T> + Send + 'static) -> Self {
+        Self {
+            call: Some(Box::pin(call)),
+        }
+    }
+}
+
+impl<T: Send + 'static> std::future::Future for RunToEnd<T> {
+    type Output = T;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<T> {
+        let this = self.get_mut();
+        let Some(call) = this.call.as_mut() else {
+            return std::task::Poll::Pending;
+        };
+        let done = call.as_mut().poll(cx);
+        if done.is_ready() {
+            this.call = None;
+        }
+        done
+    }
+}
+
+impl<T: Send + 'static> Drop for RunToEnd<T> {
+    fn drop(&mut self) {
+        if let (Some(call), Ok(runtime)) = (self.call.take(), tokio::runtime::Handle::try_current())
+        {
+            runtime.spawn(async move {
+                let _ = call.await;
+            });
+        }
     }
 }
 
