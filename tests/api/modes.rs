@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use baton::config::Settings;
 use serde_json::Value;
 
-use crate::helpers::{lease_path, problem, TestApp};
+use crate::helpers::{lease_path, problem, token_of, TestApp};
 use crate::topology::{
     cluster_settings, sentinel_settings, shared_cluster, shared_sentinels, RedisCluster,
     SentinelSet,
@@ -69,7 +69,7 @@ async fn locks_core(settings: Settings) {
     .await;
     let again = app.acquire_lock("core-0", "{}").await;
     assert!(
-        again["fencing_token"].as_u64() > first["fencing_token"].as_u64(),
+        token_of(&again) > token_of(first),
         "tokens rise: {again} after {first}"
     );
 
@@ -96,7 +96,7 @@ async fn semaphores_core(settings: Settings) {
         .json()
         .await
         .unwrap();
-    assert!(two["fencing_token"].as_u64() > one["fencing_token"].as_u64());
+    assert!(token_of(&two) > token_of(&one), "{two} after {one}");
     problem(
         app.post("/semaphores/pool", body).await,
         409,
@@ -333,7 +333,7 @@ async fn cluster_master_killed_baton_serves_again_without_restart_and_tokens_ris
         "serving again {back_after:?} after the kill, failover took {failover:?}"
     );
     assert!(token > largest, "token {token} after {largest}");
-    assert!(token > held["fencing_token"].as_u64().unwrap());
+    assert!(token > token_of(&held), "token {token} after {held}");
 
     // The killed master comes back as a replica of its successor; baton
     // keeps serving from the new master.
@@ -346,7 +346,7 @@ async fn cluster_master_killed_baton_serves_again_without_restart_and_tokens_ris
     .await
     .unwrap();
     let after = app.acquire_lock("victim", "{}").await;
-    assert!(after["fencing_token"].as_u64() > Some(token));
+    assert!(token_of(&after) > token, "{after} after token {token}");
     drop(cluster);
 }
 

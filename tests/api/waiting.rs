@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{lease_path, problem, settings_for, unique_prefix, RedisServer, TestApp};
+use crate::helpers::{
+    join_line, lease_path, problem, settings_for, unique_prefix, waiting, RedisServer, TestApp,
+};
 
 #[tokio::test]
 async fn a_waiter_is_woken_by_the_release_within_milliseconds() {
@@ -204,29 +206,6 @@ async fn shutdown_answers_waiters_at_once_with_503() {
     problem(response, 503, "shutting-down").await;
 }
 
-/// Joins `body`'s request on `app` in the background and waits until Redis
-/// counts one more in `name`'s line, so that joining order is certain.
-async fn join_line(
-    app: &TestApp,
-    path: &str,
-    body: &str,
-    status_of: &TestApp,
-) -> tokio::task::JoinHandle<crate::helpers::Answer> {
-    let before = waiting(status_of, path).await;
-    let answer = app.post_in_background(path, body);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while waiting(status_of, path).await <= before {
-        assert!(Instant::now() < deadline, "{body} never joined the line");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    answer
-}
-
-async fn waiting(app: &TestApp, path: &str) -> u64 {
-    let status: Value = app.get(path).await.json().await.unwrap();
-    status["waiting"].as_u64().expect("waiting")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_on_three_instances_are_served_in_joining_order_and_status_shows_the_line() {
     let redis = crate::helpers::shared_redis();
@@ -251,6 +230,7 @@ async fn waiters_on_three_instances_are_served_in_joining_order_and_status_shows
         let status: Value = third.get(&path).await.json().await.unwrap();
         assert_eq!(status["waiting"], 6, "{status}");
         let line = status["waiters"].as_array().unwrap();
+        assert_eq!(line.len(), 6, "every waiter listed: {status}");
         for (i, waiter) in line.iter().enumerate() {
             assert_eq!(waiter["position"], i + 1);
             assert_eq!(waiter["owner"], format!("w{i}"));
