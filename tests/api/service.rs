@@ -1,4 +1,5 @@
-//! Health, readiness, metrics, the OpenAPI document and Swagger UI.
+//! Health, readiness, the OpenAPI document and Swagger UI (metrics, which
+//! need a process of their own, are in tests/ops/metrics.rs).
 
 use serde_json::Value;
 
@@ -132,28 +133,4 @@ async fn swagger_ui_is_served_by_the_service_itself() {
         init.contains("\"validatorUrl\": \"none\""),
         "no online validator: {init}"
     );
-}
-
-#[tokio::test]
-async fn metrics_count_requests_by_route_and_acquisitions() {
-    let app = TestApp::spawn().await;
-    let lease = app.acquire_lock("measured", "{}").await;
-    app.post("/locks/measured", "{}").await;
-    app.delete(&crate::helpers::lease_path("locks", &lease))
-        .await;
-
-    let response = app.get("/metrics").await;
-
-    assert_eq!(response.status(), 200);
-    let text = response.text().await.unwrap();
-    for needle in [
-        "baton_http_requests_total{method=\"POST\",route=\"/locks/{name}\",status=\"201\"}",
-        "baton_http_requests_total{method=\"POST\",route=\"/locks/{name}\",status=\"409\"}",
-        "baton_acquisitions_total{kind=\"lock\",outcome=\"acquired\"}",
-        "baton_acquisitions_total{kind=\"lock\",outcome=\"busy\"}",
-        "baton_contention_total{kind=\"lock\"}",
-        "baton_acquire_wait_seconds_bucket",
-    ] {
-        assert!(text.contains(needle), "metrics lack {needle}:\n{text}");
-    }
 }

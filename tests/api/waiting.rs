@@ -660,27 +660,6 @@ async fn a_fencing_counter_that_cannot_grow_exactly_is_refused_not_wrapped() {
     assert_eq!(status["held"], false, "nothing half-done");
 }
 
-async fn expired_total(app: &TestApp) -> u64 {
-    let text = app.get("/metrics").await.text().await.unwrap();
-    text.lines()
-        .find(|l| l.starts_with(r#"baton_leases_expired_total{kind="lock"}"#))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
-#[tokio::test]
-async fn a_script_that_notices_an_expiry_counts_it() {
-    let app = TestApp::spawn().await;
-    app.acquire_lock("lapsing", r#"{"ttl_ms": 50}"#).await;
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    let before = expired_total(&app).await;
-
-    app.acquire_lock("lapsing", "{}").await;
-
-    assert!(expired_total(&app).await > before);
-}
-
 #[tokio::test]
 async fn a_lease_handed_to_a_waiter_is_confirmed_and_keeps_its_full_ttl() {
     let app = TestApp::spawn().await;
