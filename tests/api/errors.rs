@@ -190,6 +190,13 @@ async fn numbers_must_be_json_integers() {
     }
     let status: serde_json::Value = app.get("/locks/strict").await.json().await.unwrap();
     assert_eq!(status["held"], false, "no refused request took the lock");
+    let status: serde_json::Value = app.get("/semaphores/strict").await.json().await.unwrap();
+    assert_eq!(status["holders"], 0, "nor the semaphore: {status}");
+    let kept: serde_json::Value = app.get(&refresh).await.json().await.unwrap();
+    assert_eq!(
+        kept["ttl_ms"], 30_000,
+        "the refused refresh changed nothing"
+    );
 }
 
 #[tokio::test]

@@ -348,10 +348,41 @@ pub async fn problem(response: Response, status: u16, slug: &str) -> Value {
     body
 }
 
+/// The fencing token of a lease body; panics when it has none, so that a
+/// comparison of tokens never compares a missing one.
+pub fn token_of(lease: &Value) -> u64 {
+    lease["fencing_token"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("a lease with a fencing token: {lease}"))
+}
+
 pub fn lease_path(kind: &str, lease: &Value) -> String {
     format!(
         "/{kind}/{}/{}",
         lease["name"].as_str().expect("name"),
         lease["id"].as_str().expect("id")
     )
+}
+
+/// Joins `body`'s request on `app` in the background and waits until Redis
+/// counts one more in `name`'s line, so that joining order is certain.
+pub async fn join_line(
+    app: &TestApp,
+    path: &str,
+    body: &str,
+    status_of: &TestApp,
+) -> JoinHandle<Answer> {
+    let before = waiting(status_of, path).await;
+    let answer = app.post_in_background(path, body);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while waiting(status_of, path).await <= before {
+        assert!(Instant::now() < deadline, "{body} never joined the line");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    answer
+}
+
+pub async fn waiting(app: &TestApp, path: &str) -> u64 {
+    let status: Value = app.get(path).await.json().await.unwrap();
+    status["waiting"].as_u64().expect("waiting")
 }

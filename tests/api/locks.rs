@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::helpers::{lease_path, problem, shared_redis, TestApp};
+use crate::helpers::{lease_path, problem, shared_redis, token_of, TestApp};
 
 #[tokio::test]
 async fn acquiring_a_free_lock_returns_201_a_lease_and_its_location() {
@@ -183,7 +183,8 @@ async fn an_expired_lease_frees_the_lock_and_its_id_is_refused() {
     )
     .await;
     let next = app.acquire_lock("short", "{}").await;
-    assert!(next["fencing_token"].as_u64() > lease["fencing_token"].as_u64());
+    let (before, after) = (token_of(&lease), token_of(&next));
+    assert!(after > before, "token {after} after {before}");
 }
 
 #[tokio::test]
@@ -200,7 +201,14 @@ async fn refreshing_extends_the_lease_by_the_given_ttl() {
     assert_eq!(refreshed["ttl_ms"], 60_000);
     assert_eq!(refreshed["id"], lease["id"]);
     assert_eq!(refreshed["fencing_token"], lease["fencing_token"]);
-    assert!(refreshed["expires_at"].as_str() > lease["expires_at"].as_str());
+    let expiry = |lease: &Value| {
+        humantime::parse_rfc3339(lease["expires_at"].as_str().expect("expires_at"))
+            .expect("RFC 3339")
+    };
+    assert!(
+        expiry(&refreshed) > expiry(&lease),
+        "{refreshed} after {lease}"
+    );
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let status: Value = app.get("/locks/long-job").await.json().await.unwrap();
     assert_eq!(status["held"], true, "still held after the first ttl");

@@ -3,17 +3,18 @@
 //! killed with SIGKILL while baton serves.
 //!
 //! The core tests share one cluster and one Sentinel set per test process;
-//! each failover test starts its own.
+//! each failover test starts its own. `BATON_REDIS_WAIT_REPLICAS` is tested
+//! on a master and a replica of the test's own, whose replica it stops.
 
 use std::time::{Duration, Instant};
 
 use baton::config::Settings;
 use serde_json::Value;
 
-use crate::helpers::{lease_path, problem, TestApp};
+use crate::helpers::{lease_path, problem, settings_for, token_of, unique_prefix, TestApp};
 use crate::topology::{
     cluster_settings, sentinel_settings, shared_cluster, shared_sentinels, RedisCluster,
-    SentinelSet,
+    ReplicatedPair, SentinelSet,
 };
 
 /// Every lock call: acquire, held, status, check, refresh, list, release,
@@ -69,7 +70,7 @@ async fn locks_core(settings: Settings) {
     .await;
     let again = app.acquire_lock("core-0", "{}").await;
     assert!(
-        again["fencing_token"].as_u64() > first["fencing_token"].as_u64(),
+        token_of(&again) > token_of(first),
         "tokens rise: {again} after {first}"
     );
 
@@ -96,7 +97,7 @@ async fn semaphores_core(settings: Settings) {
         .json()
         .await
         .unwrap();
-    assert!(two["fencing_token"].as_u64() > one["fencing_token"].as_u64());
+    assert!(token_of(&two) > token_of(&one), "{two} after {one}");
     problem(
         app.post("/semaphores/pool", body).await,
         409,
@@ -333,7 +334,7 @@ async fn cluster_master_killed_baton_serves_again_without_restart_and_tokens_ris
         "serving again {back_after:?} after the kill, failover took {failover:?}"
     );
     assert!(token > largest, "token {token} after {largest}");
-    assert!(token > held["fencing_token"].as_u64().unwrap());
+    assert!(token > token_of(&held), "token {token} after {held}");
 
     // The killed master comes back as a replica of its successor; baton
     // keeps serving from the new master.
@@ -346,7 +347,7 @@ async fn cluster_master_killed_baton_serves_again_without_restart_and_tokens_ris
     .await
     .unwrap();
     let after = app.acquire_lock("victim", "{}").await;
-    assert!(after["fencing_token"].as_u64() > Some(token));
+    assert!(token_of(&after) > token, "{after} after token {token}");
     drop(cluster);
 }
 
@@ -422,29 +423,116 @@ fn wait_until_replicated(set: &SentinelSet) {
     }
 }
 
-#[tokio::test]
-async fn with_wait_replicas_an_acquisition_is_granted_only_when_replicas_have_it() {
-    let set = shared_sentinels();
-    let mut settings = sentinel_settings(set);
-    settings.redis_wait_replicas = 1;
-    let one = TestApp::spawn_with(settings.clone()).await;
-    let lease = one.acquire_lock("durable", "{}").await;
-    let mut replica = set.replica.conn().unwrap();
-    let key = format!("{}{{lock:durable}}:leases", settings.key_prefix);
-    let on_replica: bool = redis::cmd("EXISTS").arg(&key).query(&mut replica).unwrap();
-    assert!(on_replica, "a 201 lease is on the replica");
-    assert_eq!(one.delete(&lease_path("locks", &lease)).await.status(), 204);
+/// Polls `check` every 20 ms until it holds; panics with `what` after `within`.
+async fn until(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what} (after {within:?})");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
 
-    // Two replicas are asked for, one exists: 503, and nothing stays held.
-    settings.redis_wait_replicas = 2;
+/// Settings for a baton on `pair`'s master, asking `replicas` replicas for
+/// every acquisition, with `redis_timeout` (WAIT gets half of it).
+fn waiting_for_replicas(pair: &ReplicatedPair, replicas: u32, redis_timeout: Duration) -> Settings {
+    let mut settings = settings_for(&pair.master.url(), &unique_prefix());
+    settings.redis_wait_replicas = replicas;
+    settings.redis_timeout = redis_timeout;
+    settings
+}
+
+/// With `BATON_REDIS_WAIT_REPLICAS=1`, a 201 waits for the replica. The
+/// replica is stopped (SIGSTOP) before the acquisition: the acquisition
+/// reaches the master and blocks there in `WAIT` (the master counts a blocked
+/// client), is not answered while the replica stays stopped, and is answered
+/// 201 only after the replica resumes, with the lease on the replica. No
+/// duration is asserted: `WAIT` gets 10 s here, and the stop is ended as soon
+/// as the blocked client is seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_wait_replicas_a_201_is_answered_only_after_a_stopped_replica_resumes() {
+    let pair = tokio::task::spawn_blocking(ReplicatedPair::start)
+        .await
+        .unwrap();
+    let app = TestApp::spawn_with(waiting_for_replicas(&pair, 1, Duration::from_secs(20))).await;
+    app.acquire_lock("warm-up", "{}").await;
+    assert_eq!(pair.master.info_field("blocked_clients"), Some(0));
+
+    pair.replica.pause();
+    let acquisition = app.post_in_background("/locks/durable", r#"{"ttl_ms": 60000}"#);
+    until(
+        Duration::from_secs(10),
+        "the acquisition never waited for the replica on the master",
+        || {
+            assert!(
+                !acquisition.is_finished(),
+                "answered while the replica was stopped, without waiting for it"
+            );
+            pair.master.info_field("blocked_clients") == Some(1)
+        },
+    )
+    .await;
+    // Blocked in WAIT it stays, however long the replica is stopped.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !acquisition.is_finished(),
+        "answered while the replica was stopped"
+    );
+    let resumed_at = Instant::now();
+    pair.replica.resume();
+
+    let answer = acquisition.await.unwrap();
+    assert!(
+        answer.at >= resumed_at,
+        "answered before the replica resumed"
+    );
+    assert_eq!(answer.response.status(), 201);
+    let lease: Value = answer.response.json().await.unwrap();
+    let key = format!("{}{{lock:durable}}:leases", app.prefix);
+    let on_replica: bool = redis::cmd("EXISTS")
+        .arg(&key)
+        .query(&mut pair.replica.conn().unwrap())
+        .unwrap();
+    assert!(on_replica, "the 201 lease is on the replica");
+    assert_eq!(app.delete(&lease_path("locks", &lease)).await.status(), 204);
+}
+
+/// With `BATON_REDIS_WAIT_REPLICAS`, an acquisition the replicas do not
+/// acknowledge in time is answered 503 while the replica is still stopped,
+/// and what it took is given back; as when more replicas are asked for than
+/// exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_wait_replicas_a_stopped_replica_or_too_few_replicas_answer_503_and_leave_nothing_held(
+) {
+    let pair = tokio::task::spawn_blocking(ReplicatedPair::start)
+        .await
+        .unwrap();
+    let settings = waiting_for_replicas(&pair, 1, Duration::from_millis(1000));
+    let prefix = settings.key_prefix.clone();
+    let one = TestApp::spawn_with(settings).await;
+    one.acquire_lock("warm-up", "{}").await;
+
+    pair.replica.pause();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(30),
+        one.post_in_background("/locks/durable", "{}"),
+    )
+    .await
+    .expect("an answer while the replica is stopped")
+    .unwrap();
+    assert!(answer.response.headers().contains_key("retry-after"));
+    problem(answer.response, 503, "redis-unavailable").await;
+    pair.replica.resume();
+
+    // Two replicas are asked for, one exists: 503 too.
+    let mut settings = waiting_for_replicas(&pair, 2, Duration::from_millis(1000));
+    settings.key_prefix = prefix;
     let two = TestApp::spawn_with(settings).await;
-    let started = Instant::now();
     let response = two.post("/locks/durable", "{}").await;
     assert!(response.headers().contains_key("retry-after"));
     problem(response, 503, "redis-unavailable").await;
-    assert!(started.elapsed() < Duration::from_millis(2000));
     let sem = two.post("/semaphores/durable", r#"{"limit": 1}"#).await;
     problem(sem, 503, "redis-unavailable").await;
+
     // The undone acquisitions leave the names free.
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {

@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{lease_path, problem, settings_for, unique_prefix, RedisServer, TestApp};
+use crate::helpers::{
+    join_line, lease_path, problem, settings_for, unique_prefix, RedisServer, TestApp,
+};
 
 /// Polls `POST /locks/{name}` until it answers 201; returns how long that took.
 async fn until_acquired(app: &TestApp, name: &str, within: Duration) -> Duration {
@@ -87,9 +89,9 @@ async fn a_waiter_answers_503_only_when_redis_is_still_away_at_the_end_of_its_wa
 async fn a_waiter_keeps_its_place_through_a_redis_stall_and_acquires_after() {
     let redis = RedisServer::start();
     let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
+    let path = "/locks/stalled";
     let held = app.acquire_lock("stalled", r#"{"ttl_ms": 60000}"#).await;
-    let waiter = app.post_in_background("/locks/stalled", r#"{"wait_ms": 10000}"#);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiter = join_line(&app, path, r#"{"wait_ms": 20000, "owner": "first"}"#, &app).await;
 
     let stall = redis.stall(2);
     tokio::task::spawn_blocking(move || stall.join())
@@ -97,11 +99,27 @@ async fn a_waiter_keeps_its_place_through_a_redis_stall_and_acquires_after() {
         .unwrap()
         .unwrap()
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A newcomer after the stall goes behind the waiter, if it kept its place.
+    let newcomer = join_line(
+        &app,
+        path,
+        r#"{"wait_ms": 20000, "owner": "newcomer"}"#,
+        &app,
+    )
+    .await;
+    let status: Value = app.get(path).await.json().await.unwrap();
+    assert_eq!(status["waiting"], 2, "{status}");
+    assert_eq!(status["waiters"][0]["owner"], "first", "{status}");
+    assert_eq!(status["waiters"][1]["owner"], "newcomer", "{status}");
     assert_eq!(app.delete(&lease_path("locks", &held)).await.status(), 204);
 
     let answer = waiter.await.unwrap();
     assert_eq!(answer.response.status(), 201, "the waiter got the lock");
+    let lease: Value = answer.response.json().await.unwrap();
+    assert_eq!(lease["owner"], "first");
+    assert!(!newcomer.is_finished(), "the newcomer waits behind it");
+    assert_eq!(app.delete(&lease_path("locks", &lease)).await.status(), 204);
+    assert_eq!(newcomer.await.unwrap().response.status(), 201);
 }
 
 #[tokio::test]

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{lease_path, problem, settings_for, unique_prefix, RedisServer, TestApp};
+use crate::helpers::{
+    join_line, lease_path, problem, settings_for, token_of, unique_prefix, RedisServer, TestApp,
+};
 
 async fn take(app: &TestApp, name: &str, body: &str) -> Value {
     let response = app.post(&format!("/semaphores/{name}"), body).await;
@@ -29,7 +31,10 @@ async fn slots_are_granted_up_to_the_limit_then_409_with_holders_and_limit() {
     assert_eq!(first["owner"], "a");
     assert_eq!(first["ttl_ms"], 30_000);
     let second = take(&app, "pool", r#"{"limit": 2}"#).await;
-    assert!(second["fencing_token"].as_u64() > first["fencing_token"].as_u64());
+    assert!(
+        token_of(&second) > token_of(&first),
+        "{second} after {first}"
+    );
 
     let response = app.post("/semaphores/pool", r#"{"limit": 2}"#).await;
 
@@ -68,7 +73,7 @@ async fn expired_leases_are_dropped_and_free_their_slots() {
 
     let next = take(&app, "lapsing", r#"{"limit": 1}"#).await;
 
-    assert!(next["fencing_token"].as_u64() > short["fencing_token"].as_u64());
+    assert!(token_of(&next) > token_of(&short), "{next} after {short}");
     let status: Value = app.get("/semaphores/lapsing").await.json().await.unwrap();
     assert_eq!(status["holders"], 1);
     problem(
@@ -366,13 +371,44 @@ async fn queued_waiters_are_admitted_in_the_order_they_started_waiting() {
 #[tokio::test]
 async fn a_waiter_that_gives_up_leaves_the_queue_for_those_behind_it() {
     let app = TestApp::spawn().await;
-    let holder = take(&app, "impatient", r#"{"limit": 1}"#).await;
-    let quitter =
-        app.post_in_background("/semaphores/impatient", r#"{"limit": 1, "wait_ms": 200}"#);
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(quitter.await.unwrap().response.status(), 409);
+    let path = "/semaphores/impatient";
+    let holder = take(&app, "impatient", r#"{"limit": 1, "ttl_ms": 30000}"#).await;
+    let quitter = join_line(
+        &app,
+        path,
+        r#"{"limit": 1, "wait_ms": 300, "owner": "quitter"}"#,
+        &app,
+    )
+    .await;
+    let behind = join_line(
+        &app,
+        path,
+        r#"{"limit": 1, "wait_ms": 20000, "owner": "behind"}"#,
+        &app,
+    )
+    .await;
 
-    app.delete(&lease_path("semaphores", &holder)).await;
+    problem(quitter.await.unwrap().response, 409, "semaphore-full").await;
 
-    take(&app, "impatient", r#"{"limit": 1}"#).await;
+    // The quitter is out of the line; the one behind it is first now.
+    let status: Value = app.get(path).await.json().await.unwrap();
+    assert_eq!(status["waiting"], 1, "{status}");
+    assert_eq!(status["waiters"][0]["owner"], "behind", "{status}");
+    let released_at = Instant::now();
+    assert_eq!(
+        app.delete(&lease_path("semaphores", &holder))
+            .await
+            .status(),
+        204
+    );
+    let answer = behind.await.unwrap();
+    let took = answer.at.saturating_duration_since(released_at);
+    assert_eq!(answer.response.status(), 201);
+    let lease: Value = answer.response.json().await.unwrap();
+    assert_eq!(lease["owner"], "behind");
+    // At once, not after a grant to the quitter's leftover place lapsed.
+    assert!(
+        took < Duration::from_secs(1),
+        "served {took:?} after the release"
+    );
 }

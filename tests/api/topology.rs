@@ -1,7 +1,8 @@
 //! Real Redis deployments for the mode tests: a Redis Cluster (six
 //! redis-servers on free ports, three masters with a replica each, formed by
-//! `redis-cli --cluster create`) and a Sentinel set (a master, a replica and
-//! three sentinels). Every process dies with the test process.
+//! `redis-cli --cluster create`), a Sentinel set (a master, a replica and
+//! three sentinels) and a plain master with a replica. Every process dies
+//! with the test process.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -106,6 +107,33 @@ impl Node {
             std::thread::sleep(Duration::from_millis(50));
         }
         panic!("node {} did not get ready in {within:?}", self.port);
+    }
+
+    /// SIGSTOP: the process is frozen, as in a VM freeze; its connections
+    /// stay open and unanswered until [`Self::resume`].
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// SIGCONT after [`Self::pause`].
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let child = self.child.as_ref().expect("a running node");
+        let pid = i32::try_from(child.id()).expect("pid");
+        // SAFETY: kill(2) on the pid of our own child, which has not been reaped.
+        let sent = unsafe { libc::kill(pid, signal) };
+        assert_eq!(sent, 0, "signal {signal} to node {}", self.port);
+    }
+
+    /// A field of `INFO` (e.g. `blocked_clients`), when the node answers.
+    pub fn info_field(&self, field: &str) -> Option<i64> {
+        let info: String = redis::cmd("INFO").query(&mut self.conn().ok()?).ok()?;
+        info.lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse().ok())
     }
 
     /// kill -9, as a crash would.
@@ -368,25 +396,60 @@ pub struct SentinelSet {
     dir: PathBuf,
 }
 
+/// A master and its replica in `dir`, the replica's link up.
+fn master_and_replica(dir: &std::path::Path) -> (Node, Node) {
+    let master = Node::start(dir, &[], None);
+    let replica = Node::start(
+        dir,
+        &[
+            "--replicaof".into(),
+            "127.0.0.1".into(),
+            master.port.to_string(),
+        ],
+        None,
+    );
+    replica.wait_until(Duration::from_secs(10), |conn| {
+        redis::cmd("INFO")
+            .arg("replication")
+            .query::<String>(conn)
+            .is_ok_and(|info| info.contains("master_link_status:up"))
+    });
+    (master, replica)
+}
+
+/// A standalone master with one replica and no sentinel, for the tests of
+/// `BATON_REDIS_WAIT_REPLICAS` that stop the replica.
+pub struct ReplicatedPair {
+    pub master: Node,
+    pub replica: Node,
+    dir: PathBuf,
+}
+
+impl ReplicatedPair {
+    pub fn start() -> Self {
+        let dir = deployment_dir("replicated");
+        let (master, replica) = master_and_replica(&dir);
+        Self {
+            master,
+            replica,
+            dir,
+        }
+    }
+}
+
+impl Drop for ReplicatedPair {
+    fn drop(&mut self) {
+        // SIGKILL ends a stopped process too.
+        self.replica.kill();
+        self.master.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 impl SentinelSet {
     pub fn start() -> Self {
         let dir = deployment_dir("sentinel");
-        let master = Node::start(&dir, &[], None);
-        let replica = Node::start(
-            &dir,
-            &[
-                "--replicaof".into(),
-                "127.0.0.1".into(),
-                master.port.to_string(),
-            ],
-            None,
-        );
-        replica.wait_until(Duration::from_secs(10), |conn| {
-            redis::cmd("INFO")
-                .arg("replication")
-                .query::<String>(conn)
-                .is_ok_and(|info| info.contains("master_link_status:up"))
-        });
+        let (master, replica) = master_and_replica(&dir);
         let name = "mymaster".to_owned();
         let config = format!(
             "port {{port}}\nsentinel monitor {name} 127.0.0.1 {} 2\n\

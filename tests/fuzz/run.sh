@@ -6,8 +6,11 @@
 # rejected; released leases gone). Installs schemathesis (pinned in
 # requirements.txt) into tests/fuzz/.venv. Reports go to tests/fuzz/artifacts/.
 #
-# Env: FUZZ_MAX_EXAMPLES (default 20 per operation), FUZZ_SEED (default 1, so
-# CI is reproducible; any integer explores other cases).
+# Env: FUZZ_MAX_EXAMPLES (default 300 per operation: 1 to 2 minutes here),
+# FUZZ_SEED (default: a new one each run, so that every run explores other
+# cases). The seed is printed; FUZZ_SEED=N with the same FUZZ_MAX_EXAMPLES
+# generates that run's cases again (the stateful phase also follows what the
+# service answered, e.g. lease ids, so it may differ in detail).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=../shell/lib.sh disable=SC1091
@@ -16,8 +19,9 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 trap 'exit 130' INT TERM
 
 VENV=$HERE/.venv
-MAX_EXAMPLES=${FUZZ_MAX_EXAMPLES:-20}
-SEED=${FUZZ_SEED:-1}
+MAX_EXAMPLES=${FUZZ_MAX_EXAMPLES:-300}
+SEED=${FUZZ_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+REPLAY="FUZZ_SEED=$SEED FUZZ_MAX_EXAMPLES=$MAX_EXAMPLES bash tests/fuzz/run.sh"
 
 # Creates the venv and installs schemathesis as pinned, unless it is there.
 ensure_schemathesis() {
@@ -59,6 +63,7 @@ mkdir -p "$REPORTS"
 # GET /events is a stream that never ends by design (tests/api/watching.rs
 # covers it); every other operation is fuzzed.
 echo "schemathesis against $BATON_URL/openapi.json: --max-examples $MAX_EXAMPLES --seed $SEED"
+echo "replay this run with: $REPLAY"
 status=0
 (cd "$TEST_TMP" && exec env SCHEMATHESIS_HOOKS="$HERE/hooks.py" \
   "$VENV/bin/schemathesis" run "$BATON_URL/openapi.json" \
@@ -78,7 +83,7 @@ wait "$!" || status=$?
 if [ "$status" -eq 0 ]; then
   pass "schemathesis: every response as documented, no server error"
 else
-  fail "schemathesis exited $status (see above; reports in $REPORTS)"
+  fail "schemathesis exited $status with seed $SEED (see above; reports in $REPORTS; replay: $REPLAY)"
   [ -f "$TEST_TMP/baton.log" ] && { echo "--- baton log (last lines)"; tail -n 20 "$TEST_TMP/baton.log"; }
 fi
 # Nothing the fuzzer did may have broken the service.

@@ -17,14 +17,24 @@ if ! { command -v promtool >/dev/null 2>&1 || ensure_packages prometheus; } || !
 fi
 
 name="metrics-$$-name"
-# A holder, a waiter that waits a whole second in vain, a release, a semaphore.
-lease=$(curl -fsS -X POST -d '{"ttl_ms": 60000}' "$BATON_URL/locks/$name")
-id=$(printf '%s' "$lease" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-curl -sS -o /dev/null -X POST -d '{"wait_ms": 1000}' "$BATON_URL/locks/$name"
-curl -fsS -o /dev/null -X DELETE "$BATON_URL/locks/$name/$id"
-curl -fsS -o /dev/null -X POST -d '{"limit": 2}' "$BATON_URL/semaphores/$name"
-curl -sS -o /dev/null "$BATON_URL/locks/$name/00000000-0000-4000-8000-000000000000"
-curl -fsS "$BATON_URL/metrics" >"$TEST_TMP/metrics.txt"
+# A holder, a waiter that waits a whole second in vain, a release, a
+# semaphore, a lease that is not there; then the metrics. A step that fails
+# is a failed check (not an abort without a summary).
+traffic() {
+  local lease id
+  lease=$(curl -fsS -X POST -d '{"ttl_ms": 60000}' "$BATON_URL/locks/$name") || return 1
+  id=$(printf '%s' "$lease" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])') || return 1
+  curl -sS -o /dev/null -X POST -d '{"wait_ms": 1000}' "$BATON_URL/locks/$name" || return 1
+  curl -fsS -o /dev/null -X DELETE "$BATON_URL/locks/$name/$id" || return 1
+  curl -fsS -o /dev/null -X POST -d '{"limit": 2}' "$BATON_URL/semaphores/$name" || return 1
+  curl -sS -o /dev/null "$BATON_URL/locks/$name/00000000-0000-4000-8000-000000000000" || return 1
+  curl -fsS "$BATON_URL/metrics" >"$TEST_TMP/metrics.txt"
+}
+if ! traffic; then
+  fail "traffic of every kind and GET /metrics (see above)"
+  finish
+  exit 1
+fi
 
 if report=$(promtool check metrics <"$TEST_TMP/metrics.txt" 2>&1) && [ -z "$report" ]; then
   pass "promtool check metrics reports nothing"
@@ -40,7 +50,7 @@ typed = {l.split()[2] for l in lines if l.startswith("# TYPE ")}
 helped = {l.split()[2] for l in lines if l.startswith("# HELP ") and len(l.split()) > 3}
 print(" ".join(sorted(typed - helped)) or ("" if typed else "no metrics at all"))
 PY
-)
+) || no_help="the check itself failed: $no_help"
 if [ -z "$no_help" ]; then pass "HELP text on every metric"; else fail "no HELP for: $no_help"; fi
 
 undocumented=$(sed -n 's/^# TYPE \([a-z_]*\) .*/\1/p' "$TEST_TMP/metrics.txt" | while read -r metric; do
@@ -92,7 +102,7 @@ elif waited < 0.9:
 else:
     print("ok")
 PY
-)
+) || verdict="the check itself failed: $verdict"
 if [ "$verdict" = ok ]; then
   pass "request latency leaves out the second spent waiting; the wait histogram has it"
 else

@@ -239,9 +239,27 @@ fn a_flag_is_read_like_its_variable_and_wins_over_it() {
 
 #[test]
 fn secret_values_are_never_shown_in_errors() {
-    // Tokens are never shown, even in an error about the command line.
-    let out = run(baton().args(["--api-tokens"]), LIMIT);
-    assert_eq!(out.status.code(), Some(2));
+    // Tokens are never shown, even in an error about the command line that
+    // carries them (as a flag or as a variable).
+    for (flag, variable) in [
+        (
+            &["--api-tokens", "tok-5ecret-flag", "--max-wait-ms", "later"][..],
+            None,
+        ),
+        (&["--admin-tokens", "tok-5ecret-flag", "--bogus"][..], None),
+        (&["--bogus"][..], Some("tok-5ecret-variable")),
+    ] {
+        let mut cmd = baton();
+        cmd.args(flag);
+        if let Some(token) = variable {
+            cmd.env("BATON_API_TOKENS", token);
+        }
+        let out = run(&mut cmd, LIMIT);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag:?}: {stderr}");
+        assert!(!stderr.is_empty(), "{flag:?}: an error is shown");
+        assert!(!stderr.contains("tok-5ecret"), "{flag:?}: {stderr}");
+    }
     let out = run(
         baton().env("BATON_REDIS_URL", "redis+unix:///nowhere?pass=hunter2&db=x"),
         LIMIT,

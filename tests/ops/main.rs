@@ -1,6 +1,7 @@
 //! What an operator sees, tested on the real binary: the command line and its
 //! exit codes, JSON log lines with an audit line per operation, request ids,
-//! Redis outages logged once, and no secret in any log line.
+//! Redis outages logged once, no secret in any log line, and exact metrics
+//! of a process of the test's own.
 
 #[allow(dead_code)]
 #[path = "../api/helpers.rs"]
@@ -10,4 +11,5 @@ mod harness;
 
 mod cli;
 mod logs;
+mod metrics;
 mod secrets;
