@@ -46,18 +46,7 @@ pub async fn acquire(args: AcquireArgs) -> Result<(), Failure> {
     };
     let target = Target::new(kind, &args.name)?;
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let owner = super::owner::clean(&options.owner.clone().unwrap_or_else(|| {
-        super::owner::default_owner(|k| std::env::var(k).ok(), super::owner::host_name)
-    }));
-    let request = Request {
-        target: target.clone(),
-        ttl: options.ttl,
-        wait: options.wait,
-        owner,
-        newest_wins: options.newest_wins,
-        limit: options.limit,
-        progress: !options.quiet,
-    };
+    let request = Request::new(&target, options.ttl, options);
     let mut signals = Signals::catch()
         .map_err(|err| Failure::new(UNAVAILABLE, format!("cannot catch signals: {err}")))?;
     let lease = line::acquire(&service, &request, &mut signals).await?;

@@ -33,6 +33,23 @@ pub struct Request {
 }
 
 impl Request {
+    /// The acquisition `options` ask for on `target`, with `ttl`; the owner
+    /// is the one given, else the CI job's URL or user@host.
+    pub fn new(target: &Target, ttl: Duration, options: &super::args::LeaseOptions) -> Self {
+        let owner = super::owner::clean(&options.owner.clone().unwrap_or_else(|| {
+            super::owner::default_owner(|k| std::env::var(k).ok(), super::owner::host_name)
+        }));
+        Self {
+            target: target.clone(),
+            ttl,
+            wait: options.wait,
+            owner,
+            newest_wins: options.newest_wins,
+            limit: options.limit,
+            progress: !options.quiet,
+        }
+    }
+
     fn body(&self, wait: Duration) -> Value {
         let mut body = json!({"ttl_ms": millis(self.ttl), "wait_ms": millis(wait)});
         if !self.owner.is_empty() {

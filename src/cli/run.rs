@@ -137,18 +137,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
     }
 
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let owner = super::owner::clean(&lease_options.owner.clone().unwrap_or_else(|| {
-        super::owner::default_owner(|k| std::env::var(k).ok(), super::owner::host_name)
-    }));
-    let request = Request {
-        target: target.clone(),
-        ttl: timing.ttl,
-        wait: lease_options.wait,
-        owner,
-        newest_wins: lease_options.newest_wins,
-        limit: lease_options.limit,
-        progress: !lease_options.quiet,
-    };
+    let request = Request::new(&target, timing.ttl, lease_options);
     let mut signals = Signals::catch()
         .map_err(|err| Failure::new(UNAVAILABLE, format!("cannot catch signals: {err}")))?;
     let started = clock::now();
