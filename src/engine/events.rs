@@ -1,10 +1,13 @@
 //! Change events: every lock and semaphore change made on any instance, fanned
 //! out to this instance's watchers (`GET /events`, the dashboard).
 //!
-//! Each mutating script PUBLISHes one JSON event to the instance-wide events
-//! channel (`<prefix>events`) while anyone listens there (`lua/line.lua`
-//! asks `PUBSUB NUMSUB` once per call; a cluster always publishes). An
-//! instance subscribes to it while it has watchers, and for [`LINGER`] after
+//! Each mutating function PUBLISHes one JSON event to the instance-wide events
+//! channel (`<prefix>events`) while anyone listens there, as the calling
+//! instance knows it ([`Store::events_watched`]): every instance counts the
+//! channel's listeners about every second ([`COUNT_EVERY`]), and an instance
+//! that starts listening says so at once on `<prefix>events:hello`, which
+//! every instance hears, before its watchers read anything (a cluster always
+//! publishes). An instance subscribes to it while it has watchers, and for [`LINGER`] after
 //! the last one leaves: ONE dedicated subscription whatever the number of
 //! watchers, each event handed to them through a [`tokio::sync::broadcast`]
 //! channel, so Redis's cost does not grow with watchers, and is nothing at
@@ -32,6 +35,8 @@ const BACKLOG: usize = 1024;
 /// How long the subscription outlives the last watcher, so that watchers
 /// that come and go (acquisitions that report progress) do not make it churn.
 const LINGER: Duration = Duration::from_secs(10);
+/// How often an instance counts the events channel's listeners.
+const COUNT_EVERY: Duration = Duration::from_secs(1);
 /// How long a new watch waits for the subscription before it reads anything.
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(2);
 
@@ -161,9 +166,16 @@ impl Events {
         // A subscription connection of its own: the waiters' channels come
         // and go on theirs, this one stays.
         let (pubsub, notices) = store.pubsub(stop.clone());
+        if store.events_counted() {
+            tasks.spawn(count_listeners(
+                store.clone(),
+                channel.clone(),
+                stop.clone(),
+            ));
+        }
         tasks.spawn(subscribe(
-            pubsub,
-            notices,
+            store.clone(),
+            (pubsub, notices),
             channel,
             sender.clone(),
             demand.subscribe(),
@@ -292,6 +304,33 @@ impl Watch {
 }
 
 /// Sleeps until `at`; forever without one.
+/// Tells every instance (this one at once) that this one listens on the
+/// events channel now, so that their calls publish events from now on.
+async fn say_hello(store: &Store, hello: &str) {
+    store.note_new_listener();
+    if store.events_counted() {
+        let mut publish = redis::cmd("PUBLISH");
+        publish.arg(hello).arg("1");
+        // Unanswered (Redis away): the next count includes this listener.
+        let _ = store.query::<i64>(&publish).await;
+    }
+}
+
+/// Counts the events channel's listeners every [`COUNT_EVERY`], until `stop`.
+async fn count_listeners(store: Store, channel: String, stop: CancellationToken) {
+    let mut numsub = redis::cmd("PUBSUB");
+    numsub.arg("NUMSUB").arg(&channel);
+    loop {
+        if let Ok((_, listeners)) = store.query::<(String, u64)>(&numsub).await {
+            store.note_listeners(listeners > 0);
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(COUNT_EVERY) => {}
+        }
+    }
+}
+
 async fn sleep_until(at: Option<Instant>) {
     if let Some(at) = at {
         tokio::time::sleep_until(at).await;
@@ -302,14 +341,19 @@ async fn sleep_until(at: Option<Instant>) {
 /// zero (and for [`LINGER`] after), parses every message and broadcasts it,
 /// until `stop`. `up` says whether the subscription is up.
 async fn subscribe(
-    pubsub: PubSub,
-    mut notices: Notices,
+    store: Store,
+    (pubsub, mut notices): (PubSub, Notices),
     channel: String,
     sender: broadcast::Sender<Notice>,
     mut demand: watch::Receiver<usize>,
     stop: CancellationToken,
     up: watch::Sender<bool>,
 ) {
+    let hello = format!("{channel}:hello");
+    if store.events_counted() {
+        // Heard for as long as the instance runs: another instance's watchers.
+        pubsub.subscribe(&hello).await;
+    }
     let mut tracked = false;
     let mut lost = false;
     // When the subscription goes, while nobody wants it.
@@ -325,6 +369,7 @@ async fn subscribe(
             tracked = true;
             lost = false;
             if pubsub.subscribe(&channel).await {
+                say_hello(&store, &hello).await;
                 up.send_replace(true);
             }
         }
@@ -350,7 +395,9 @@ async fn subscribe(
                 channel: from,
                 payload,
             }) => {
-                if from == channel {
+                if from == hello {
+                    store.note_new_listener();
+                } else if from == channel {
                     if let Some(change) = ChangeEvent::parse(&payload) {
                         // No receiver is not an error: nobody watches.
                         let _ = sender.send(Notice::Change(Arc::new(change)));
@@ -362,6 +409,9 @@ async fn subscribe(
                 lost = tracked;
             }
             Some(PubSubNotice::Subscribed) => {
+                if tracked {
+                    say_hello(&store, &hello).await;
+                }
                 up.send_replace(tracked);
                 if std::mem::take(&mut lost) {
                     // Changes made meanwhile were not seen.

@@ -94,7 +94,7 @@ impl Keys {
             }
             pattern.push(c);
         }
-        pattern.push_str("*}:leases");
+        pattern.push_str("*}:owners");
         pattern
     }
 
@@ -104,7 +104,7 @@ impl Keys {
             .strip_prefix('{')?
             .strip_prefix(kind.tag())?
             .strip_prefix(':')?
-            .strip_suffix("}:leases")
+            .strip_suffix("}:owners")
     }
 }
 
@@ -133,10 +133,10 @@ mod tests {
         let prefix = NamePrefix::parse("ci.").unwrap();
         assert_eq!(
             keys.scan_pattern(Kind::Lock, &prefix),
-            r"t\[1\]\*:{lock:ci.*}:leases"
+            r"t\[1\]\*:{lock:ci.*}:owners"
         );
         assert_eq!(
-            keys.name_of(Kind::Lock, "t[1]*:{lock:ci.deploy}:leases"),
+            keys.name_of(Kind::Lock, "t[1]*:{lock:ci.deploy}:owners"),
             Some("ci.deploy")
         );
         assert_eq!(
@@ -144,7 +144,7 @@ mod tests {
             None
         );
         assert_eq!(
-            keys.name_of(Kind::Semaphore, "t[1]*:{lock:ci.deploy}:leases"),
+            keys.name_of(Kind::Semaphore, "t[1]*:{lock:ci.deploy}:owners"),
             None
         );
 
@@ -152,10 +152,10 @@ mod tests {
         let prefix = NamePrefix::parse(r"a*b?[c]\/").unwrap();
         assert_eq!(
             keys.scan_pattern(Kind::Semaphore, &prefix),
-            r"baton:{sem:a\*b\?\[c\]\\/*}:leases"
+            r"baton:{sem:a\*b\?\[c\]\\/*}:owners"
         );
-        let name = Name::parse("review/a}:leases").unwrap();
-        let key = &keys.line(Kind::Semaphore, &name)[0];
+        let name = Name::parse("review/a}:owners").unwrap();
+        let key = &keys.line(Kind::Semaphore, &name)[1];
         assert_eq!(keys.name_of(Kind::Semaphore, key), Some(name.as_str()));
     }
 }

@@ -32,7 +32,7 @@ use super::keys::Kind;
 use super::line::{Notice, Registration};
 use super::model::{Busy, Lease, Refusal, Status};
 use super::{Engine, Error};
-use crate::domain::{AcquireRequest, LeaseId, Limit, Name, Owner, Ttl};
+use crate::domain::{AcquireRequest, Demand, LeaseId, Name, Owner, Ttl};
 use crate::telemetry::{audit, record_acquisition, Acquired};
 
 /// How long a waiter waits for its name's channel before joining anyway (it
@@ -67,7 +67,7 @@ impl Leases {
             engine.keys(),
             self.kind,
             name,
-            engine.store().shard_publish_command(),
+            engine.store(),
             engine.line().instance(),
         );
         function.args(&mut call);
@@ -129,13 +129,13 @@ impl Leases {
     pub(crate) async fn acquire(
         self,
         name: Name,
-        limit: Limit,
+        demand: Demand,
         request: AcquireRequest,
     ) -> Result<Acquiring, Error> {
         // What a request keeps while it waits for its turn to join is this
         // future: every call it makes along the way is boxed, so that its
         // space is not the future's.
-        let claim = Claim::new(self, name, limit, request);
+        let claim = Claim::new(self, name, demand, request);
         let (leases, name) = (&claim.leases, &claim.name);
         let mut attempts = 1u32;
         if claim.request.wait.as_duration().is_zero() {
@@ -324,6 +324,7 @@ impl Leases {
         Ok(Status {
             name: name.clone(),
             holders: snapshot.holders,
+            used: snapshot.used,
             limit: snapshot.limit,
             leases: snapshot.leases,
             waiting: snapshot.waiting,
@@ -379,7 +380,7 @@ fn lease_of(name: &Name, id: LeaseId, stored: Stored) -> Lease {
         name: name.clone(),
         id,
         owner: stored.owner,
-        limit: stored.limit,
+        demand: stored.demand,
         fencing_token: stored.fencing_token,
         ttl: stored.ttl,
         expires_at_ms: stored.expires_at_ms,
@@ -503,7 +504,7 @@ impl Queued {
                 expires_at_ms,
             } => Ok((token, expires_at_ms)),
             Ended::Left(state) | Ended::Nothing(state) => {
-                Err(Refusal::Busy(Busy::new(state, claim.limit)))
+                Err(Refusal::Busy(Busy::new(state, claim.demand)))
             }
             Ended::Released { .. } => {
                 return Err(Error::Protocol("a give-up released a lease".into()))
@@ -527,20 +528,20 @@ struct Claim {
     id: LeaseId,
     /// A number naming it among this instance's waiters (in messages about it).
     tag: u64,
-    limit: Limit,
+    demand: Demand,
     request: AcquireRequest,
     started: std::time::Instant,
     armed: bool,
 }
 
 impl Claim {
-    fn new(leases: Leases, name: Name, limit: Limit, request: AcquireRequest) -> Self {
+    fn new(leases: Leases, name: Name, demand: Demand, request: AcquireRequest) -> Self {
         Self {
             leases,
             name,
             id: LeaseId::new(),
             tag: super::line::new_tag(),
-            limit,
+            demand,
             request,
             started: std::time::Instant::now(),
             armed: true,
@@ -554,7 +555,7 @@ impl Claim {
             tag: self.tag,
             instance: self.leases.engine.line().instance(),
             ttl: self.request.ttl,
-            limit: self.limit,
+            demand: self.demand,
             newest: self.request.newest_wins,
             owner: self.request.owner.as_ref(),
         }
@@ -570,11 +571,12 @@ impl Claim {
                 expires_at_ms,
             } => Ok((token, expires_at_ms)),
             Attempt::Superseded { owner } => Err(Refusal::Superseded { owner }),
-            Attempt::Refused(state) => Err(Refusal::Busy(Busy::new(state, self.limit))),
+            Attempt::Refused(state) => Err(Refusal::Busy(Busy::new(state, self.demand))),
             // Only asked of a call that did not queue.
             Attempt::Queued { next_expiry_in } => Err(Refusal::Busy(Busy {
                 holders: 0,
-                limit: self.limit,
+                used: 0,
+                demand: self.demand,
                 waiting: 0,
                 owner: None,
                 next_expiry_in,
@@ -629,7 +631,7 @@ impl Claim {
             name: name.clone(),
             id: self.id,
             owner: request.owner.clone(),
-            limit: self.limit,
+            demand: self.demand,
             fencing_token: token,
             ttl: request.ttl,
             expires_at_ms,

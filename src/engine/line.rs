@@ -499,7 +499,7 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
             &line.keys,
             kind,
             &name,
-            line.store.shard_publish_command(),
+            &line.store,
             &line.instance,
         );
         beat.args(&mut call);

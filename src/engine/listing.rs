@@ -1,7 +1,9 @@
 //! Paged listings: the held locks and the semaphores with holders, whose names
 //! start with a prefix, a page at a time.
 //!
-//! Names are found with `SCAN MATCH … COUNT … TYPE …` (never `KEYS`), a bounded
+//! Names are found with `SCAN MATCH … COUNT … TYPE hash` over the names'
+//! owners hashes (`functions/line.lua`: a name's only lease lives there, as
+//! every lease's details do) (never `KEYS`), a bounded
 //! number of SCAN calls per page, then one status script per name found, at
 //! most [`STATUS_CALLS_IN_FLIGHT`] at once on the multiplexed connection
 //! (which pipelines them). So a page costs Redis a bounded amount of work,
@@ -33,6 +35,9 @@ const STATUS_CALLS_IN_FLIGHT: usize = 64;
 /// many others. Each call visits about [`SCAN_COUNT`] buckets: well under a
 /// millisecond of Redis's time.
 const SCANS_PER_PAGE: usize = 64;
+/// Rounds of finding names and reading their status one page may take to
+/// fill itself when names without holders are found.
+const FILL_ROUNDS: usize = 4;
 /// The COUNT of each SCAN: buckets of the keyspace visited per call.
 const SCAN_COUNT: usize = 1000;
 
@@ -152,25 +157,42 @@ pub(crate) async fn page(
     let _turn = engine.read_turn().await;
     let keys = engine.keys();
     let pattern = keys.scan_pattern(kind, prefix);
-    let (names, next_cursor) = find_names(
-        engine,
-        &pattern,
-        "zset",
-        |k| keys.name_of(kind, k),
-        limit,
-        cursor,
-    )
-    .await?;
-    let statuses: Vec<Status> = stream::iter(names)
-        .map(|name| {
-            let leases = leases.clone();
-            async move { leases.status_now(&name).await }
-        })
-        .buffered(STATUS_CALLS_IN_FLIGHT)
-        .try_collect()
+    // A name's owners hash outlives its last lease by a minute or two: names
+    // found without holders are skipped, and more are looked for, so that
+    // the page still fills while more remain.
+    let mut entries: Vec<Status> = Vec::new();
+    let mut next_cursor = Some(cursor);
+    for _ in 0..FILL_ROUNDS {
+        let Some(from) = next_cursor.take() else {
+            break;
+        };
+        let want = PageLimit((limit.get() - entries.len()).max(1));
+        let (names, next) = find_names(
+            engine,
+            &pattern,
+            "hash",
+            |k| keys.name_of(kind, k),
+            want,
+            from,
+        )
         .await?;
+        next_cursor = next;
+        let statuses: Vec<Status> = stream::iter(names)
+            .map(|name| {
+                let leases = leases.clone();
+                async move { leases.status_now(&name).await }
+            })
+            .buffered(STATUS_CALLS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        entries.extend(statuses.into_iter().filter(|s| s.holders > 0));
+        if entries.len() >= limit.get() {
+            break;
+        }
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Page {
-        entries: statuses.into_iter().filter(|s| s.holders > 0).collect(),
+        entries,
         next_cursor,
     })
 }

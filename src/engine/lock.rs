@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use crate::domain::{AcquireRequest, Limit, Name};
+use crate::domain::{AcquireRequest, Demand, Name};
 
 use super::lease::{shared_lease_ops, Acquiring, Leases};
 use super::Error;
@@ -25,9 +25,10 @@ impl Locks {
     pub fn acquire(
         &self,
         name: Name,
+        demand: Demand,
         request: AcquireRequest,
     ) -> impl Future<Output = Result<Acquiring, Error>> + Send + 'static {
-        self.0.clone().acquire(name, Limit::ONE, request)
+        self.0.clone().acquire(name, demand, request)
     }
 }
 

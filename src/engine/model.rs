@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::domain::{LeaseId, Limit, Name, Owner, Ttl};
+use crate::domain::{Demand, LeaseId, Limit, Name, Owner, Ttl};
 
 /// A live lease, as its holder sees it.
 #[derive(Debug, Clone)]
@@ -12,8 +12,8 @@ pub struct Lease {
     pub name: Name,
     pub id: LeaseId,
     pub owner: Option<Owner>,
-    /// The limit this acquisition was judged against (1 for a lock).
-    pub limit: Limit,
+    /// What it takes of its name: shared or not, its permits and limit.
+    pub demand: Demand,
     /// Strictly increasing per name: the order of the grants.
     pub fencing_token: u64,
     pub ttl: Ttl,
@@ -35,11 +35,15 @@ pub enum Refusal {
 pub struct Busy {
     /// Live leases.
     pub holders: u64,
-    /// The limit the acquisition was judged against.
-    pub limit: Limit,
+    /// The weight the live leases take (permits; a lock's capacity while
+    /// held exclusively).
+    pub used: u64,
+    /// What the refused request asked for, and the limit it was judged against.
+    pub demand: Demand,
     /// Requests queued in the line.
     pub waiting: u64,
-    /// The lease that ends first: its owner (a lock's holder) and time left.
+    /// The lease in its way (a lock: the one that ends last; a semaphore:
+    /// the first): its owner and time left.
     pub owner: Option<Owner>,
     pub next_expiry_in: Option<Duration>,
 }
@@ -50,6 +54,8 @@ pub struct Holder {
     pub owner: Option<Owner>,
     pub fencing_token: u64,
     pub expires_in: Duration,
+    /// What it takes of the name (permits; a lock's capacity when exclusive).
+    pub weight: u64,
 }
 
 /// One queued request as anyone may see it.
@@ -59,6 +65,8 @@ pub struct Waiter {
     pub position: u64,
     pub owner: Option<Owner>,
     pub waited: Duration,
+    /// What it asks of the name (permits; a lock's capacity when exclusive).
+    pub weight: u64,
 }
 
 /// A lock or semaphore as anyone may see it.
@@ -67,6 +75,9 @@ pub struct Status {
     pub name: Name,
     /// Live leases in all.
     pub holders: u64,
+    /// The weight they take (permits; a lock's capacity while held
+    /// exclusively).
+    pub used: u64,
     /// The limit of the latest acquisition, while known.
     pub limit: Option<Limit>,
     /// At most 100 live leases, in the order they were granted.
@@ -86,10 +97,11 @@ impl Status {
 
 impl Busy {
     /// The name's state as a refusal judged against `limit` shows it.
-    pub(crate) fn new(state: Occupancy, limit: Limit) -> Self {
+    pub(crate) fn new(state: Occupancy, demand: Demand) -> Self {
         Self {
             holders: state.holders,
-            limit,
+            used: state.used,
+            demand,
             waiting: state.waiting,
             owner: state.owner,
             next_expiry_in: state.next_expiry_in,
@@ -102,9 +114,11 @@ impl Busy {
 pub(crate) struct Occupancy {
     /// Live leases.
     pub holders: u64,
+    /// The weight they take.
+    pub used: u64,
     /// Requests queued in the line.
     pub waiting: u64,
-    /// The lease that ends first: its owner and time left.
+    /// The lease in its way: its owner and time left.
     pub owner: Option<Owner>,
     pub next_expiry_in: Option<Duration>,
 }

@@ -31,7 +31,7 @@ impl Engine {
             self.keys(),
             in_line.kind,
             &in_line.name,
-            self.store().shard_publish_command(),
+            self.store(),
             self.line().instance(),
         );
         find.args(&mut call);

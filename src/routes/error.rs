@@ -99,7 +99,7 @@ impl AppError {
             engine::Kind::Semaphore => Self::SemaphoreFull {
                 name,
                 holders: busy.holders,
-                limit: busy.limit.get(),
+                limit: busy.demand.limit() as u32,
                 next_expiry_in: busy.next_expiry_in,
                 waiting: busy.waiting,
             },

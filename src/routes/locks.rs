@@ -113,6 +113,10 @@ pub async fn acquire(
     let (body, call) = call.split();
     let request = body.request(state.settings.max_wait_ms)?;
     let wait = request.wait;
-    let acquisition = Box::pin(state.locks.acquire(call.name.clone(), request));
+    let acquisition = Box::pin(state.locks.acquire(
+        call.name.clone(),
+        crate::domain::Demand::EXCLUSIVE,
+        request,
+    ));
     kind::acquired::<Locks>(state, call, wait, acquisition).await
 }

@@ -70,7 +70,10 @@ pub struct SemaphoreLeaseBody {
     pub expires_at: String,
 }
 
-lease_body!(SemaphoreLeaseBody, limit = |lease| lease.limit.get());
+lease_body!(
+    SemaphoreLeaseBody,
+    limit = |lease| lease.demand.limit() as u32
+);
 
 impl_kind!(
     Semaphores,
@@ -153,6 +156,10 @@ pub async fn acquire(
     let (body, call) = call.split();
     let (limit, request) = body.parse(state.settings.max_wait_ms)?;
     let wait = request.wait;
-    let acquisition = Box::pin(state.semaphores.acquire(call.name.clone(), limit, request));
+    let acquisition = Box::pin(state.semaphores.acquire(
+        call.name.clone(),
+        crate::domain::Demand::one_of(limit),
+        request,
+    ));
     kind::acquired::<Semaphores>(state, call, wait, acquisition).await
 }

@@ -487,7 +487,7 @@ async fn with_wait_replicas_a_201_is_answered_only_after_a_stopped_replica_resum
     );
     assert_eq!(answer.response.status(), 201);
     let lease: Value = answer.response.json().await.unwrap();
-    let key = format!("{}{{lock:durable}}:leases", app.prefix);
+    let key = format!("{}{{lock:durable}}:owners", app.prefix);
     let on_replica: bool = redis::cmd("EXISTS")
         .arg(&key)
         .query(&mut pair.replica.conn().unwrap())

@@ -544,8 +544,13 @@ async fn a_superseded_waiter_that_missed_the_message_learns_it_when_it_asks_agai
     for key in baton::engine::Keys::new(app.prefix.clone()).line(baton::engine::Kind::Lock, &name) {
         eval.arg(key);
     }
-    // The waiter as the line keeps it: id|tag|instance|ttl_ms|limit|newest|owner.
-    let waiter = format!("{}|1|another-instance|30000|1|1|v2", uuid::Uuid::new_v4());
+    // The waiter as the line keeps it: id|tag|instance|ttl_ms|limit|weight|newest|owner
+    // (an exclusive lock's lease takes all of the lock's capacity).
+    let capacity = baton::domain::Demand::LOCK_CAPACITY;
+    let waiter = format!(
+        "{}|1|another-instance|30000|{capacity}|{capacity}|1|v2",
+        uuid::Uuid::new_v4()
+    );
     eval.arg("lock")
         .arg("deploy")
         .arg("nowhere")

@@ -1,8 +1,10 @@
 -- Acquire a lease, or join the line of waiters (line.lua: KEYS, ARGV[1..6]).
 --
--- ARGV[7]  the waiter, as the line keeps it ("id|tag|instance|ttl_ms|limit|newest|owner",
---          line.lua): id is the new lease's id (a UUID), limit 1 for a lock
---          (1 .. 100000), ttl in milliseconds (1 .. 86400000), owner "" for none
+-- ARGV[7]  the waiter, as the line keeps it
+--          ("id|tag|instance|ttl_ms|limit|weight|newest|owner", line.lua): id is
+--          the new lease's id (a UUID), ttl in milliseconds (1 .. 86400000),
+--          limit and weight as line.lua names them for each kind, owner ""
+--          for none
 -- ARGV[8]  1: join the line when busy (the caller waits); 0: do not queue
 -- ARGV[9]  1: the id may be known (an earlier call with it may have run);
 --          0: a fresh id, which holds no lease and has no place in line
@@ -16,34 +18,51 @@
 --   {2, owner}
 --       superseded: a newer newest_wins request (of that owner, "" none) took
 --       this waiter's place; it neither joins the line nor acquires
---   {0, holders, waiting, next_expiry_in_ms, owner, queued}
---       busy. queued 1: in line (joined now or before), holders and waiting
---       0 (not counted: a waiter needs only when the first lease ends);
---       queued 0: refused, with the live leases, the requests in line, and
---       the time left and owner of the lease that ends first (-1 and "" when
---       none)
+--   {0, holders, used, waiting, expires_in_ms, owner, queued}
+--       busy. queued 1: in line (joined now or before), holders, used and
+--       waiting 0 (not counted: a waiter needs only when the first lease
+--       ends), and the time left of the lease that ends first; queued 0:
+--       refused, with the live leases and their weight, the requests in line,
+--       and the time left and owner of the lease in its way (line.lua,
+--       in_the_way(); -1 and "" when none)
 --   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
 --
--- A request that has not queued acquires only when holders + waiting < limit,
--- so it never overtakes a queued waiter.
+-- A request that has not queued acquires only when it fits beside the live
+-- leases and every waiter (newcomer_fits()), so it never overtakes a queued
+-- waiter.
 local waiter, join, known = ARGV[7], ARGV[8] == '1', ARGV[9] == '1'
-local id, _, _, ttl, limit, newest, owner = unpack_waiter(waiter)
-ttl, limit, newest = tonumber(ttl), tonumber(limit), newest == '1'
+local id, _, instance, ttl, limit, weight, newest, owner = unpack_waiter(waiter)
+ttl, limit, weight, newest = tonumber(ttl), tonumber(limit), tonumber(weight), newest == '1'
 
--- The lease that ends first, read (not yet pruned) before anything else: a
--- call on a lock that is held by a live lease takes no token (it joins the
--- line, or answers busy), so only then is the guard's read skipped.
-local peeked = redis.call('ZRANGE', K_LEASES, '0', '0', 'WITHSCORES')
-local packed
-if known or KIND ~= 'lock' or #peeked == 0 or tonumber(peeked[2]) <= now_ms then
-  packed = guard(known and id or nil)
+local packed = read_state(known and id or nil)
+guard()
+
+if not known and OWNED and not SLOW then
+  -- The fast path: nobody waits and leases is empty (line.lua), so the name
+  -- has at most its solo lease.
+  if not (SOLO and SOLO.live) then
+    -- Free: this lease is written with its full expiry, and the caller
+    -- answers it from this reply.
+    if SOLO then
+      note_expired(SOLO.owner, SOLO.token)
+    end
+    local token, full = write_solo(id, ttl, limit, weight, owner)
+    event('acquired', owner, token)
+    return finish({1, token, full})
+  end
+  if not join and not fits(SOLO.weight, 0, weight, limit) then
+    return finish({0, 1, SOLO.weight, 0, SOLO.score - now_ms, SOLO.owner, 0})
+  end
 end
+
+-- A second lease or a waiter: the solo lease moves into leases first.
+unsolo()
 local queued = false
 if known then
   -- A grant to this waiter: confirmed here, by its own instance, before the
   -- client is told (a provisional grant that lapsed is not live any more,
   -- and this waiter then rejoins the line below).
-  local lease = lease_of(packed)
+  local lease = lease_for(id, packed)
   if lease then
     confirm(id, lease)
     return finish({1, lease.token, lease.expires_at})
@@ -60,40 +79,32 @@ if known then
   end
 end
 
--- The live leases: a lock has at most one.
-local first = first_lease(peeked)
-local held = 0
-if first then
-  held = KIND == 'lock' and 1 or holders()
-end
-local served = serve_line(held, first ~= nil)
-if served > held then
+local first = first_lease()
+local used = used_now(first)
+local served = serve_line(used, first ~= nil)
+if served > used then
   -- Grants changed which lease ends first.
-  held, first = served, first_lease()
+  used, first = served, first_lease()
 end
 
 if queued then
-  return finish({0, 0, 0, next_expiry(first, false), '', 1})
+  return finish({0, 0, 0, 0, (time_left(first, false)), '', 1})
 end
-if held < limit then
-  -- Room now, unless the line is ahead of it.
-  local before = QUEUE_EMPTY and 0 or waiting()
-  if held + before < limit then
-    local token, full = write_lease(id, ttl, limit, owner, false, held == 0)
-    event('acquired', owner, token)
-    return finish({1, token, full})
-  end
+if newcomer_fits(used, weight, limit) then
+  -- Written with its full expiry; the caller answers it from this reply.
+  local token, full = grant_newcomer(id, ttl, limit, weight, owner, used)
+  return finish({1, token, full})
 end
 if not join then
-  local expires_in, first_owner = next_expiry(first, true)
-  return finish({0, held, waiting(), expires_in, first_owner, 0})
+  local expires_in, in_way_owner = in_the_way(first, true)
+  return finish({0, holders(), used, waiting(), expires_in, in_way_owner, 0})
 end
 
 local superseded = false
 if newest then
   local older = redis.call('HGET', K_NOTES, 'newest')
   if older and redis.call('ZSCORE', K_QUEUE, older) then
-    local older_id, older_tag, older_instance, _, _, _, older_owner = unpack_waiter(older)
+    local older_id, older_tag, older_instance, _, _, _, _, older_owner = unpack_waiter(older)
     remove_waiter(older, older_instance, '1')
     redis.call('HSET', K_NOTES, 's:' .. older_id, owner)
     tell(older_instance, 's ' .. older_tag .. ' ' .. owner)
@@ -107,12 +118,20 @@ local ticket = now_us
 if #last > 0 and tonumber(last[2]) >= ticket then
   ticket = tonumber(last[2]) + 1
 end
-local _, _, instance = unpack_waiter(waiter)
 redis.call('ZADD', K_QUEUE, num(ticket), waiter)
 redis.call('ZADD', K_BYINST, '0', instance .. '|' .. waiter)
 redis.call('ZADD', K_INSTANCES, num(now_ms + ALIVE_MS), instance)
+QUEUE_EMPTY = false
 if newest then
   redis.call('HSET', K_NOTES, 'newest', waiter)
+end
+if not SLOW then
+  -- The fast path must see the line (a name with waiters but no lease).
+  redis.call('HSET', K_OWNERS, 'slow', '1')
+  SLOW = true
+  if UNTIL == 0 then
+    keep_leases(now_ms, false)
+  end
 end
 if #last == 0 or newest then
   -- The line's keys may be new: they get their TTL (the keep-alives keep it).
@@ -121,10 +140,10 @@ end
 event('queued', owner)
 if superseded then
   -- A superseded waiter ahead may have left room (with mixed limits).
-  serve_line(held, true)
+  serve_line(used, true)
   local lease = live_lease(id)
   if lease then
     return finish({1, lease.token, lease.expires_at})
   end
 end
-return finish({0, 0, 0, next_expiry(first, false), '', 1})
+return finish({0, 0, 0, 0, (time_left(first, false)), '', 1})

@@ -65,6 +65,7 @@ impl Function for Acquire<'_> {
             0 => {
                 let state = Occupancy {
                     holders: reply.uint()?,
+                    used: reply.uint()?,
                     waiting: reply.uint()?,
                     next_expiry_in: reply.expiry()?,
                     owner: reply.owner()?,

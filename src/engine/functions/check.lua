@@ -3,10 +3,10 @@
 -- ARGV[7]  lease id
 --
 -- Replies
---   {1, fencing_token, expires_at_ms, ttl_ms, limit, owner}   live; owner "" when none
---   {0}                                                       no live lease
-local lease = live_lease(ARGV[7])
+--   {1, fencing_token, expires_at_ms, ttl_ms, limit, weight, owner}   live; owner "" when none
+--   {0}                                                               no live lease
+local lease = lease_for(ARGV[7], read_state(ARGV[7]))
 if not lease then
   return {0}
 end
-return {1, lease.token, lease.expires_at, lease.ttl, lease.limit, lease.owner}
+return {1, lease.token, lease.expires_at, lease.ttl, lease.limit, lease.weight, lease.owner}

@@ -4,7 +4,7 @@ use redis::Cmd;
 
 use super::cursor::Cursor;
 use super::library::{Function, Op};
-use crate::domain::{LeaseId, Limit, Owner, Ttl};
+use crate::domain::{Demand, LeaseId, Owner, Ttl};
 use crate::engine::Error;
 
 /// The check of one lease.
@@ -17,7 +17,7 @@ pub(in crate::engine) struct Stored {
     /// Held until then (ms since the epoch, Redis's clock).
     pub expires_at_ms: u64,
     pub ttl: Ttl,
-    pub limit: Limit,
+    pub demand: Demand,
     pub owner: Option<Owner>,
 }
 
@@ -28,11 +28,15 @@ impl Stored {
             return Ok(None);
         }
         let protocol = |e: crate::domain::Invalid| Error::Protocol(e.0);
+        let fencing_token = reply.uint()?;
+        let expires_at_ms = reply.uint()?;
+        let ttl = Ttl::from_ms(reply.uint()?).map_err(protocol)?;
+        let (limit, weight) = (reply.uint()?, reply.uint()?);
         Ok(Some(Self {
-            fencing_token: reply.uint()?,
-            expires_at_ms: reply.uint()?,
-            ttl: Ttl::from_ms(reply.uint()?).map_err(protocol)?,
-            limit: Limit::new(reply.uint()?).map_err(protocol)?,
+            fencing_token,
+            expires_at_ms,
+            ttl,
+            demand: Demand::from_stored(weight, limit).map_err(protocol)?,
             owner: reply.owner()?,
         }))
     }

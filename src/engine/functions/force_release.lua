@@ -11,7 +11,20 @@
 -- One event "force-released" per lease for the first 100, then one without an
 -- owner for the rest; the sorted set is unlinked, so Redis frees it in the
 -- background. The fence and the latest limit stay.
+read_state()
 guard()
+if SOLO then
+  -- The name's only lease (line.lua): ended, or forgotten when it expired.
+  redis.call('HDEL', K_OWNERS, 'solo')
+  local lease = SOLO
+  SOLO = nil
+  if lease.live then
+    event('force-released', lease.owner, lease.token, 0)
+    serve_line(0, false)
+    return finish({1, 1, 1, lease.owner, lease.token})
+  end
+  note_expired(lease.owner, lease.token)
+end
 local first = first_lease()
 local count = holders()
 if count == 0 then
@@ -19,7 +32,6 @@ if count == 0 then
   return finish({0})
 end
 local shown = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. NOW_MS, '+inf', 'LIMIT', '0', '100')
-local kept = redis.call('HGET', K_OWNERS, 'limit')
 local announced = {}
 for _, id in ipairs(shown) do
   local lease = lease_of(redis.call('HGET', K_OWNERS, id))
@@ -28,17 +40,22 @@ for _, id in ipairs(shown) do
   end
 end
 redis.call('UNLINK', K_LEASES, K_OWNERS)
-UNTIL = now_ms + 2 * KEEP_MS
-redis.call('HSET', K_OWNERS, 'limit', kept or '0', 'fence', num(FENCE), 'until', num(UNTIL))
+-- The owners hash starts afresh with what outlives the leases; "slow" stays
+-- until finish() sees the line empty, so that no fast acquire overtakes a
+-- waiter meanwhile.
+UNTIL, USED, USED_DIRTY = now_ms + 2 * KEEP_MS, 0, false
+redis.call('HSET', K_OWNERS, 'limit', num(LIMIT), 'fence', num(FENCE), 'until', num(UNTIL),
+  'slow', '1')
+SLOW = true
 redis.call('PEXPIREAT', K_OWNERS, num(UNTIL))
 local reply = {1, count, #announced}
 for _, lease in ipairs(announced) do
-  event('force-released', lease[1], lease[2])
+  event('force-released', lease[1], lease[2], 0)
   reply[#reply + 1] = lease[1]
   reply[#reply + 1] = lease[2]
 end
 if count > #announced then
-  event('force-released')
+  event('force-released', nil, nil, 0)
 end
 serve_line(0, false)
 return finish(reply)

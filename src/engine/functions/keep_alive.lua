@@ -16,6 +16,7 @@
 -- Its cost grows with (instances x names with waiters), never with waiters.
 -- It removes expired leases and the waiters of dead instances, and grants to
 -- whoever fits, as every operation that changes the name does.
+read_state()
 guard()
 local expected = tonumber(ARGV[7])
 redis.call('ZADD', K_INSTANCES, num(now_ms + ALIVE_MS), ME)
@@ -38,12 +39,9 @@ if waiting() < mine then
 end
 drop_dead_instances()
 local first = first_lease()
-local held = 0
-if first then
-  held = KIND == 'lock' and 1 or holders()
-end
-if serve_line(held, first ~= nil) > held then
+local used = used_now(first)
+if serve_line(used, first ~= nil) > used then
   first = first_lease()
 end
 touch_line()
-return finish({(next_expiry(first, false)), missing})
+return finish({(time_left(first, false)), missing})

@@ -21,6 +21,7 @@ use super::tail::Tail;
 use crate::domain::Name;
 use crate::engine::keys::{Keys, Kind};
 use crate::engine::Error;
+use crate::engine::Store;
 
 /// One operation of the library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,15 +185,16 @@ pub fn function_name(op: &str) -> Option<&'static str> {
 }
 
 /// A call of `op` over `name`'s keys with the arguments every operation
-/// takes (`lua/line.lua`): the kind, the name, the name's channel and the
-/// command that publishes on it, the events channel, and the caller's
-/// instance id. Its own arguments follow, with `arg`.
+/// takes (`line.lua`): the kind, the name, the name's channel and the
+/// command that publishes on it, the events channel ("" while nobody listens
+/// there, so the call publishes no event), and the caller's instance id. Its
+/// own arguments follow, with `arg`.
 pub(in crate::engine) fn invocation(
     op: Op,
     keys: &Keys,
     kind: Kind,
     name: &Name,
-    publish: &str,
+    store: &Store,
     instance: &str,
 ) -> Cmd {
     let line = keys.line(kind, name);
@@ -204,8 +206,12 @@ pub(in crate::engine) fn invocation(
     call.arg(kind.as_str())
         .arg(name.as_str())
         .arg(keys.name_channel(kind, name))
-        .arg(publish)
-        .arg(keys.events_channel())
+        .arg(store.shard_publish_command())
+        .arg(if store.events_watched() {
+            keys.events_channel()
+        } else {
+            ""
+        })
         .arg(instance);
     call
 }

@@ -1,28 +1,41 @@
 -- The lease core shared by every operation of both kinds: the first part of
--- the Redis Functions library that scripts.rs makes of this file and one
+-- the Redis Functions library that library.rs makes of this file and one
 -- function per operation's file, so the line is written once. The library is
 -- loaded once; each call of an operation begins with begin(KEYS, ARGV).
 --
--- A lock is a semaphore whose every acquisition carries limit 1; the kinds
--- differ only in their hash tag ({lock:NAME} or {sem:NAME}) and in what the
--- service shows of them.
+-- One model for every kind: a lease has a weight, and every acquisition
+-- carries the limit it is judged against. A request fits when the weight in
+-- use, plus the weight of the waiters ahead of it, plus its own, is at most
+-- its limit (fits()). The HTTP layer names the cases:
+--   * an exclusive lock: weight FULL of limit FULL (held alone);
+--   * a shared lock: weight 1 of limit FULL (any number together, none
+--     beside an exclusive one, none overtaking a queued exclusive one);
+--   * a semaphore lease: weight `permits` (1 by default) of `limit`.
+-- The kinds differ only in their hash tag ({lock:NAME} or {sem:NAME}) and
+-- in what the service shows of them.
 --
 -- KEYS, the same for every operation, all under one hash tag:
 --   KEYS[1] leases    zset: lease id -> the expiry Redis enforces (ms, Redis clock):
 --                     the full one, or, for a grant that the waiter's instance has
 --                     not confirmed yet, at most CONFIRM_MS away, so that a grant to
 --                     a waiter whose instance died frees itself within seconds
---   KEYS[2] owners    hash: lease id -> "token|ttl_ms|limit|expires_ms|full_ms|owner"
+--   KEYS[2] owners    hash: lease id -> "token|ttl_ms|limit|weight|expires_ms|full_ms|owner"
 --                     (expires_ms: its score in leases; full_ms: the full expiry
---                     while provisional, 0 once confirmed); "limit": the limit of
---                     the latest acquisition; "fence": the latest fencing token;
---                     "until": when leases and owners expire (ms)
+--                     while provisional, 0 once confirmed) for each lease in
+--                     leases; "solo": "id|token|ttl_ms|limit|weight|expires_ms|0|owner",
+--                     the name's only lease while nobody waits (the fast path:
+--                     then leases and queue are empty); "slow": "1" while
+--                     leases or queue may hold anything; "used": the weight of
+--                     the leases in leases (expired ones not yet pruned
+--                     included); "limit": the limit of the latest acquisition;
+--                     "fence": the latest fencing token; "until": when leases
+--                     and owners expire (ms)
 --   KEYS[3] queue     zset: waiter -> ticket. A waiter is
---                     "id|tag|instance|ttl_ms|limit|newest|owner", written by the
---                     caller (lease.rs), read here (tag: a number naming the waiter
---                     on its instance; newest: 1 when it asked newest_wins); its
---                     ticket is max(last ticket + 1, now in microseconds), so the
---                     line is in joining order whichever instance a waiter is on
+--                     "id|tag|instance|ttl_ms|limit|weight|newest|owner", written by
+--                     the caller (waiter.rs), read here (tag: a number naming the
+--                     waiter on its instance; newest: 1 when it asked newest_wins);
+--                     its ticket is max(last ticket + 1, now in microseconds), so
+--                     the line is in joining order whichever instance a waiter is on
 --   KEYS[4] byinst    zset, all scores 0: "instance|waiter", each instance's waiters
 --   KEYS[5] instances zset: instance id -> alive until (ms); kept fresh by that
 --                     instance's keep-alive about every second
@@ -37,7 +50,9 @@
 --           instances that have waiters on the name
 --   ARGV[4] the command that publishes on it: "SPUBLISH" on a cluster (the
 --           channel's shard only), "PUBLISH" elsewhere
---   ARGV[5] the events channel (prefix + "events"): one JSON change event per change
+--   ARGV[5] the events channel (prefix + "events"): one JSON change event per
+--           change; "" while the caller knows nobody listens there (its
+--           instances learn of a new listener at once, and check every second)
 --   ARGV[6] the caller's instance id
 --
 -- Messages for an instance about its waiters, fields separated by one space; the
@@ -61,14 +76,17 @@
 -- What makes a 201 true (docs/design.md, "What makes a 201 true"): a client is
 -- told it holds a lease only from a reply that says Redis holds it until the
 -- expiry told, and that stays so because:
---   * a lease is live while its score (the expiry Redis enforces) is after
---     Redis's clock (lease_of()), and only its holder's refresh moves a live
---     lease's expiry; confirm() gives a provisional grant its full expiry
+--   * a lease is live while its expiry (its score, or the solo's field) is
+--     after Redis's clock (lease_of()), and only its holder's refresh moves a
+--     live lease's expiry; confirm() gives a provisional grant its full expiry
 --     only in a call that found it live, so a grant that lapsed while its
 --     instance was paused or Redis stalled is never confirmed (its waiter
 --     rejoins instead);
---   * a grant to the caller's own waiter (G) is written with its full expiry:
---     the caller answers it from this call's reply;
+--   * a grant to the caller's own waiter (G) or to the caller itself is
+--     written with its full expiry: the caller answers it from this call's reply;
+--   * a grant is made only when it fits (fits()) beside the live leases: the
+--     weight in use counts every lease not yet pruned, expired or not, so it
+--     is never less than the live weight (used_now());
 --   * guard() runs first in every function that may grant, and nothing after
 --     the first write can fail, so a refused call changes nothing;
 --   * a keep-alive tells its instance when the line holds fewer of its
@@ -80,17 +98,21 @@
 -- waits). Tokens stay strictly increasing without the fence (docs/design.md):
 -- each is max(fence + 1, now in microseconds).
 --
--- What a hand-off costs is what these operations do: a waiter's join
--- looks at the first lease, the last ticket, and writes its place; a release
--- reads its lease and the fence in one call, grants the head of the line and
--- drops its own lease. Pruning what expired or died is checked with one read
--- and done only when there is something to prune.
+-- What the common path costs: a free name's acquire reads the owners hash
+-- once and writes the solo field once; its release reads the hash and deletes
+-- the field (TIME first in each: 3 commands in a call, 8 in a cycle with the
+-- two FCALLs). A hand-off: a waiter's join looks at the first lease, the
+-- last ticket, and writes its place; a release reads its lease and the fence
+-- in one call, grants the head of the line and drops its own lease. Pruning
+-- what expired or died is checked with one read and done only when there is
+-- something to prune.
 local ALIVE_MS = 3000        -- an instance not heard of for this long is dead
 local CONFIRM_MS = 3000      -- an unconfirmed grant lives at most this long
 local LINE_TTL_MS = 10000    -- the line's keys outlive the last touch by this
 local KEEP_MS = 60000        -- leases, owners and the fence outlive every lease by this
 local PRUNE_BATCH = 100      -- expired leases or dead waiters removed per call, at most
-local SCAN_BATCH = 100       -- waiters looked at per call for a semaphore grant
+local SCAN_BATCH = 100       -- waiters looked at per call for a grant
+local FULL = 1000000000      -- a lock's capacity: an exclusive lease's weight (weights.rs)
 local MAX_SAFE = 9007199254740991 -- 2^53 - 1: Lua numbers are exact up to here
 
 -- What one call works on, set by begin(): the library's functions are made
@@ -104,13 +126,14 @@ local now_us, now_ms, NOW_MS
 -- Expired leases this call removed (owner, token, owner, token, ...), and the
 -- messages for the caller's own waiters.
 local NOTICED, MESSAGES
--- Whether anyone listens on the events channel (nil: not asked yet).
-local WATCHED
--- The owners hash's "fence" and "until" fields, once read (nil: not yet):
--- read once per call, kept in step with what the call writes.
-local FENCE, UNTIL
--- Whether serve_line() found the line empty.
-local QUEUE_EMPTY
+-- The owners hash's fields, read once per call by read_state() and kept in
+-- step with what the call writes: OWNED (the hash exists), FENCE, UNTIL,
+-- SOLO (the solo lease as lease_of() reads it, live or not; nil: none), SLOW,
+-- USED (and USED_DIRTY: changed, not yet written), LIMIT.
+local OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY, LIMIT
+-- What serve_line() found: the line empty (QUEUE_EMPTY); the weight of the
+-- waiters it left in line (AHEAD), which is all of them when AHEAD_ALL.
+local QUEUE_EMPTY, AHEAD, AHEAD_ALL
 
 -- Every call begins here: its keys, its first six arguments, the clock.
 local function begin(keys, args)
@@ -123,25 +146,105 @@ local function begin(keys, args)
   now_ms = math.floor(now_us / 1000)
   NOW_MS = string.format('%d', now_ms)
   NOTICED, MESSAGES = {}, {}
-  WATCHED, FENCE, UNTIL, QUEUE_EMPTY = nil, nil, nil, false
+  OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
+  QUEUE_EMPTY, AHEAD, AHEAD_ALL = false, 0, false
 end
 
 local function num(n)
   return string.format('%d', n)
 end
 
-local function unpack_lease(packed)
-  -- token, ttl_ms, limit, expires_ms, full_ms (0: confirmed), owner
-  return string.match(packed, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+-- The one admission rule: `weight` more fits beside `used` in use and
+-- `ahead` queued before it, judged against its own `limit`.
+local function fits(used, ahead, weight, limit)
+  return used + ahead + weight <= limit
 end
 
 local function unpack_waiter(waiter)
-  -- id, tag, instance, ttl_ms, limit, newest, owner
-  return string.match(waiter, '^([^|]*)|(%d+)|([^|]*)|(%d+)|(%d+)|(%d)|(.*)$')
+  -- id, tag, instance, ttl_ms, limit, weight, newest, owner
+  return string.match(waiter, '^([^|]*)|(%d+)|([^|]*)|(%d+)|(%d+)|(%d+)|(%d)|(.*)$')
 end
 
--- `reply` with what the caller must hear besides it (see above).
+-- A lease from its packed fields, live or not: a table.
+local function parse_lease(packed)
+  local token, ttl, limit, weight, expires, full, owner =
+    string.match(packed, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+  local provisional = full ~= '0'
+  local score = tonumber(expires)
+  return {token = tonumber(token), ttl = tonumber(ttl), limit = tonumber(limit),
+    weight = tonumber(weight), score = score,
+    expires_at = provisional and tonumber(full) or score, owner = owner,
+    provisional = provisional, live = score > now_ms}
+end
+
+-- The live lease of packed fields (HGET owners id): a table, or nil when
+-- none or expired.
+local function lease_of(packed)
+  if not packed then
+    return nil
+  end
+  local lease = parse_lease(packed)
+  return lease.live and lease or nil
+end
+
+local function pack_lease(token, ttl, limit, weight, expires, full, owner)
+  return num(token) .. '|' .. num(ttl) .. '|' .. num(limit) .. '|' .. num(weight) .. '|' ..
+    num(expires) .. '|' .. num(full) .. '|' .. owner
+end
+
+-- Reads the owners hash's fields (see above) with `id`'s packed lease when
+-- `id` is given (returned), in one call. Every function begins with it.
+local function read_state(id)
+  local read = redis.call('HMGET', K_OWNERS, 'fence', 'until', 'solo', 'slow', 'used', 'limit',
+    id or 'used')
+  OWNED = read[1] ~= false
+  FENCE, UNTIL = tonumber(read[1] or '0'), tonumber(read[2] or '0')
+  if read[3] then
+    local solo_id, rest = string.match(read[3], '^([^|]*)|(.*)$')
+    SOLO = parse_lease(rest)
+    SOLO.id = solo_id
+  end
+  SLOW = read[4] == '1'
+  USED, LIMIT = tonumber(read[5] or '0'), tonumber(read[6] or '0')
+  if id then
+    return read[7] or nil
+  end
+end
+
+-- The live lease of `id`: the solo, or one of leases (`packed`: its field).
+local function lease_for(id, packed)
+  if SOLO and SOLO.id == id then
+    return SOLO.live and SOLO or nil
+  end
+  return lease_of(packed)
+end
+
+local function live_lease(id)
+  if SOLO and SOLO.id == id then
+    return SOLO.live and SOLO or nil
+  end
+  return lease_of(redis.call('HGET', K_OWNERS, id))
+end
+
+-- `reply` with what the caller must hear besides it (see above); first
+-- writes what the call changed of the owners hash and has not written yet:
+-- the weight in use, and "slow" cleared once leases and queue are empty.
 local function finish(reply)
+  if UNTIL > 0 then
+    local fields = {}
+    if USED_DIRTY then
+      fields[#fields + 1], fields[#fields + 2] = 'used', num(USED)
+    end
+    if SLOW and USED == 0 and QUEUE_EMPTY and redis.call('EXISTS', K_LEASES) == 0 then
+      -- Back to the fast path: nothing in leases (checked, not only
+      -- counted) and nobody in line.
+      fields[#fields + 1], fields[#fields + 2] = 'slow', '0'
+      SLOW = false
+    end
+    if #fields > 0 then
+      redis.call('HSET', K_OWNERS, unpack(fields))
+    end
+  end
   reply[#reply + 1] = #NOTICED / 2
   for _, v in ipairs(NOTICED) do
     reply[#reply + 1] = v
@@ -165,6 +268,9 @@ end
 
 -- Live leases: the count of those not yet expired.
 local function holders()
+  if SOLO then
+    return SOLO.live and 1 or 0
+  end
   return redis.call('ZCOUNT', K_LEASES, '(' .. NOW_MS, '+inf')
 end
 
@@ -172,21 +278,10 @@ local function waiting()
   return redis.call('ZCARD', K_QUEUE)
 end
 
--- Whether anyone listens on the events channel: asked once per call, and only
--- when there is an event to publish. A cluster always publishes: a node counts
--- only its own subscribers, and PUBLISH reaches every node's.
-local function watched()
-  if WATCHED == nil then
-    WATCHED = NAME_PUBLISH == 'SPUBLISH' or redis.call('PUBSUB', 'NUMSUB', EVENTS)[2] > 0
-  end
-  return WATCHED
-end
-
 -- One JSON change event on the events channel, while anyone listens; lease
--- ids never appear. A semaphore's event shows `held` live leases, or as many
--- as there are.
+-- ids never appear. It shows `held` live leases, or as many as there are.
 local function event(what, owner, token, held)
-  if not watched() then
+  if EVENTS == '' then
     return
   end
   local json = '{"event":"' .. what .. '","kind":"' .. KIND .. '","name":' .. cjson.encode(NAME)
@@ -196,9 +291,7 @@ local function event(what, owner, token, held)
   if token then
     json = json .. ',"fencing_token":' .. num(token)
   end
-  if KIND == 'semaphore' then
-    json = json .. ',"holders":' .. num(held or holders())
-  end
+  json = json .. ',"holders":' .. num(held or holders())
   redis.call('PUBLISH', EVENTS, json .. ',"waiting":' .. num(waiting()) .. '}')
 end
 
@@ -209,31 +302,6 @@ local function touch_line()
   end
 end
 
--- The live lease of `id` from its packed fields (HGET owners id): a table, or
--- nil when `id` holds none.
-local function lease_of(packed)
-  if not packed then
-    return nil
-  end
-  local token, ttl, limit, expires, full, owner = unpack_lease(packed)
-  if tonumber(expires) <= now_ms then
-    return nil
-  end
-  local provisional = full ~= '0'
-  return {token = tonumber(token), ttl = tonumber(ttl), limit = tonumber(limit),
-    score = tonumber(expires), expires_at = tonumber(provisional and full or expires),
-    owner = owner, provisional = provisional}
-end
-
-local function live_lease(id)
-  return lease_of(redis.call('HGET', K_OWNERS, id))
-end
-
-local function pack_lease(token, ttl, limit, expires, full, owner)
-  return num(token) .. '|' .. num(ttl) .. '|' .. num(limit) .. '|' .. num(expires) .. '|' ..
-    num(full) .. '|' .. owner
-end
-
 -- The waiter's instance confirms a grant before it answers its client: the
 -- lease gets its full expiry now, while it is still live (lease_of() said so
 -- in this same call), so Redis holds it until the expires_at the client is
@@ -242,37 +310,21 @@ local function confirm(id, lease)
   if lease.provisional then
     redis.call('ZADD', K_LEASES, 'XX', num(lease.expires_at), id)
     redis.call('HSET', K_OWNERS, id, pack_lease(lease.token, lease.ttl, lease.limit,
-      lease.expires_at, 0, lease.owner))
+      lease.weight, lease.expires_at, 0, lease.owner))
     lease.provisional, lease.score = false, lease.expires_at
     event('acquired', lease.owner, lease.token)
   end
 end
 
--- Reads `id`'s packed lease with the fence and until fields, in one call.
-local function read_owners(id)
-  local read = redis.call('HMGET', K_OWNERS, id, 'fence', 'until')
-  FENCE, UNTIL = tonumber(read[2] or '0'), tonumber(read[3] or '0')
-  return read[1]
-end
-
--- The first thing every operation that may grant does, before any write:
--- Redis does not roll back a function that fails half-way, so a refusal
--- must come while nothing has changed. It refuses when the tokens this call
--- could take (at most one per waiter it looks at, and one of its own) might
--- pass 2^53, where Lua numbers stop being exact. Reads the fence and until
--- fields for the call, with `id`'s packed lease when `id` is given (returned).
-local function guard(id)
-  local packed
-  if id then
-    packed = read_owners(id)
-  else
-    local read = redis.call('HMGET', K_OWNERS, 'fence', 'until')
-    FENCE, UNTIL = tonumber(read[1] or '0'), tonumber(read[2] or '0')
-  end
+-- The first thing every operation that may grant does after read_state(),
+-- before any write: Redis does not roll back a function that fails half-way,
+-- so a refusal must come while nothing has changed. It refuses when the
+-- tokens this call could take (at most one per waiter it looks at, and one
+-- of its own) might pass 2^53, where Lua numbers stop being exact.
+local function guard()
   if math.max(FENCE, now_us) + SCAN_BATCH + 1 > MAX_SAFE then
     error({err = 'BATON fencing counter near 2^53: tokens can no longer grow exactly; nothing was changed'})
   end
-  return packed
 end
 
 -- Leases and owners (with the fence) outlive `full` (ms) by KEEP_MS at least;
@@ -287,28 +339,80 @@ local function keep_leases(full, fresh)
   elseif fresh then
     redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
   end
+  OWNED = true
 end
 
--- Writes a new lease, taking the next fencing token; provisional for a waiter
--- of another instance. `fresh` says whether the leases key may be new (it had
--- no live lease). Returns the token and the full and the enforced expiry.
--- Every caller ran guard() first, so FENCE is known and the token stays exact.
-local function write_lease(id, ttl, limit, owner, provisional, fresh)
+-- The next fencing token. Every caller ran guard() first, so FENCE is known
+-- and the token stays exact.
+local function next_token()
   local token = FENCE + 1
   if token < now_us then
     token = now_us
   end
+  FENCE = token
+  return token
+end
+
+-- Writes a new lease into leases, taking the next fencing token; provisional
+-- for a waiter of another instance. `fresh` says whether the leases key may
+-- be new (it had no live lease). Returns the token and the full and the
+-- enforced expiry.
+local function write_lease(id, ttl, limit, weight, owner, provisional, fresh)
+  local token = next_token()
   local full = now_ms + ttl
   local expires, marker = full, 0
   if provisional then
     expires, marker = math.min(full, now_ms + CONFIRM_MS), full
   end
+  USED, USED_DIRTY = USED + weight, false
   redis.call('ZADD', K_LEASES, num(expires), id)
-  redis.call('HSET', K_OWNERS, id, pack_lease(token, ttl, limit, expires, marker, owner),
-    'limit', num(limit), 'fence', num(token))
+  redis.call('HSET', K_OWNERS, id, pack_lease(token, ttl, limit, weight, expires, marker, owner),
+    'limit', num(limit), 'fence', num(token), 'used', num(USED), 'slow', '1')
+  SLOW = true
   keep_leases(full, fresh)
-  FENCE = token
   return token, full, expires
+end
+
+-- Writes the name's only lease as its solo field (leases and queue are
+-- empty: see read_state()). Returns the token and the expiry.
+local function write_solo(id, ttl, limit, weight, owner)
+  local token = next_token()
+  local full = now_ms + ttl
+  redis.call('HSET', K_OWNERS, 'solo', id .. '|' .. pack_lease(token, ttl, limit, weight, full, 0, owner),
+    'limit', num(limit), 'fence', num(token))
+  SOLO = {id = id, token = token, ttl = ttl, limit = limit, weight = weight, score = full,
+    expires_at = full, owner = owner, provisional = false, live = true}
+  keep_leases(full, false)
+  return token, full
+end
+
+-- A lease that expired before anyone released it: for the audit log and
+-- the events.
+local function note_expired(owner, token)
+  NOTICED[#NOTICED + 1] = owner
+  NOTICED[#NOTICED + 1] = token
+  event('expired', owner, token)
+end
+
+-- Moves the solo lease into leases, before the name gets a second lease or
+-- a waiter; forgets it when it expired.
+local function unsolo()
+  if not SOLO then
+    return
+  end
+  redis.call('HDEL', K_OWNERS, 'solo')
+  local lease = SOLO
+  SOLO = nil
+  if lease.live then
+    USED, USED_DIRTY = USED + lease.weight, false
+    redis.call('ZADD', K_LEASES, num(lease.score), lease.id)
+    redis.call('HSET', K_OWNERS, lease.id, pack_lease(lease.token, lease.ttl, lease.limit,
+      lease.weight, lease.score, 0, lease.owner), 'used', num(USED), 'slow', '1')
+    SLOW = true
+    redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
+  else
+    note_expired(lease.owner, lease.token)
+  end
 end
 
 -- Takes `waiter` (its fields unpacked) out of the line.
@@ -322,8 +426,9 @@ end
 
 -- Leases past their expiry end; at most PRUNE_BATCH per call. Each lease is
 -- pruned once after being granted once, so the work is amortised over the
--- grants, and the batch bounds one call; holders() counts live leases only,
--- so a lease left for a later call is never mistaken for a live one.
+-- grants, and the batch bounds one call; used_now() counts what is left
+-- unpruned as in use, so a lease left for a later call is never mistaken
+-- for room.
 local function end_expired()
   local gone = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW_MS, 'LIMIT', '0', num(PRUNE_BATCH))
   for i = 1, #gone do
@@ -331,27 +436,62 @@ local function end_expired()
     redis.call('ZREM', K_LEASES, gone[i])
     redis.call('HDEL', K_OWNERS, gone[i])
     if packed then
-      local token, _, _, _, _, owner = unpack_lease(packed)
-      NOTICED[#NOTICED + 1] = owner
-      NOTICED[#NOTICED + 1] = tonumber(token)
-      event('expired', owner, tonumber(token))
+      local lease = parse_lease(packed)
+      USED, USED_DIRTY = math.max(0, USED - lease.weight), true
+      note_expired(lease.owner, lease.token)
     end
   end
 end
 
 -- The lease that ends first: {id, expiry}, or nil when none is held; ends the
--- expired ones first (they sort first), so what it returns is live.
--- `peeked`: that ZRANGE's reply, when the caller read it already.
-local function first_lease(peeked)
-  local first = peeked or redis.call('ZRANGE', K_LEASES, '0', '0', 'WITHSCORES')
+-- expired ones first (they sort first), so what it returns is live unless
+-- more than PRUNE_BATCH had expired.
+local function first_lease()
+  if SOLO then
+    return SOLO.live and {SOLO.id, SOLO.score} or nil
+  end
+  local first = redis.call('ZRANGE', K_LEASES, '0', '0', 'WITHSCORES')
   if #first > 0 and tonumber(first[2]) <= now_ms then
     end_expired()
     first = redis.call('ZRANGE', K_LEASES, '0', '0', 'WITHSCORES')
   end
   if #first == 0 then
+    if USED ~= 0 then
+      -- Nothing is left to count: the weight in use is none.
+      USED, USED_DIRTY = 0, true
+    end
     return nil
   end
   return {first[1], tonumber(first[2])}
+end
+
+-- The weight of the live leases, `first` being first_lease()'s: exact, or
+-- more when more than PRUNE_BATCH leases expired at once and some weigh more
+-- than 1 (they are pruned by the next calls).
+local function used_now(first)
+  if SOLO then
+    return SOLO.live and SOLO.weight or 0
+  end
+  if not first then
+    return 0
+  end
+  if first[2] <= now_ms and USED == redis.call('ZCARD', K_LEASES) then
+    -- Every lease weighs 1: the live ones are counted.
+    return holders()
+  end
+  return USED
+end
+
+-- The lease that ends last (a lock's writer waits for it): {id, expiry} or nil.
+local function last_lease()
+  if SOLO then
+    return SOLO.live and {SOLO.id, SOLO.score} or nil
+  end
+  local last = redis.call('ZRANGE', K_LEASES, '-1', '-1', 'WITHSCORES')
+  if #last == 0 or tonumber(last[2]) <= now_ms then
+    return nil
+  end
+  return {last[1], tonumber(last[2])}
 end
 
 -- Whether `instance` keeps its waiters alive (the caller does: it is calling).
@@ -377,7 +517,7 @@ local function drop_dead_instances()
       '[' .. instance .. '|\255', 'LIMIT', 0, budget)
     for _, member in ipairs(members) do
       local waiter = string.sub(member, #instance + 2)
-      local _, _, _, _, _, newest, owner = unpack_waiter(waiter)
+      local _, _, _, _, _, _, newest, owner = unpack_waiter(waiter)
       remove_waiter(waiter, instance, newest)
       event('left', owner)
     end
@@ -391,60 +531,108 @@ local function drop_dead_instances()
   end
 end
 
--- Grants to every waiter that fits, in line order, `held` live leases being
--- held: the waiter at 0-based position i fits when held + i < its own limit
--- (those ahead of it are holders or still waiters either way). A waiter whose
+-- Grants to every waiter that fits, in line order, `used` being the weight
+-- of the live leases: the waiter fits when fits(used, the weight of those
+-- still waiting ahead of it, its weight, its limit). A waiter whose
 -- instance is dead leaves instead. At most SCAN_BATCH waiters are looked at,
--- so one call stays bounded; a lock stops at its first grant. Each grant is
--- told to the waiter's instance: final for the caller's own (it answers its
--- client now), provisional for another's. `kept` says whether the leases key
--- exists for sure (else the first grant may make it, and gives it its TTL).
--- Returns the live leases afterwards.
-local function serve_line(held, kept)
-  if KIND == 'lock' and held > 0 then
-    return held
+-- so one call stays bounded, and the scan stops once nothing can fit any
+-- more (an exclusive lease held or queued). Each grant is told to the
+-- waiter's instance: final for the caller's own (it answers its client now),
+-- provisional for another's. `kept` says whether the leases key exists for
+-- sure (else the first grant may make it, and gives it its TTL). Returns the
+-- weight in use afterwards; sets QUEUE_EMPTY, AHEAD and AHEAD_ALL.
+local function serve_line(used, kept)
+  AHEAD, AHEAD_ALL = 0, false
+  if used >= FULL then
+    return used
   end
-  local batch = KIND == 'lock' and 1 or SCAN_BATCH
-  local position, granted, looked = 0, 0, 0
+  local position, ahead, looked, granted, batch = 0, 0, 0, 0, 1
   while looked < SCAN_BATCH do
     local head = redis.call('ZRANGE', K_QUEUE, num(position), num(position + batch - 1))
     if #head == 0 then
-      QUEUE_EMPTY = position == 0
+      QUEUE_EMPTY, AHEAD_ALL = position == 0, true
       break
     end
+    local full = false
     for _, waiter in ipairs(head) do
       looked = looked + 1
-      local id, tag, instance, ttl, limit, newest, owner = unpack_waiter(waiter)
+      local id, tag, instance, ttl, limit, weight, newest, owner = unpack_waiter(waiter)
+      weight = tonumber(weight)
       if not alive(instance) then
         remove_waiter(waiter, instance, newest)
         event('left', owner)
-      elseif held + granted + position < tonumber(limit) then
+      elseif fits(used, ahead, weight, tonumber(limit)) then
         remove_waiter(waiter, instance, newest)
+        -- A second lease: the solo one (if any) moves into leases first.
+        unsolo()
         local mine = instance == ME
-        local token, full, expires = write_lease(id, tonumber(ttl), tonumber(limit), owner,
-          not mine, not kept and granted == 0)
-        tell(instance, (mine and 'G ' or 'g ') .. tag .. ' ' .. num(token) .. ' ' .. num(full) ..
-          ' ' .. num(expires - now_ms))
+        local token, expires_at, expires = write_lease(id, tonumber(ttl), tonumber(limit), weight,
+          owner, not mine, not kept and granted == 0)
+        used, granted = used + weight, granted + 1
+        tell(instance, (mine and 'G ' or 'g ') .. tag .. ' ' .. num(token) .. ' ' ..
+          num(expires_at) .. ' ' .. num(expires - now_ms))
         if mine then
           -- Another instance's grant is announced when it is confirmed.
           event('acquired', owner, token)
         end
-        granted = granted + 1
       else
-        position = position + 1
+        position, ahead = position + 1, ahead + weight
+      end
+      if used + ahead >= FULL then
+        full = true
+        break
       end
     end
-    if KIND == 'lock' and granted > 0 then
+    if full then
       break
     end
+    batch = SCAN_BATCH
   end
-  return held + granted
+  AHEAD = ahead
+  return used
+end
+
+-- Whether a request that has not queued may take `weight` of `limit` now,
+-- `used` in use, after serve_line(): it fits beside the leases and every
+-- waiter, so it never overtakes one.
+local function newcomer_fits(used, weight, limit)
+  if QUEUE_EMPTY then
+    return fits(used, 0, weight, limit)
+  end
+  return AHEAD_ALL and fits(used, AHEAD, weight, limit)
+end
+
+-- Grants a request that has not queued (or no longer is): the solo lease
+-- when the name has no other and nobody waits, else one of leases. Returns
+-- the token and the expiry.
+local function grant_newcomer(id, ttl, limit, weight, owner, used)
+  local token, full
+  if used == 0 and USED == 0 and QUEUE_EMPTY and not SOLO then
+    token, full = write_solo(id, ttl, limit, weight, owner)
+  else
+    unsolo()
+    token, full = write_lease(id, ttl, limit, weight, owner, false, used == 0)
+  end
+  event('acquired', owner, token)
+  return token, full
 end
 
 -- Appends the live leases that expire first (at most 100) to `reply`: their
--- count n, then token, expires_in_ms and owner ("" none) of each. A
+-- count n, then token, expires_in_ms, weight and owner ("" none) of each. A
 -- provisional grant shows its full expiry.
 local function append_leases(reply)
+  if SOLO then
+    if SOLO.live then
+      reply[#reply + 1] = 1
+      reply[#reply + 1] = SOLO.token
+      reply[#reply + 1] = SOLO.expires_at - now_ms
+      reply[#reply + 1] = SOLO.weight
+      reply[#reply + 1] = SOLO.owner
+    else
+      reply[#reply + 1] = 0
+    end
+    return reply
+  end
   local live = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. NOW_MS, '+inf', 'LIMIT', '0', '100')
   reply[#reply + 1] = #live
   for _, id in ipairs(live) do
@@ -452,8 +640,10 @@ local function append_leases(reply)
     if lease then
       reply[#reply + 1] = lease.token
       reply[#reply + 1] = lease.expires_at - now_ms
+      reply[#reply + 1] = lease.weight
       reply[#reply + 1] = lease.owner
     else
+      reply[#reply + 1] = 0
       reply[#reply + 1] = 0
       reply[#reply + 1] = 0
       reply[#reply + 1] = ''
@@ -462,16 +652,43 @@ local function append_leases(reply)
   return reply
 end
 
--- The earliest live expiry, in ms from now, and its owner ("" when `with_owner`
--- is false, not looked up); -1 and "" when none. `first` is first_lease()'s.
-local function next_expiry(first, with_owner)
-  if not first then
+-- The weight of the live leases without pruning anything (status): exact
+-- unless more than 100 expired leases weigh more than 1 each.
+local function used_unpruned()
+  if SOLO then
+    return SOLO.live and SOLO.weight or 0
+  end
+  local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW_MS, 'LIMIT', '0', '100')
+  local used = USED
+  for _, id in ipairs(expired) do
+    local packed = redis.call('HGET', K_OWNERS, id)
+    if packed then
+      used = used - parse_lease(packed).weight
+    end
+  end
+  return math.max(used, 0)
+end
+
+-- The time left (ms) and owner ("" when `with_owner` is false, not looked
+-- up) of `lease` ({id, expiry}); -1 and "" when nil.
+local function time_left(lease, with_owner)
+  if not lease then
     return -1, ''
   end
   local owner = ''
   if with_owner then
-    local lease = live_lease(first[1])
-    owner = lease and lease.owner or ''
+    local live = live_lease(lease[1])
+    owner = live and live.owner or ''
   end
-  return first[2] - now_ms, owner
+  return lease[2] - now_ms, owner
+end
+
+-- When the leases in the way of a request end, and the owner of the one
+-- that ends then: for a lock, the last (a writer waits for every reader);
+-- for a semaphore, the first (one leaving may make room).
+local function in_the_way(first, with_owner)
+  if KIND == 'lock' and first then
+    return time_left(last_lease(), with_owner)
+  end
+  return time_left(first, with_owner)
 end

@@ -6,10 +6,11 @@
 -- ARGV[7]  the waiter, as the line keeps it (line.lua)
 --
 -- Reply
---   {position, waiting, n, token_1, expires_in_ms_1, owner_1, ..., token_n, ...}
+--   {position, waiting, n, token_1, expires_in_ms_1, weight_1, owner_1, ..., token_n, ...}
 --   position: 1 for the next to be served, 0 when the waiter is not in line
 --   (granted, or gone); waiting: requests in line; n (<= 100) live leases,
 --   those that expire first; owner "" when none
+read_state()
 drop_dead_instances()
 local rank = redis.call('ZRANK', K_QUEUE, ARGV[7])
 local reply = {rank and (rank + 1) or 0, waiting()}

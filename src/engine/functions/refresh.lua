@@ -4,13 +4,13 @@
 -- ARGV[8]  new ttl in milliseconds from now, or "" to reuse the lease's own ttl
 --
 -- Replies
---   {1, fencing_token, expires_at_ms, ttl_ms, limit, owner}   refreshed; owner "" when none
+--   {1, fencing_token, expires_at_ms, ttl_ms, limit, weight, owner}   refreshed; owner "" when none
 --   {0}   no live lease: nothing changed (an expired lease is never brought back)
 --
 -- A refresh that moves the expiry earlier publishes "x EXPIRES_IN_MS" on the
 -- name's channel, so the instances with waiters wake the line at the new expiry.
 local id = ARGV[7]
-local lease = lease_of(read_owners(id))
+local lease = lease_for(id, read_state(id))
 if not lease then
   return {0}
 end
@@ -19,11 +19,17 @@ if ARGV[8] ~= '' then
   ttl = tonumber(ARGV[8])
 end
 local expires_at = now_ms + ttl
-redis.call('ZADD', K_LEASES, 'XX', num(expires_at), id)
-redis.call('HSET', K_OWNERS, id, pack_lease(lease.token, ttl, lease.limit, expires_at, 0, lease.owner))
-keep_leases(expires_at, false)
-if expires_at < lease.score and waiting() > 0 then
-  redis.call(NAME_PUBLISH, NAME_CHANNEL, 'x ' .. num(ttl))
+local packed = pack_lease(lease.token, ttl, lease.limit, lease.weight, expires_at, 0, lease.owner)
+if lease == SOLO then
+  -- The name's only lease, and nobody waits (line.lua).
+  redis.call('HSET', K_OWNERS, 'solo', id .. '|' .. packed)
+else
+  redis.call('ZADD', K_LEASES, 'XX', num(expires_at), id)
+  redis.call('HSET', K_OWNERS, id, packed)
+  if expires_at < lease.score and waiting() > 0 then
+    redis.call(NAME_PUBLISH, NAME_CHANNEL, 'x ' .. num(ttl))
+  end
 end
+keep_leases(expires_at, false)
 event('refreshed', lease.owner, lease.token)
-return {1, lease.token, expires_at, ttl, lease.limit, lease.owner}
+return {1, lease.token, expires_at, ttl, lease.limit, lease.weight, lease.owner}

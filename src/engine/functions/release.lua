@@ -16,43 +16,57 @@
 -- Replies, each ended by finish() (line.lua)
 --   {3, fencing_token, expires_at_ms}  "give-up" got a lease: held (confirmed)
 --                                      until expires_at_ms
---   {code, holders, waiting, next_expiry_in_ms, owner, released_token, released_owner}, code:
+--   {code, holders, used, waiting, expires_in_ms, owner, released_token, released_owner}, code:
 --       1  released a live lease
 --       2  left the line
 --       0  nothing: no live lease, not in line
---   with the name's state afterwards ("give-up" only; 0, 0, -1 and "" for
---   the others): live leases, queued requests, and the time left and owner
---   of the lease that ends first (-1 and "" when none);
+--   with the name's state afterwards ("give-up" only; 0, 0, 0, -1 and ""
+--   for the others): live leases and their weight, queued requests, and the
+--   time left and owner of the lease in its way (line.lua, in_the_way(); -1
+--   and "" when none);
 --   then the fencing token and owner of the lease released (0 and "" unless
 --   code 1), for the audit line
 --   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
 local id, mode, waiter = ARGV[7], ARGV[8], ARGV[9]
--- The lease and the fence in one read: a release usually grants next.
-local packed = guard(id)
+-- The lease, the fence and the weight in use in one read: a release usually
+-- grants next.
+local packed = read_state(id)
+guard()
 
--- The live leases now (a lock has at most one), and the first to end.
-local function held_now()
-  local first = first_lease()
-  local held = 0
-  if first then
-    held = KIND == 'lock' and 1 or holders()
+if SOLO and SOLO.id == id then
+  -- The fast path: the name's only lease, and nobody waits (line.lua).
+  if SOLO.live and mode == 'give-up' then
+    return finish({3, SOLO.token, SOLO.expires_at})
   end
-  return held, first
+  redis.call('HDEL', K_OWNERS, 'solo')
+  local lease = SOLO
+  SOLO = nil
+  if lease.live then
+    event('released', lease.owner, lease.token, 0)
+    return finish({1, 0, 0, 0, -1, '', lease.token, lease.owner})
+  end
+  -- An expired lease is never released, but forgotten.
+  note_expired(lease.owner, lease.token)
+  return finish({0, 0, 0, 0, -1, '', 0, ''})
+end
+
+-- The weight of the live leases now, and the first to end.
+local function used_now_first()
+  local first = first_lease()
+  return used_now(first), first
 end
 
 local code = 0
 local released_token, released_owner = 0, ''
 if waiter ~= '' then
-  local _, _, instance, ttl, limit, newest, owner = unpack_waiter(waiter)
+  local _, _, instance, ttl, limit, weight, newest, owner = unpack_waiter(waiter)
   -- A superseded waiter (its note says by whom) never takes room.
   local superseded = newest == '1' and redis.call('HDEL', K_NOTES, 's:' .. id) == 1
   local queued = redis.call('ZSCORE', K_QUEUE, waiter)
   if mode == 'give-up' then
     -- Served first: a waiter that fits now is granted rather than refused.
-    local held, first = held_now()
-    if queued then
-      serve_line(held, first ~= nil)
-    end
+    local used, first = used_now_first()
+    serve_line(used, first ~= nil)
     local lease = live_lease(id)
     if lease then
       confirm(id, lease)
@@ -60,12 +74,12 @@ if waiter ~= '' then
     end
     if not queued and not superseded then
       -- Out of line (pruned, or its keys lost): it takes room the name has
-      -- now, as a request that never queued would.
-      held = held_now()
-      if held + waiting() < tonumber(limit) then
-        local token, full = write_lease(id, tonumber(ttl), tonumber(limit), owner, false,
-          held == 0)
-        event('acquired', owner, token)
+      -- now, as a request that never queued would. Written with its full
+      -- expiry; the caller answers it from this reply.
+      used = used_now_first()
+      if newcomer_fits(used, tonumber(weight), tonumber(limit)) then
+        local token, full = grant_newcomer(id, tonumber(ttl), tonumber(limit), tonumber(weight),
+          owner, used)
         return finish({3, token, full})
       end
     end
@@ -85,28 +99,41 @@ if code == 0 then
     confirm(id, lease)
     return finish({3, lease.token, lease.expires_at})
   elseif lease then
-    local held = KIND == 'lock' and 0 or holders() - 1
-    event('released', lease.owner, lease.token, held)
-    -- Served before the lease is removed: the leases key stays, with its TTL.
-    serve_line(held, true)
+    -- Its weight is free before the line is served; the lease itself is
+    -- removed after, so the leases key stays, with its TTL.
+    USED, USED_DIRTY = math.max(0, USED - lease.weight), true
+    local used = USED
+    if used > 0 then
+      -- Others hold leases too: the expired ones among them are pruned
+      -- first, so that they count no more (this lease is live: it stays).
+      used = used_now(first_lease())
+    end
+    if EVENTS ~= '' then
+      event('released', lease.owner, lease.token, holders() - 1)
+    end
+    serve_line(used, true)
     redis.call('ZREM', K_LEASES, id)
     redis.call('HDEL', K_OWNERS, id)
     released_token, released_owner = lease.token, lease.owner
     code = 1
   elseif packed then
     -- An expired lease is never released, but forgotten.
+    local expired = parse_lease(packed)
+    USED, USED_DIRTY = math.max(0, USED - expired.weight), true
     redis.call('ZREM', K_LEASES, id)
     redis.call('HDEL', K_OWNERS, id)
   end
 end
 if code ~= 1 then
   -- Whoever moved up (or waited behind an expired lease) may fit now.
-  local held, first = held_now()
-  serve_line(held, first ~= nil)
+  local used, first = used_now_first()
+  serve_line(used, first ~= nil)
 end
 if mode ~= 'give-up' then
   -- The name's state matters only to a waiter that gives up (its 409).
-  return finish({code, 0, 0, -1, '', released_token, released_owner})
+  return finish({code, 0, 0, 0, -1, '', released_token, released_owner})
 end
-local expires_in, owner = next_expiry(first_lease(), true)
-return finish({code, holders(), waiting(), expires_in, owner, released_token, released_owner})
+local first = first_lease()
+local expires_in, owner = in_the_way(first, true)
+return finish({code, holders(), used_now(first), waiting(), expires_in, owner, released_token,
+  released_owner})

@@ -72,6 +72,7 @@ impl Function for End<'_> {
         }
         let state = Occupancy {
             holders: reply.uint()?,
+            used: reply.uint()?,
             waiting: reply.uint()?,
             next_expiry_in: reply.expiry()?,
             owner: reply.owner()?,

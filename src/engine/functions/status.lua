@@ -3,20 +3,23 @@
 -- take the waiters of dead instances out of the line.
 --
 -- Reply
---   {holders, limit, waiting, n, token_1, expires_in_ms_1, owner_1, ..., token_n, ...,
---    m, owner_1, waited_ms_1, ..., owner_m, waited_ms_m}
---   holders: live leases in all; limit: that of the latest acquisition (0 when
---   none is known); n (<= 100) leases, those that expire first; m (<= 100)
---   waiters, in the order they will be served; owner "" when none
+--   {holders, used, limit, waiting, n, token_1, expires_in_ms_1, weight_1, owner_1, ...,
+--    m, owner_1, waited_ms_1, weight_1, ..., owner_m, waited_ms_m, weight_m}
+--   holders: live leases in all; used: their weight (line.lua,
+--   used_unpruned()); limit: that of the latest acquisition (0 when none is
+--   known); n (<= 100) leases, those that expire first; m (<= 100) waiters,
+--   in the order they will be served; owner "" when none
+read_state()
 drop_dead_instances()
-local reply = {holders(), tonumber(redis.call('HGET', K_OWNERS, 'limit') or '0'), waiting()}
+local reply = {holders(), used_unpruned(), LIMIT, waiting()}
 append_leases(reply)
 local line = redis.call('ZRANGE', K_QUEUE, '0', '99', 'WITHSCORES')
 reply[#reply + 1] = #line / 2
 for i = 1, #line, 2 do
-  local _, _, _, _, _, _, owner = unpack_waiter(line[i])
+  local _, _, _, _, _, weight, _, owner = unpack_waiter(line[i])
   -- A ticket is the time of joining in microseconds (or just after the one before).
   reply[#reply + 1] = owner or ''
   reply[#reply + 1] = math.max(0, now_ms - math.floor(tonumber(line[i + 1]) / 1000))
+  reply[#reply + 1] = tonumber(weight or '1')
 end
 return reply

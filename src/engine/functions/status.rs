@@ -17,6 +17,7 @@ pub(in crate::engine) struct Status;
 #[derive(Debug)]
 pub(in crate::engine) struct Snapshot {
     pub holders: u64,
+    pub used: u64,
     pub limit: Option<Limit>,
     pub waiting: u64,
     /// At most 100, in the order they were granted.
@@ -34,6 +35,7 @@ pub(in crate::engine) fn holders(reply: &mut Cursor) -> Result<Vec<Holder>, Erro
         leases.push(Holder {
             fencing_token: reply.uint()?,
             expires_in: reply.time_left()?,
+            weight: reply.uint()?,
             owner: reply.owner()?,
         });
     }
@@ -48,6 +50,7 @@ impl Function for Status {
 
     fn decode(reply: &mut Cursor) -> Result<Snapshot, Error> {
         let holders = reply.uint()?;
+        let used = reply.uint()?;
         let limit = Limit::new(reply.uint()?).ok();
         let waiting = reply.uint()?;
         let mut leases = self::holders(reply)?;
@@ -59,10 +62,12 @@ impl Function for Status {
                 position,
                 owner: reply.owner()?,
                 waited: Duration::from_millis(reply.uint()?),
+                weight: reply.uint()?,
             });
         }
         Ok(Snapshot {
             holders,
+            used,
             limit,
             waiting,
             leases,

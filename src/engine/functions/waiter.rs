@@ -2,7 +2,7 @@
 //! `unpack_waiter`): this is its one encoder. Its fields are fixed for the
 //! whole wait, so the same request always names the same member of the line.
 
-use crate::domain::{LeaseId, Limit, Owner, Ttl};
+use crate::domain::{Demand, LeaseId, Owner, Ttl};
 
 /// One acquisition's place in line, as Redis keeps it.
 #[derive(Debug, Clone, Copy)]
@@ -14,7 +14,7 @@ pub(in crate::engine) struct Entry<'a> {
     /// The instance that keeps it alive.
     pub instance: &'a str,
     pub ttl: Ttl,
-    pub limit: Limit,
+    pub demand: Demand,
     /// It asked `newest_wins`.
     pub newest: bool,
     pub owner: Option<&'a Owner>,
@@ -25,12 +25,13 @@ impl Entry<'_> {
     /// it may hold `|`.
     pub(in crate::engine) fn encode(&self) -> String {
         format!(
-            "{}|{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}",
             self.id.expose(),
             self.tag,
             self.instance,
             self.ttl.as_ms(),
-            self.limit.get(),
+            self.demand.limit(),
+            self.demand.weight(),
             u8::from(self.newest),
             self.owner.map_or("", Owner::as_str),
         )
@@ -40,6 +41,7 @@ impl Entry<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::{Limit, Permits};
 
     #[test]
     fn the_owner_comes_last_so_it_may_hold_the_separator() {
@@ -50,13 +52,17 @@ mod tests {
             tag: 42,
             instance: "0123456789abcdef",
             ttl: Ttl::from_ms(30_000).expect("ttl"),
-            limit: Limit::new(3).expect("limit"),
+            demand: Demand::semaphore(
+                Permits::new(2).expect("permits"),
+                Limit::new(3).expect("limit"),
+            )
+            .expect("demand"),
             newest: true,
             owner: Some(&owner),
         };
         assert_eq!(
             entry.encode(),
-            format!("{}|42|0123456789abcdef|30000|3|1|ci|job 7", id.expose())
+            format!("{}|42|0123456789abcdef|30000|3|2|1|ci|job 7", id.expose())
         );
     }
 }

@@ -1,0 +1,177 @@
+//! What one lease takes of its name: one model for every kind.
+//!
+//! A name has a capacity and a lease takes some of it: its weight, judged
+//! against the limit its acquisition carries (`functions/line.lua`, `fits()`).
+//! The HTTP layer names the cases: an exclusive lock takes all of a lock's
+//! capacity, a shared lock one unit of it, a semaphore lease its permits of
+//! its limit.
+
+use super::{Invalid, Limit};
+
+/// How many of a semaphore's `limit` one lease counts as: 1 to 100,000.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permits(u32);
+
+impl Permits {
+    pub const ONE: Self = Self(1);
+
+    /// # Errors
+    /// When `n` is 0 or over 100,000 (the largest limit).
+    pub fn new(n: u64) -> Result<Self, Invalid> {
+        if (1..=u64::from(Limit::MAX)).contains(&n) {
+            Ok(Self(n as u32))
+        } else {
+            Err(Invalid(format!(
+                "must be between 1 and the limit (at most {})",
+                Limit::MAX
+            )))
+        }
+    }
+
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl Default for Permits {
+    fn default() -> Self {
+        Self::ONE
+    }
+}
+
+/// A lease's weight and the limit it is judged against (see the module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Demand {
+    weight: u64,
+    limit: u64,
+}
+
+impl Demand {
+    /// A lock's capacity, and an exclusive lease's weight: more than any
+    /// number of shared leases held at once. `line.lua` has it as `FULL`.
+    pub const LOCK_CAPACITY: u64 = 1_000_000_000;
+    /// An exclusive (write) lock: held alone.
+    pub const EXCLUSIVE: Self = Self {
+        weight: Self::LOCK_CAPACITY,
+        limit: Self::LOCK_CAPACITY,
+    };
+    /// A shared (read) lock: held beside any number of shared ones.
+    pub const SHARED: Self = Self {
+        weight: 1,
+        limit: Self::LOCK_CAPACITY,
+    };
+
+    /// A lock lease, shared or exclusive.
+    pub const fn lock(shared: bool) -> Self {
+        if shared {
+            Self::SHARED
+        } else {
+            Self::EXCLUSIVE
+        }
+    }
+
+    /// A semaphore lease of one permit of `limit`.
+    pub fn one_of(limit: Limit) -> Self {
+        Self {
+            weight: 1,
+            limit: u64::from(limit.get()),
+        }
+    }
+
+    /// A semaphore lease of `permits` of `limit`.
+    ///
+    /// # Errors
+    /// When `permits` is more than `limit`.
+    pub fn semaphore(permits: Permits, limit: Limit) -> Result<Self, Invalid> {
+        if permits.get() > limit.get() {
+            return Err(Invalid(format!(
+                "must be at most the limit ({}): {} permits can never be held at once",
+                limit.get(),
+                permits.get()
+            )));
+        }
+        Ok(Self {
+            weight: u64::from(permits.get()),
+            limit: u64::from(limit.get()),
+        })
+    }
+
+    /// A demand as Redis keeps it.
+    ///
+    /// # Errors
+    /// When it is none of the three cases.
+    pub fn from_stored(weight: u64, limit: u64) -> Result<Self, Invalid> {
+        if limit == Self::LOCK_CAPACITY && (weight == 1 || weight == Self::LOCK_CAPACITY) {
+            return Ok(Self { weight, limit });
+        }
+        let permits = Permits::new(weight)?;
+        let limit = Limit::new(limit)?;
+        Self::semaphore(permits, limit)
+    }
+
+    pub fn weight(self) -> u64 {
+        self.weight
+    }
+
+    pub fn limit(self) -> u64 {
+        self.limit
+    }
+
+    /// A lock's lease that others may hold beside it (a reader).
+    pub fn is_shared(self) -> bool {
+        self.weight < Self::LOCK_CAPACITY
+    }
+
+    /// A semaphore lease's limit; `None` for a lock's.
+    pub fn semaphore_limit(self) -> Option<Limit> {
+        (self.limit != Self::LOCK_CAPACITY)
+            .then(|| Limit::new(self.limit).ok())
+            .flatten()
+    }
+
+    /// A semaphore lease's permits (its weight).
+    pub fn permits(self) -> u64 {
+        self.weight
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permits_fit_their_limit() {
+        let limit = Limit::new(3).unwrap();
+        assert_eq!(
+            Demand::semaphore(Permits::new(3).unwrap(), limit)
+                .unwrap()
+                .weight(),
+            3
+        );
+        assert!(Demand::semaphore(Permits::new(4).unwrap(), limit).is_err());
+        assert!(Permits::new(0).is_err());
+        assert!(Permits::new(100_001).is_err());
+    }
+
+    #[test]
+    fn a_stored_demand_is_one_of_the_three_cases() {
+        assert_eq!(
+            Demand::from_stored(Demand::LOCK_CAPACITY, Demand::LOCK_CAPACITY),
+            Ok(Demand::EXCLUSIVE)
+        );
+        assert_eq!(
+            Demand::from_stored(1, Demand::LOCK_CAPACITY),
+            Ok(Demand::SHARED)
+        );
+        assert!(Demand::SHARED.is_shared() && !Demand::EXCLUSIVE.is_shared());
+        assert_eq!(Demand::from_stored(2, 5).map(Demand::permits), Ok(2));
+        assert!(Demand::from_stored(6, 5).is_err());
+        assert!(Demand::from_stored(2, Demand::LOCK_CAPACITY).is_err());
+    }
+
+    #[test]
+    fn the_lock_capacity_is_the_one_line_lua_uses() {
+        let line = include_str!("../engine/functions/line.lua");
+        assert!(line.contains(&format!("local FULL = {}", Demand::LOCK_CAPACITY)));
+    }
+}
