@@ -2,6 +2,7 @@
 //! HTTP boundary, so the engine never sees a bad name, id, ttl or limit.
 
 mod acquire;
+mod kind;
 mod lease_id;
 mod name;
 mod numbers;
@@ -9,6 +10,7 @@ mod owner;
 mod printable;
 
 pub use acquire::AcquireRequest;
+pub use kind::Kind;
 pub use lease_id::LeaseId;
 pub use name::{Name, NamePrefix};
 pub use numbers::{Limit, Ttl, WaitTime};

@@ -24,7 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use super::pubsub::{Notice as PubSubNotice, Notices, PubSub};
 use super::Store;
-use crate::domain::NamePrefix;
+use crate::domain::{Kind, NamePrefix};
 
 /// How many notices a slow watcher may fall behind before it is told it
 /// missed some (and should read the state afresh).
@@ -63,21 +63,13 @@ impl Change {
     }
 }
 
-/// Whether a change is to a lock or to a semaphore.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ResourceKind {
-    Lock,
-    Semaphore,
-}
-
 /// One change, as published by a script (`{"event", "kind", "name", "owner"?,
 /// "fencing_token"?, "holders"?, "waiting"}`); any other member, a lease id
 /// included, is dropped on parsing.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ChangeEvent {
     pub event: Change,
-    pub kind: ResourceKind,
+    pub kind: Kind,
     pub name: String,
     #[serde(default)]
     pub owner: Option<String>,
@@ -384,7 +376,7 @@ mod tests {
         )
         .expect("a change event");
         assert_eq!(change.event, Change::ForceReleased);
-        assert_eq!(change.kind, ResourceKind::Lock);
+        assert_eq!(change.kind, Kind::Lock);
         assert_eq!(change.fencing_token, Some(1_763_780_000_000_001));
         assert_eq!(change.waiting, Some(2));
         assert_eq!(change.holders, None);
@@ -419,7 +411,7 @@ mod tests {
     fn change(name: &str) -> Notice {
         Notice::Change(Arc::new(ChangeEvent {
             event: Change::Released,
-            kind: ResourceKind::Lock,
+            kind: Kind::Lock,
             name: name.into(),
             owner: None,
             fencing_token: Some(1),

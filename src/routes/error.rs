@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::json::json_response;
 use super::problem::{Problem, ProblemType, RetryAfter};
-use crate::domain::Invalid;
+use crate::domain::{Invalid, Kind};
 use crate::engine;
 
 /// A failure of a request.
@@ -30,10 +30,9 @@ pub enum AppError {
     MethodNotAllowed,
     #[error("lease not found")]
     LeaseNotFound,
-    #[error("lock not held")]
-    LockNotHeld,
-    #[error("semaphore not held")]
-    SemaphoreNotHeld,
+    /// Force-release of a lock or semaphore of which nothing is held.
+    #[error("{0} not held")]
+    NotHeld(Kind),
     #[error("lock held")]
     LockHeld {
         name: String,
@@ -78,25 +77,17 @@ impl AppError {
         Self::Invalid(format!("{field}: {}", err.0))
     }
 
-    /// What force-release of a `kind` answers when nothing is held.
-    pub const fn not_held(kind: engine::Kind) -> Self {
-        match kind {
-            engine::Kind::Lock => Self::LockNotHeld,
-            engine::Kind::Semaphore => Self::SemaphoreNotHeld,
-        }
-    }
-
     /// A `kind` named `name` that stayed held (full) for a whole wait.
-    pub fn busy(kind: engine::Kind, name: &crate::domain::Name, busy: engine::Busy) -> Self {
+    pub fn busy(kind: Kind, name: &crate::domain::Name, busy: engine::Busy) -> Self {
         let name = name.to_string();
         match kind {
-            engine::Kind::Lock => Self::LockHeld {
+            Kind::Lock => Self::LockHeld {
                 name,
                 owner: busy.owner.map(crate::domain::Owner::into_string),
                 expires_in: busy.next_expiry_in.unwrap_or_default(),
                 waiting: busy.waiting,
             },
-            engine::Kind::Semaphore => Self::SemaphoreFull {
+            Kind::Semaphore => Self::SemaphoreFull {
                 name,
                 holders: busy.holders,
                 limit: busy.limit.get(),
@@ -115,8 +106,7 @@ impl AppError {
             Self::NotFound => ProblemType::NotFound,
             Self::MethodNotAllowed => ProblemType::MethodNotAllowed,
             Self::LeaseNotFound => ProblemType::LeaseNotFound,
-            Self::LockNotHeld => ProblemType::LockNotHeld,
-            Self::SemaphoreNotHeld => ProblemType::SemaphoreNotHeld,
+            Self::NotHeld(kind) => ProblemType::not_held(*kind),
             Self::LockHeld { .. } => ProblemType::LockHeld,
             Self::SemaphoreFull { .. } => ProblemType::SemaphoreFull,
             Self::Superseded { .. } => ProblemType::Superseded,

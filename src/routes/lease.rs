@@ -201,17 +201,14 @@ pub fn unrouted(path: &str, method: &axum::http::Method, otherwise: AppError) ->
     }
 }
 
-/// The lease as its body, or `lease-not-found`: refresh and check.
+/// The lease, or `lease-not-found`: refresh and check.
 ///
 /// # Errors
 /// `lease-not-found` when there is no such live lease; what the engine reports.
-pub async fn found<L, B: From<L>>(
-    lease: impl Future<Output = Result<Option<L>, engine::Error>>,
-) -> Result<Json<B>, AppError> {
-    lease
-        .await?
-        .map(|lease| Json(lease.into()))
-        .ok_or(AppError::LeaseNotFound)
+pub async fn found(
+    lease: impl Future<Output = Result<Option<engine::Lease>, engine::Error>>,
+) -> Result<engine::Lease, AppError> {
+    lease.await?.ok_or(AppError::LeaseNotFound)
 }
 
 /// 204, or `lease-not-found`: release.

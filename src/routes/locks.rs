@@ -1,30 +1,30 @@
-//! `/locks`: acquire, refresh, release, check, status, listing, force-release.
+//! The bodies of `/locks`: what an acquisition sends, what its holder is
+//! told, and what anyone sees (the routes are [`super::kind`]'s).
 
-use axum::extract::State;
-use axum::response::Response;
 use serde::Serialize;
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-use super::kind::{self, impl_kind, Acquisition};
+use super::lease::WaiterBody;
 use super::lease::{acquire_body, lease_body};
-use super::lease::{NamePath, WaiterBody};
-use super::problem::responses::LockHeld;
-use super::{AppError, AppState};
-use crate::domain::Owner;
-use crate::engine::{LockStatus, Locks};
-
-/// The `/locks` routes, documented.
-pub fn router() -> OpenApiRouter<AppState> {
-    kind::routes::<Locks>(routes!(acquire))
-}
+use super::AppError;
+use crate::domain::{AcquireRequest, Limit, Owner};
+use crate::engine::Status;
 
 acquire_body! {
     /// Body of `POST /locks/{name}`; every field is optional and an empty body
     /// means all defaults.
     #[schema(example = json!({"ttl_ms": 60000, "wait_ms": 10000, "owner": "https://ci.example.com/jobs/42"}))]
     pub struct AcquireLock {}
+}
+
+impl AcquireLock {
+    /// A lock's acquisition: limit 1, and the fields every acquisition takes.
+    ///
+    /// # Errors
+    /// `invalid-request` naming the first field at fault.
+    pub fn parse(self, max_wait_ms: u64) -> Result<(Limit, AcquireRequest), AppError> {
+        Ok((Limit::ONE, self.request(max_wait_ms)?))
+    }
 }
 
 /// A lock lease, as its holder sees it.
@@ -55,8 +55,6 @@ pub struct LockLeaseBody {
 
 lease_body!(LockLeaseBody);
 
-impl_kind!(Locks, Lock, LockLeaseBody, LockStatusBody, locks);
-
 /// A lock as anyone may see it; the lease id is never shown.
 #[derive(Debug, Default, Serialize, ToSchema)]
 #[schema(example = json!({
@@ -83,8 +81,8 @@ pub struct LockStatusBody {
     pub waiters: Vec<WaiterBody>,
 }
 
-impl From<LockStatus> for LockStatusBody {
-    fn from(status: LockStatus) -> Self {
+impl From<Status> for LockStatusBody {
+    fn from(status: Status) -> Self {
         let holder = status.holder().cloned();
         Self {
             name: status.name.to_string(),
@@ -96,23 +94,4 @@ impl From<LockStatus> for LockStatusBody {
             waiters: status.waiters.into_iter().map(Into::into).collect(),
         }
     }
-}
-
-/// Acquire a lock
-///
-/// Takes the lock if it is free. If it is held and `wait_ms` is above 0, waits
-/// until it is released or expires (woken by the release itself, within
-/// milliseconds) for at most `wait_ms`.
-#[utoipa::path(post, path = "/locks/{name}", operation_id = "acquire_lock", params(NamePath),
-    request_body(content = Option<AcquireLock>, description = "May be empty: all defaults", content_type = "application/json"),
-    responses((status = 409, response = LockHeld)))]
-pub async fn acquire(
-    State(state): State<AppState>,
-    call: Acquisition<AcquireLock>,
-) -> Result<Response, AppError> {
-    let (body, call) = call.split();
-    let request = body.request(state.settings.max_wait_ms)?;
-    let wait = request.wait;
-    let acquisition = Box::pin(state.locks.acquire(call.name.clone(), request));
-    kind::acquired::<Locks>(state, call, wait, acquisition).await
 }

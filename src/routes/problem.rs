@@ -11,6 +11,8 @@ use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder, Type};
 use utoipa::ToSchema;
 
+use crate::domain::Kind;
+
 /// Every problem type of the API. `InternalError` stays last: [`Self::ALL`]
 /// is checked against it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,6 +202,22 @@ impl ProblemType {
         }
     }
 
+    /// What a `kind` answers when it stayed busy for a whole wait (409).
+    pub const fn busy(kind: Kind) -> Self {
+        match kind {
+            Kind::Lock => Self::LockHeld,
+            Kind::Semaphore => Self::SemaphoreFull,
+        }
+    }
+
+    /// What force-release of a `kind` answers when nothing is held (404).
+    pub const fn not_held(kind: Kind) -> Self {
+        match kind {
+            Kind::Lock => Self::LockNotHeld,
+            Kind::Semaphore => Self::SemaphoreNotHeld,
+        }
+    }
+
     /// The type whose slug is `slug`.
     pub fn from_slug(slug: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|p| p.facts().slug == slug)
@@ -323,19 +341,7 @@ pub mod responses {
         )*};
     }
 
-    markers!(
-        InvalidRequest,
-        Unauthorized,
-        Forbidden,
-        LeaseNotFound,
-        LockNotHeld,
-        SemaphoreNotHeld,
-        LockHeld,
-        SemaphoreFull,
-        PayloadTooLarge,
-        RedisUnavailable,
-        TooManyStreams,
-    );
+    markers!(RedisUnavailable, TooManyStreams,);
 }
 
 /// `GET /problems/{slug}`: what a problem type means, as plain text.

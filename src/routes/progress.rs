@@ -18,10 +18,10 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::AppError;
-use crate::domain::{Name, Owner, WaitTime};
-use crate::engine::events::{Notice, ResourceKind, Watch};
+use crate::domain::{Kind, Name, Owner, WaitTime};
+use crate::engine::events::{Notice, Watch};
 use crate::engine::progress::{InLine, Place};
-use crate::engine::{Acquiring, Engine, Kind, Lease, Refusal};
+use crate::engine::{Acquiring, Engine, Lease, Refusal};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`
 /// and a wait (without one there is nothing to report).
@@ -128,7 +128,7 @@ impl Progress {
                         continue;
                     }
                     Some(Notice::Change(change))
-                        if change.name != self.name.as_str() || !same_kind(change.kind, self.kind) =>
+                        if change.name != self.name.as_str() || change.kind != self.kind =>
                     {
                         continue;
                     }
@@ -147,13 +147,6 @@ impl Progress {
         }
         None
     }
-}
-
-fn same_kind(event: ResourceKind, kind: Kind) -> bool {
-    matches!(
-        (event, kind),
-        (ResourceKind::Lock, Kind::Lock) | (ResourceKind::Semaphore, Kind::Semaphore)
-    )
 }
 
 async fn next_change(changes: &mut Option<Watch>) -> Option<Notice> {

@@ -1,25 +1,14 @@
-//! `/semaphores`: acquire a slot, refresh, release, check, status, listing,
-//! force-release.
+//! The bodies of `/semaphores`: what an acquisition of a slot sends, what
+//! its holder is told, and what anyone sees (the routes are [`super::kind`]'s).
 
-use axum::extract::State;
-use axum::response::Response;
 use serde::Serialize;
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-use super::kind::{self, impl_kind, Acquisition};
 use super::lease::{acquire_body, lease_body};
-use super::lease::{field, NamePath, WaiterBody};
-use super::problem::responses::SemaphoreFull;
-use super::{AppError, AppState};
+use super::lease::{field, WaiterBody};
+use super::AppError;
 use crate::domain::{AcquireRequest, Limit, Owner};
-use crate::engine::{SemaphoreStatus, Semaphores};
-
-/// The `/semaphores` routes, documented.
-pub fn router() -> OpenApiRouter<AppState> {
-    kind::routes::<Semaphores>(routes!(acquire))
-}
+use crate::engine::Status;
 
 acquire_body! {
     /// Body of `POST /semaphores/{name}`.
@@ -72,14 +61,6 @@ pub struct SemaphoreLeaseBody {
 
 lease_body!(SemaphoreLeaseBody, limit = |lease| lease.limit.get());
 
-impl_kind!(
-    Semaphores,
-    Semaphore,
-    SemaphoreLeaseBody,
-    SemaphoreStatusBody,
-    semaphores
-);
-
 /// One held slot, without its lease id.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SlotBody {
@@ -117,8 +98,8 @@ pub struct SemaphoreStatusBody {
     pub waiters: Vec<WaiterBody>,
 }
 
-impl From<SemaphoreStatus> for SemaphoreStatusBody {
-    fn from(status: SemaphoreStatus) -> Self {
+impl From<Status> for SemaphoreStatusBody {
+    fn from(status: Status) -> Self {
         Self {
             name: status.name.to_string(),
             holders: status.holders,
@@ -136,23 +117,4 @@ impl From<SemaphoreStatus> for SemaphoreStatusBody {
                 .collect(),
         }
     }
-}
-
-/// Acquire a semaphore slot
-///
-/// Takes one of `limit` slots. Slots go first come, first served: if the
-/// semaphore is full (or earlier waiters are in line) and `wait_ms` is above
-/// 0, the request queues and waits for its turn, for at most `wait_ms`.
-#[utoipa::path(post, path = "/semaphores/{name}", operation_id = "acquire_semaphore", params(NamePath),
-    request_body(content = AcquireSemaphore, content_type = "application/json"),
-    responses((status = 409, response = SemaphoreFull)))]
-pub async fn acquire(
-    State(state): State<AppState>,
-    call: Acquisition<AcquireSemaphore>,
-) -> Result<Response, AppError> {
-    let (body, call) = call.split();
-    let (limit, request) = body.parse(state.settings.max_wait_ms)?;
-    let wait = request.wait;
-    let acquisition = Box::pin(state.semaphores.acquire(call.name.clone(), limit, request));
-    kind::acquired::<Semaphores>(state, call, wait, acquisition).await
 }
