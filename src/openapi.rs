@@ -9,10 +9,12 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::OpenApi as Document;
+use utoipa::openapi::{OpenApi as Document, RefOr, Schema};
 use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::Config;
 
+use crate::domain::Kind;
+use crate::routes::kind::acquire_schema_name;
 use crate::routes::{self, AppError, Problem, ProblemType};
 
 #[derive(OpenApi)]
@@ -81,19 +83,29 @@ pub fn document_json() -> String {
 /// # Panics
 /// Never: the document always serializes.
 pub fn document_json_with_max_wait(max_wait_ms: u64) -> String {
-    let mut doc = serde_json::to_value(document()).expect("the OpenAPI document serializes");
-    for schema in ["AcquireLock", "AcquireSemaphore"] {
-        if let Some(wait) = doc
-            .pointer_mut(&format!("/components/schemas/{schema}/properties/wait_ms"))
-            .and_then(serde_json::Value::as_object_mut)
-        {
-            wait.insert("maximum".into(), max_wait_ms.into());
-        }
-    }
+    let mut doc = document();
+    bound_wait(&mut doc, max_wait_ms);
+    let mut doc = serde_json::to_value(doc).expect("the OpenAPI document serializes");
     polish(&mut doc);
     let mut json = serde_json::to_string_pretty(&doc).expect("the OpenAPI document serializes");
     json.push('\n');
     json
+}
+
+/// Bounds `wait_ms` in the acquire body of every kind by `max_wait_ms`.
+fn bound_wait(doc: &mut Document, max_wait_ms: u64) {
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    for kind in Kind::ALL {
+        let body = components.schemas.get_mut(&acquire_schema_name(kind));
+        let Some(RefOr::T(Schema::Object(body))) = body else {
+            continue;
+        };
+        if let Some(RefOr::T(Schema::Object(wait))) = body.properties.get_mut("wait_ms") {
+            wait.maximum = Some(max_wait_ms.into());
+        }
+    }
 }
 
 /// What the generated document lacks for readers and linters: a server (the

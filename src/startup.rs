@@ -175,8 +175,6 @@ impl Application {
         );
         let limits = Limits::from_settings(&settings);
         let state = AppState::new(AppParts {
-            locks: engine.locks(),
-            semaphores: engine.semaphores(),
             engine: engine.clone(),
             settings,
             auth,

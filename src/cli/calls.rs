@@ -12,10 +12,11 @@ use super::args::{
 };
 use super::duration::{human, millis};
 use super::exit::{Failure, LOST, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
-use super::http::{Answer, Kind, Service, Target};
+use super::http::{Answer, Service, Target};
 use super::line::{self, Request};
 use super::messages::say;
 use super::signals::Signals;
+use crate::domain::Kind;
 
 /// How long one call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -158,7 +159,7 @@ pub async fn status(args: StatusArgs) -> Result<(), Failure> {
 pub async fn list(args: ListArgs) -> Result<(), Failure> {
     let kind = kind(&args.kind);
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let key = &kind.collection()[1..];
+    let key = kind.plural();
     let encode = |s: &str| {
         percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
     };
@@ -166,8 +167,8 @@ pub async fn list(args: ListArgs) -> Result<(), Failure> {
     let mut cursor: Option<String> = None;
     loop {
         let mut path = format!(
-            "{}?limit=1000&prefix={}",
-            kind.collection(),
+            "/{}?limit=1000&prefix={}",
+            kind.plural(),
             encode(&args.prefix)
         );
         if let Some(cursor) = &cursor {

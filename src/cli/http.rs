@@ -10,30 +10,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::exit::{Failure, USAGE};
-use crate::domain::Name;
-
-/// A lock or a semaphore, as the paths of the service name them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Lock,
-    Semaphore,
-}
-
-impl Kind {
-    pub fn noun(self) -> &'static str {
-        match self {
-            Kind::Lock => "lock",
-            Kind::Semaphore => "semaphore",
-        }
-    }
-
-    pub fn collection(self) -> &'static str {
-        match self {
-            Kind::Lock => "/locks",
-            Kind::Semaphore => "/semaphores",
-        }
-    }
-}
+use crate::domain::{Kind, Name};
 
 /// One lock or semaphore of the service.
 #[derive(Debug, Clone)]
@@ -52,7 +29,7 @@ impl Target {
 
     /// `/locks/review%2Fapp-1`
     pub fn path(&self) -> String {
-        format!("{}/{}", self.kind.collection(), self.name.path_segment())
+        format!("/{}/{}", self.kind.plural(), self.name.path_segment())
     }
 
     /// `/locks/review%2Fapp-1/{id}`; the id is percent-encoded too, so that
@@ -66,7 +43,7 @@ impl Target {
 impl std::fmt::Display for Target {
     /// `lock 'review/app-1'`
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} '{}'", self.kind.noun(), self.name)
+        write!(f, "{} '{}'", self.kind, self.name)
     }
 }
 

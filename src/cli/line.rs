@@ -12,9 +12,10 @@ use tokio::time::Instant;
 
 use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
-use super::http::{Answer, Kind, Service, Target};
+use super::http::{Answer, Service, Target};
 use super::messages::{say, signal_name, warn};
 use super::signals::Signals;
+use crate::domain::Kind;
 
 /// Failures that may pass are retried for at most this long in a row.
 const RETRY_FOR: Duration = Duration::from_secs(60);

@@ -24,10 +24,11 @@ use super::clock;
 use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, LOST, NOT_FOUND, UNAVAILABLE};
 use super::group;
-use super::http::{Kind, Service, Target};
+use super::http::{Service, Target};
 use super::line::{self, Lease, Request};
 use super::messages::{say, signal_name, warn};
 use super::signals::Signals;
+use crate::domain::Kind;
 
 /// Between SIGTERM and SIGKILL, unless the ttl is too short for it.
 const DEFAULT_GRACE: Duration = Duration::from_secs(5);

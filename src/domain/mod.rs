@@ -3,6 +3,7 @@
 
 mod acquire;
 mod demand;
+mod kind;
 mod lease_id;
 mod name;
 mod numbers;
@@ -11,6 +12,7 @@ mod printable;
 
 pub use acquire::AcquireRequest;
 pub use demand::{Demand, Permits};
+pub use kind::Kind;
 pub use lease_id::LeaseId;
 pub use name::{Name, NamePrefix};
 pub use numbers::{Limit, Ttl, WaitTime};

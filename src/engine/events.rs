@@ -6,8 +6,9 @@
 //! instance knows it ([`Store::events_watched`]): every instance counts the
 //! channel's listeners about every second ([`COUNT_EVERY`]), and an instance
 //! that starts listening says so at once on `<prefix>events:hello`, which
-//! every instance hears, before its watchers read anything (a cluster always
-//! publishes). An instance subscribes to it while it has watchers, and for [`LINGER`] after
+//! every instance hears and acknowledges on `<prefix>events:ack` once it
+//! publishes, and its watchers read nothing before every instance did (or
+//! [`HELLO_WAIT`] passed: one may be paused). A cluster always publishes. An instance subscribes to it while it has watchers, and for [`LINGER`] after
 //! the last one leaves: ONE dedicated subscription whatever the number of
 //! watchers, each event handed to them through a [`tokio::sync::broadcast`]
 //! channel, so Redis's cost does not grow with watchers, and is nothing at
@@ -27,7 +28,7 @@ use tokio_util::task::TaskTracker;
 
 use super::pubsub::{Notice as PubSubNotice, Notices, PubSub};
 use super::Store;
-use crate::domain::NamePrefix;
+use crate::domain::{Kind, NamePrefix};
 
 /// How many notices a slow watcher may fall behind before it is told it
 /// missed some (and should read the state afresh).
@@ -35,6 +36,8 @@ const BACKLOG: usize = 1024;
 /// How long the subscription outlives the last watcher, so that watchers
 /// that come and go (acquisitions that report progress) do not make it churn.
 const LINGER: Duration = Duration::from_secs(10);
+/// How long a new listener waits for every instance to acknowledge its hello.
+const HELLO_WAIT: Duration = Duration::from_secs(1);
 /// How often an instance counts the events channel's listeners.
 const COUNT_EVERY: Duration = Duration::from_secs(1);
 /// How long a new watch waits for the subscription before it reads anything.
@@ -68,21 +71,13 @@ impl Change {
     }
 }
 
-/// Whether a change is to a lock or to a semaphore.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ResourceKind {
-    Lock,
-    Semaphore,
-}
-
 /// One change, as published by a script (`{"event", "kind", "name", "owner"?,
 /// "fencing_token"?, "holders"?, "waiting"}`); any other member, a lease id
 /// included, is dropped on parsing.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ChangeEvent {
     pub event: Change,
-    pub kind: ResourceKind,
+    pub kind: Kind,
     pub name: String,
     #[serde(default)]
     pub owner: Option<String>,
@@ -304,16 +299,38 @@ impl Watch {
 }
 
 /// Sleeps until `at`; forever without one.
+/// A hello this instance sent, and the acknowledgements it still waits for.
+struct Greeting {
+    nonce: String,
+    awaiting: u64,
+    until: Instant,
+}
+
 /// Tells every instance (this one at once) that this one listens on the
 /// events channel now, so that their calls publish events from now on.
-async fn say_hello(store: &Store, hello: &str) {
+/// Returns the greeting whose acknowledgements to wait for before the
+/// watchers read anything (none on a cluster, which always publishes, or
+/// when Redis did not answer: the next count includes this listener).
+async fn say_hello(store: &Store, channels: &Channels) -> Option<Greeting> {
     store.note_new_listener();
-    if store.events_counted() {
-        let mut publish = redis::cmd("PUBLISH");
-        publish.arg(hello).arg("1");
-        // Unanswered (Redis away): the next count includes this listener.
-        let _ = store.query::<i64>(&publish).await;
+    if !store.events_counted() {
+        return None;
     }
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    let mut publish = redis::cmd("PUBLISH");
+    publish.arg(&channels.hello).arg(&nonce);
+    let heard_by = store.query::<u64>(&publish).await.ok()?;
+    (heard_by > 0).then(|| Greeting {
+        nonce,
+        awaiting: heard_by,
+        until: Instant::now() + HELLO_WAIT,
+    })
+}
+
+/// The channels of the hello handshake, beside the events channel.
+struct Channels {
+    hello: String,
+    ack: String,
 }
 
 /// Counts the events channel's listeners every [`COUNT_EVERY`], until `stop`.
@@ -349,11 +366,18 @@ async fn subscribe(
     stop: CancellationToken,
     up: watch::Sender<bool>,
 ) {
-    let hello = format!("{channel}:hello");
+    let channels = Channels {
+        hello: format!("{channel}:hello"),
+        ack: format!("{channel}:ack"),
+    };
     if store.events_counted() {
-        // Heard for as long as the instance runs: another instance's watchers.
-        pubsub.subscribe(&hello).await;
+        // Heard for as long as the instance runs: the hellos of another
+        // instance's new listeners, and the acknowledgements of this one's.
+        pubsub.subscribe(&channels.hello).await;
+        pubsub.subscribe(&channels.ack).await;
     }
+    // The hello whose acknowledgements the watchers wait for.
+    let mut greeting: Option<Greeting> = None;
     let mut tracked = false;
     let mut lost = false;
     // When the subscription goes, while nobody wants it.
@@ -369,8 +393,8 @@ async fn subscribe(
             tracked = true;
             lost = false;
             if pubsub.subscribe(&channel).await {
-                say_hello(&store, &hello).await;
-                up.send_replace(true);
+                greeting = say_hello(&store, &channels).await;
+                up.send_replace(greeting.is_none());
             }
         }
         let notice = tokio::select! {
@@ -379,6 +403,12 @@ async fn subscribe(
                 if changed.is_err() {
                     return;
                 }
+                continue;
+            }
+            () = sleep_until(greeting.as_ref().map(|g| g.until)), if greeting.is_some() => {
+                // Not every instance answered (one is paused): go on anyway.
+                greeting = None;
+                up.send_replace(tracked);
                 continue;
             }
             () = sleep_until(idle_until), if idle_until.is_some() => {
@@ -395,8 +425,22 @@ async fn subscribe(
                 channel: from,
                 payload,
             }) => {
-                if from == hello {
+                if from == channels.hello {
+                    // Publishing from now on; then the new listener hears so.
                     store.note_new_listener();
+                    let mut ack = redis::cmd("PUBLISH");
+                    ack.arg(&channels.ack).arg(payload);
+                    let _ = store.query::<u64>(&ack).await;
+                } else if from == channels.ack {
+                    if let Some(g) = greeting.as_mut() {
+                        if payload == g.nonce.as_bytes() {
+                            g.awaiting = g.awaiting.saturating_sub(1);
+                            if g.awaiting == 0 {
+                                greeting = None;
+                                up.send_replace(tracked);
+                            }
+                        }
+                    }
                 } else if from == channel {
                     if let Some(change) = ChangeEvent::parse(&payload) {
                         // No receiver is not an error: nobody watches.
@@ -405,14 +449,15 @@ async fn subscribe(
                 }
             }
             Some(PubSubNotice::Lost) => {
+                greeting = None;
                 up.send_replace(false);
                 lost = tracked;
             }
             Some(PubSubNotice::Subscribed) => {
                 if tracked {
-                    say_hello(&store, &hello).await;
+                    greeting = say_hello(&store, &channels).await;
                 }
-                up.send_replace(tracked);
+                up.send_replace(tracked && greeting.is_none());
                 if std::mem::take(&mut lost) {
                     // Changes made meanwhile were not seen.
                     let _ = sender.send(Notice::Resync);
@@ -434,7 +479,7 @@ mod tests {
         )
         .expect("a change event");
         assert_eq!(change.event, Change::ForceReleased);
-        assert_eq!(change.kind, ResourceKind::Lock);
+        assert_eq!(change.kind, Kind::Lock);
         assert_eq!(change.fencing_token, Some(1_763_780_000_000_001));
         assert_eq!(change.waiting, Some(2));
         assert_eq!(change.holders, None);
@@ -469,7 +514,7 @@ mod tests {
     fn change(name: &str) -> Notice {
         Notice::Change(Arc::new(ChangeEvent {
             event: Change::Released,
-            kind: ResourceKind::Lock,
+            kind: Kind::Lock,
             name: name.into(),
             owner: None,
             fencing_token: Some(1),

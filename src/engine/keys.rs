@@ -4,30 +4,13 @@
 //! `{sem:NAME}`), so a script touching several of them stays in one cluster
 //! slot, and so does the name's channel (for sharded pub/sub on a cluster).
 
-use crate::domain::{Name, NamePrefix};
+use crate::domain::{Kind, Name, NamePrefix};
 
-/// The two kinds of lease; they differ in their hash tag and in what the
-/// service shows of them, not in how Redis keeps them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    Lock,
-    Semaphore,
-}
-
-impl Kind {
-    /// The kind as events and audit lines name it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Lock => "lock",
-            Self::Semaphore => "semaphore",
-        }
-    }
-
-    fn tag(self) -> &'static str {
-        match self {
-            Self::Lock => "lock",
-            Self::Semaphore => "sem",
-        }
+/// A kind's part of the hash tag: `{lock:NAME}`, `{sem:NAME}`.
+fn tag(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Lock => "lock",
+        Kind::Semaphore => "sem",
     }
 }
 
@@ -51,7 +34,7 @@ impl Keys {
 
     /// `prefix{lock:NAME}`: the hash-tagged stem of every key of one name.
     fn stem(&self, kind: Kind, name: &Name) -> String {
-        format!("{}{{{}:{name}}}", self.prefix, kind.tag())
+        format!("{}{{{}:{name}}}", self.prefix, tag(kind))
     }
 
     /// The keys of `name`, in the order every script takes them as KEYS.
@@ -86,7 +69,7 @@ impl Keys {
     /// start with `prefix` (glob characters in either match only themselves).
     pub fn scan_pattern(&self, kind: Kind, prefix: &NamePrefix) -> String {
         // Names may hold glob characters too: both parts match only themselves.
-        let head = format!("{}{{{}:{}", self.prefix, kind.tag(), prefix.as_str());
+        let head = format!("{}{{{}:{}", self.prefix, tag(kind), prefix.as_str());
         let mut pattern = String::with_capacity(head.len() + 16);
         for c in head.chars() {
             if matches!(c, '*' | '?' | '[' | ']' | '\\') {
@@ -102,7 +85,7 @@ impl Keys {
     pub fn name_of<'a>(&self, kind: Kind, key: &'a str) -> Option<&'a str> {
         key.strip_prefix(self.prefix.as_str())?
             .strip_prefix('{')?
-            .strip_prefix(kind.tag())?
+            .strip_prefix(tag(kind))?
             .strip_prefix(':')?
             .strip_suffix("}:owners")
     }

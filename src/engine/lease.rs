@@ -1,7 +1,7 @@
 //! The lease core of both kinds: acquire (joining the line and waiting),
 //! refresh, check, release, force-release and status, each one function of
 //! the library over the name's keys; locks and semaphores differ only in
-//! their [`Kind`] and the limit they pass (a lock's is 1).
+//! the [`Kind`] a [`Leases`] is bound to and the limit they pass (a lock's is 1).
 //!
 //! # What makes a 201 true
 //!
@@ -28,12 +28,12 @@ use super::functions::refresh::Refresh;
 use super::functions::release::{End, Ended};
 use super::functions::status::Status as StatusCall;
 use super::functions::waiter::Entry;
-use super::keys::Kind;
 use super::line::{Notice, Registration};
+use super::listing::{self, Cursor, Page, PageLimit};
 use super::model::{Busy, Lease, Refusal, Status};
 use super::{Engine, Error};
-use crate::domain::{AcquireRequest, Demand, LeaseId, Name, Owner, Ttl};
-use crate::telemetry::{audit, record_acquisition, Acquired};
+use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, NamePrefix, Owner, Ttl};
+use crate::telemetry::{audit, record_acquisition};
 
 /// How long a waiter waits for its name's channel before joining anyway (it
 /// asks Redis again once subscribed, so nothing is lost either way).
@@ -41,7 +41,7 @@ const SUBSCRIBE_WAIT: Duration = Duration::from_secs(1);
 
 /// Operations on the leases of one kind; cheap to clone.
 #[derive(Clone)]
-pub(crate) struct Leases {
+pub struct Leases {
     engine: Engine,
     kind: Kind,
 }
@@ -118,15 +118,16 @@ impl Leases {
         .await
     }
 
-    /// Acquires a lease on `name`: at once, or by joining the line while it
-    /// is busy and `request.wait` is above zero. A request that joined comes
+    /// Acquires a lease on `name` (judged against `limit`; a lock's is
+    /// [`Limit::ONE`]): at once, or by joining the line while it is busy and
+    /// `request.wait` is above zero. A request that joined comes
     /// back as [`Acquiring::Queued`], whose [`Queued::outcome`] waits for its
     /// turn; what a waiting request keeps while it waits is that small value,
     /// not this call's state.
     ///
     /// # Errors
     /// Redis unavailable, the service shutting down, or too many waiters.
-    pub(crate) async fn acquire(
+    pub async fn acquire(
         self,
         name: Name,
         demand: Demand,
@@ -232,21 +233,23 @@ impl Leases {
         Ok(ended)
     }
 
-    /// Releases the lease `id`; `false` when no live lease had that id.
+    /// Releases the lease `id` and serves the line; `false` when no live
+    /// lease had that id.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub(crate) async fn release(&self, name: &Name, id: LeaseId) -> Result<bool, Error> {
+    pub async fn release(&self, name: &Name, id: LeaseId) -> Result<bool, Error> {
         let ended = self.end(name, End::Release(id)).await?;
         Ok(matches!(ended, Ended::Released { .. }))
     }
 
     /// Extends the lease `id` by `ttl` (or its own ttl); `None` when it is not
-    /// live. An expired lease is never brought back.
+    /// live (expired, released, or never this name's). An expired lease is
+    /// never brought back.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub(crate) async fn refresh(
+    pub async fn refresh(
         &self,
         name: &Name,
         id: LeaseId,
@@ -270,18 +273,18 @@ impl Leases {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub(crate) async fn check(&self, name: &Name, id: LeaseId) -> Result<Option<Lease>, Error> {
+    pub async fn check(&self, name: &Name, id: LeaseId) -> Result<Option<Lease>, Error> {
         let stored = self.run(name, &Check(id)).await?;
         Ok(stored.map(|stored| lease_of(name, id, stored)))
     }
 
     /// Ends every lease of `name`, whoever holds it, writing one audit line
-    /// for each lease it ended (the first 100, then one for the rest);
-    /// `false` when none was held.
+    /// for each lease it ended (the first 100, then one for the rest), and
+    /// serves the line; `false` when none was held.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub(crate) async fn force_release(&self, name: &Name) -> Result<bool, Error> {
+    pub async fn force_release(&self, name: &Name) -> Result<bool, Error> {
         let Some(ended) = self.serve(name, &ForceRelease).await? else {
             return Ok(false);
         };
@@ -313,9 +316,23 @@ impl Leases {
     ///
     /// # Errors
     /// Redis unavailable.
-    pub(crate) async fn status(&self, name: &Name) -> Result<Status, Error> {
+    pub async fn status(&self, name: &Name) -> Result<Status, Error> {
         let _turn = self.engine.read_turn().await;
         self.status_now(name).await
+    }
+
+    /// One page of those in use whose names start with `prefix`, sorted by
+    /// name (see [`listing`]).
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn list(
+        &self,
+        prefix: &NamePrefix,
+        limit: PageLimit,
+        cursor: Cursor,
+    ) -> Result<Page<Status>, Error> {
+        listing::page(self, prefix, limit, cursor).await
     }
 
     /// [`Self::status`] for a caller that has the turn (a listing page).
@@ -612,11 +629,7 @@ impl Claim {
             Ok(_) | Err(Error::ShuttingDown | Error::TooManyWaiters)
         );
         let outcome = outcome?;
-        let acquired = match kind {
-            Kind::Lock => Acquired::Lock,
-            Kind::Semaphore => Acquired::Semaphore,
-        };
-        record_acquisition(acquired, outcome.is_ok(), attempts, self.started.elapsed());
+        record_acquisition(kind, outcome.is_ok(), attempts, self.started.elapsed());
         let request = &self.request;
         if let Ok((token, _)) = &outcome {
             audit(
@@ -686,93 +699,6 @@ impl Drop for Claim {
         });
     }
 }
-
-/// The operations both kinds share, each a plain delegation to the one lease
-/// core: a kind's type ([`super::Locks`], [`super::Semaphores`]) states only
-/// what differs (acquire's limit).
-macro_rules! shared_lease_ops {
-    ($kind:ty) => {
-        impl $kind {
-            /// One page of those in use whose names start with `prefix`,
-            /// sorted by name (see [`super::listing`]).
-            ///
-            /// # Errors
-            /// Redis unavailable.
-            pub async fn list(
-                &self,
-                prefix: &$crate::domain::NamePrefix,
-                limit: $crate::engine::PageLimit,
-                cursor: $crate::engine::Cursor,
-            ) -> Result<$crate::engine::Page<$crate::engine::Status>, $crate::engine::Error> {
-                $crate::engine::listing::page(&self.0, prefix, limit, cursor).await
-            }
-
-            /// Extends the lease `id` by `ttl` (or its own ttl); `None` when it
-            /// is not live (expired, released, or never this name's). An
-            /// expired lease is never brought back.
-            ///
-            /// # Errors
-            /// Redis unavailable.
-            pub async fn refresh(
-                &self,
-                name: &$crate::domain::Name,
-                id: $crate::domain::LeaseId,
-                ttl: Option<$crate::domain::Ttl>,
-            ) -> Result<Option<$crate::engine::Lease>, $crate::engine::Error> {
-                self.0.refresh(name, id, ttl).await
-            }
-
-            /// The lease `id` if it is live.
-            ///
-            /// # Errors
-            /// Redis unavailable.
-            pub async fn check(
-                &self,
-                name: &$crate::domain::Name,
-                id: $crate::domain::LeaseId,
-            ) -> Result<Option<$crate::engine::Lease>, $crate::engine::Error> {
-                self.0.check(name, id).await
-            }
-
-            /// Releases the lease `id` and serves the line; `false` when no
-            /// live lease had that id.
-            ///
-            /// # Errors
-            /// Redis unavailable.
-            pub async fn release(
-                &self,
-                name: &$crate::domain::Name,
-                id: $crate::domain::LeaseId,
-            ) -> Result<bool, $crate::engine::Error> {
-                self.0.release(name, id).await
-            }
-
-            /// Ends every lease of `name`, whoever holds it, and serves the
-            /// line; `false` when none was held.
-            ///
-            /// # Errors
-            /// Redis unavailable.
-            pub async fn force_release(
-                &self,
-                name: &$crate::domain::Name,
-            ) -> Result<bool, $crate::engine::Error> {
-                self.0.force_release(name).await
-            }
-
-            /// Who holds `name` (at most 100 leases) and the first 100 of its line.
-            ///
-            /// # Errors
-            /// Redis unavailable.
-            pub async fn status(
-                &self,
-                name: &$crate::domain::Name,
-            ) -> Result<$crate::engine::Status, $crate::engine::Error> {
-                self.0.status(name).await
-            }
-        }
-    };
-}
-pub(super) use shared_lease_ops;
 
 #[cfg(test)]
 mod tests {

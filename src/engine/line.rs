@@ -24,11 +24,11 @@ use super::functions::keep_alive::KeepAlive;
 use super::functions::library::{decode_served, invocation, Function};
 use super::functions::message::Message;
 use super::functions::tail::Tail;
-use super::keys::{Keys, Kind};
+use super::keys::Keys;
 use super::pubsub::{Notice as PubSubNotice, Notices, PubSub};
 use super::store::Store;
 use super::Error;
-use crate::domain::{Name, Owner};
+use crate::domain::{Kind, Name, Owner};
 
 /// How often an instance tells Redis that its waiters on a name are alive.
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(1);

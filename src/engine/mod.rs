@@ -12,30 +12,20 @@ mod keys;
 mod lease;
 mod line;
 mod listing;
-mod lock;
 mod model;
 pub mod progress;
 mod pubsub;
-mod semaphore;
 mod store;
 
 pub use connect::StoreConfig;
 pub use error::Error;
 pub use functions::library::{function_name, library_code};
-pub use keys::{Keys, Kind};
-pub use lease::{Acquiring, Queued};
+pub use keys::Keys;
+pub use lease::{Acquiring, Leases, Queued};
 pub use listing::{Cursor, Page, PageLimit};
-pub use lock::Locks;
 pub use model::{Busy, Holder, Lease, Refusal, Status, Waiter};
 pub use pubsub::{Notice, Notices, PubSub};
-pub use semaphore::Semaphores;
 pub use store::{Node, RedisMode, Store};
-
-/// The names the routes use for each kind's lease and status.
-pub type LockLease = Lease;
-pub type SemaphoreLease = Lease;
-pub type LockStatus = Status;
-pub type SemaphoreStatus = Status;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Settings;
+use crate::domain::Kind;
 use line::Line;
 
 /// The core: the Redis connection, the key layout, this instance's waiters
@@ -146,14 +137,9 @@ impl Engine {
         &self.0.events
     }
 
-    /// Lock operations.
-    pub fn locks(&self) -> Locks {
-        Locks::new(lease::Leases::new(self.clone(), Kind::Lock))
-    }
-
-    /// Semaphore operations.
-    pub fn semaphores(&self) -> Semaphores {
-        Semaphores::new(lease::Leases::new(self.clone(), Kind::Semaphore))
+    /// The operations on the leases of `kind`.
+    pub fn leases(&self, kind: Kind) -> Leases {
+        Leases::new(self.clone(), kind)
     }
 
     /// Whether Redis answers a PING now.

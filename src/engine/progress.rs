@@ -3,8 +3,8 @@
 use super::functions::library::Function;
 use super::functions::library::{decode, invocation};
 use super::functions::place::Find;
-use super::{Engine, Error, Kind};
-use crate::domain::Name;
+use super::{Engine, Error};
+use crate::domain::{Kind, Name};
 
 pub use super::model::Place;
 

@@ -7,14 +7,17 @@ use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use super::{events, health, locks, problem, semaphores, AppState, RequireToken};
+use super::{events, health, kind, problem, AppState, RequireToken};
+use crate::domain::Kind;
 
 /// Every documented route, without state or layers: `/locks` and
 /// `/semaphores` behind the bearer-token check, the service endpoints open.
 pub fn api() -> OpenApiRouter<AppState> {
-    let mut guarded = OpenApiRouter::new()
-        .merge(tagged(locks::router(), "locks"))
-        .merge(tagged(semaphores::router(), "semaphores"))
+    let mut guarded = Kind::ALL
+        .into_iter()
+        .fold(OpenApiRouter::new(), |router, kind| {
+            router.merge(tagged(kind::router(kind), kind.plural()))
+        })
         .merge(tagged(events::router(), "watching"))
         .layer(RequireToken);
     document_guard(guarded.get_openapi_mut());

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::json::json_response;
 use super::problem::{Problem, ProblemType, RetryAfter};
-use crate::domain::Invalid;
+use crate::domain::{Invalid, Kind};
 use crate::engine;
 
 /// A failure of a request.
@@ -30,15 +30,19 @@ pub enum AppError {
     MethodNotAllowed,
     #[error("lease not found")]
     LeaseNotFound,
-    #[error("lock not held")]
-    LockNotHeld,
-    #[error("semaphore not held")]
-    SemaphoreNotHeld,
+    /// Force-release of a lock or semaphore of which nothing is held.
+    #[error("{0} not held")]
+    NotHeld(Kind),
     #[error("lock held")]
     LockHeld {
         name: String,
         owner: Option<String>,
+        /// When the last lease in the request's way expires.
         expires_in: Duration,
+        /// How it is held (none: only waiters ahead are in the way).
+        mode: Option<super::locks::Mode>,
+        /// Leases held.
+        holders: u64,
         /// Requests queued in the line.
         waiting: u64,
     },
@@ -46,6 +50,8 @@ pub enum AppError {
     SemaphoreFull {
         name: String,
         holders: u64,
+        /// Permits they hold.
+        used: u64,
         limit: u32,
         /// When the first lease expires, if any is held.
         next_expiry_in: Option<Duration>,
@@ -78,27 +84,29 @@ impl AppError {
         Self::Invalid(format!("{field}: {}", err.0))
     }
 
-    /// What force-release of a `kind` answers when nothing is held.
-    pub const fn not_held(kind: engine::Kind) -> Self {
-        match kind {
-            engine::Kind::Lock => Self::LockNotHeld,
-            engine::Kind::Semaphore => Self::SemaphoreNotHeld,
-        }
-    }
-
     /// A `kind` named `name` that stayed held (full) for a whole wait.
-    pub fn busy(kind: engine::Kind, name: &crate::domain::Name, busy: engine::Busy) -> Self {
+    pub fn busy(kind: Kind, name: &crate::domain::Name, busy: engine::Busy) -> Self {
         let name = name.to_string();
         match kind {
-            engine::Kind::Lock => Self::LockHeld {
+            Kind::Lock => Self::LockHeld {
                 name,
                 owner: busy.owner.map(crate::domain::Owner::into_string),
                 expires_in: busy.next_expiry_in.unwrap_or_default(),
+                mode: match (
+                    busy.holders,
+                    busy.used >= crate::domain::Demand::LOCK_CAPACITY,
+                ) {
+                    (0, _) => None,
+                    (_, true) => Some(super::locks::Mode::Exclusive),
+                    (_, false) => Some(super::locks::Mode::Shared),
+                },
+                holders: busy.holders,
                 waiting: busy.waiting,
             },
-            engine::Kind::Semaphore => Self::SemaphoreFull {
+            Kind::Semaphore => Self::SemaphoreFull {
                 name,
                 holders: busy.holders,
+                used: busy.used,
                 limit: busy.demand.limit() as u32,
                 next_expiry_in: busy.next_expiry_in,
                 waiting: busy.waiting,
@@ -115,8 +123,7 @@ impl AppError {
             Self::NotFound => ProblemType::NotFound,
             Self::MethodNotAllowed => ProblemType::MethodNotAllowed,
             Self::LeaseNotFound => ProblemType::LeaseNotFound,
-            Self::LockNotHeld => ProblemType::LockNotHeld,
-            Self::SemaphoreNotHeld => ProblemType::SemaphoreNotHeld,
+            Self::NotHeld(kind) => ProblemType::not_held(*kind),
             Self::LockHeld { .. } => ProblemType::LockHeld,
             Self::SemaphoreFull { .. } => ProblemType::SemaphoreFull,
             Self::Superseded { .. } => ProblemType::Superseded,
@@ -147,27 +154,40 @@ impl AppError {
                 name,
                 owner,
                 expires_in,
+                mode,
+                holders,
                 waiting,
             } => {
                 let ms = expires_in.as_millis() as u64;
                 problem.waiting = Some(*waiting);
-                problem.detail = format!(
-                    "lock '{name}' is held by someone else; it expires in {ms} ms unless refreshed"
-                );
+                problem.detail = match mode {
+                    Some(super::locks::Mode::Shared) => format!(
+                        "lock '{name}' is held shared by {holders} readers; the last of them \
+                         expires in {ms} ms unless refreshed"
+                    ),
+                    _ => format!(
+                        "lock '{name}' is held by someone else; it expires in {ms} ms unless refreshed"
+                    ),
+                };
                 problem.owner.clone_from(owner);
                 problem.expires_in_ms = Some(ms);
+                problem.mode = *mode;
+                problem.holders = Some(*holders);
             }
             Self::SemaphoreFull {
                 name,
                 holders,
+                used,
                 limit,
                 waiting,
                 ..
             } => {
                 problem.waiting = Some(*waiting);
-                problem.detail =
-                    format!("semaphore '{name}' is full: {holders} of {limit} slots held");
+                problem.detail = format!(
+                    "semaphore '{name}' is full: {used} of {limit} permits held by {holders} leases"
+                );
                 problem.holders = Some(*holders);
+                problem.used = Some(*used);
                 problem.limit = Some(*limit);
             }
             Self::Superseded { name, owner } => {

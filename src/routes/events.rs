@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 use super::problem::responses::TooManyStreams;
 use super::{AppError, AppState};
 use crate::domain::NamePrefix;
-use crate::engine::events::{ChangeEvent, Notice, ResourceKind, Watch};
+use crate::engine::events::{ChangeEvent, Notice, Watch};
 
 /// How often a comment line keeps proxies from closing an idle stream.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -68,10 +68,7 @@ pub struct ChangeEventBody {
 impl From<&ChangeEvent> for ChangeEventBody {
     fn from(change: &ChangeEvent) -> Self {
         Self {
-            kind: match change.kind {
-                ResourceKind::Lock => "lock",
-                ResourceKind::Semaphore => "semaphore",
-            },
+            kind: change.kind.as_str(),
             name: change.name.clone(),
             owner: change.owner.clone(),
             fencing_token: change.fencing_token,

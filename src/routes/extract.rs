@@ -20,37 +20,53 @@ where
     type Rejection = AppError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let limit = req
-            .extensions()
-            .get::<BodyLimit>()
-            .map_or(usize::MAX, |l| l.0);
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                AppError::PayloadTooLarge { limit }
-            } else {
-                AppError::Invalid(format!("body: {}", rejection.body_text()))
-            }
-        })?;
-        // Empty, or JSON `null` (what the documented optional body allows):
-        // all defaults.
-        let trimmed = bytes.trim_ascii();
-        if trimmed.is_empty() || trimmed == b"null" {
-            return Ok(Self(T::default()));
-        }
-        // serde would read a struct from an array too (`[60000]` as ttl_ms).
-        if trimmed.first() == Some(&b'[') {
-            return Err(AppError::Invalid(
-                "body: invalid type: array, expected a JSON object".into(),
-            ));
-        }
-        let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
-        let value = serde_path_to_error::deserialize(&mut deserializer)
-            .map_err(|err| AppError::Invalid(describe(&err)))?;
-        deserializer
-            .end()
-            .map_err(|err| AppError::Invalid(format!("body: {err}")))?;
-        Ok(Self(value))
+        let bytes = read_body(req, state).await?;
+        parse_json(&bytes).map(Self)
     }
+}
+
+/// The body of `req`, up to the configured limit.
+///
+/// # Errors
+/// `payload-too-large` over the limit; `invalid-request` when it cannot be read.
+pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, AppError> {
+    let limit = req
+        .extensions()
+        .get::<BodyLimit>()
+        .map_or(usize::MAX, |l| l.0);
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            AppError::PayloadTooLarge { limit }
+        } else {
+            AppError::Invalid(format!("body: {}", rejection.body_text()))
+        }
+    })
+}
+
+/// A JSON body as `T`; empty or `null` is `T::default()`.
+///
+/// # Errors
+/// `invalid-request` naming the field at fault.
+pub fn parse_json<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, AppError> {
+    // Empty, or JSON `null` (what the documented optional body allows):
+    // all defaults.
+    let trimmed = bytes.trim_ascii();
+    if trimmed.is_empty() || trimmed == b"null" {
+        return Ok(T::default());
+    }
+    // serde would read a struct from an array too (`[60000]` as ttl_ms).
+    if trimmed.first() == Some(&b'[') {
+        return Err(AppError::Invalid(
+            "body: invalid type: array, expected a JSON object".into(),
+        ));
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer)
+        .map_err(|err| AppError::Invalid(describe(&err)))?;
+    deserializer
+        .end()
+        .map_err(|err| AppError::Invalid(format!("body: {err}")))?;
+    Ok(value)
 }
 
 /// The configured body limit, for the 413 detail.

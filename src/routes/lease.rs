@@ -201,17 +201,14 @@ pub fn unrouted(path: &str, method: &axum::http::Method, otherwise: AppError) ->
     }
 }
 
-/// The lease as its body, or `lease-not-found`: refresh and check.
+/// The lease, or `lease-not-found`: refresh and check.
 ///
 /// # Errors
 /// `lease-not-found` when there is no such live lease; what the engine reports.
-pub async fn found<L, B: From<L>>(
-    lease: impl Future<Output = Result<Option<L>, engine::Error>>,
-) -> Result<Json<B>, AppError> {
-    lease
-        .await?
-        .map(|lease| Json(lease.into()))
-        .ok_or(AppError::LeaseNotFound)
+pub async fn found(
+    lease: impl Future<Output = Result<Option<engine::Lease>, engine::Error>>,
+) -> Result<engine::Lease, AppError> {
+    lease.await?.ok_or(AppError::LeaseNotFound)
 }
 
 /// 204, or `lease-not-found`: release.
@@ -283,6 +280,23 @@ pub mod field {
             .description(Some(format!(
                 "At most this many leases are held at once: 1 to {max}. Required."
             )))
+            .build()
+    }
+
+    /// A semaphore acquisition's `permits`.
+    pub fn permits() -> Object {
+        let max = Limit::MAX;
+        ObjectBuilder::new()
+            .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(1))
+            .maximum(Some(max))
+            .default(Some(1.into()))
+            .description(Some(
+                "How many of the `limit` this lease counts as: 1 (default) to `limit`. \
+                 Waiters are admitted first come, first served, so a large request at the \
+                 head of the line is never overtaken by smaller ones.",
+            ))
             .build()
     }
 
@@ -361,14 +375,29 @@ pub struct WaiterBody {
     pub owner: Option<String>,
     /// How long it has waited so far.
     pub waited_ms: u64,
+    /// A lock's waiter that asked for a shared lease: `true` (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared: Option<bool>,
+    /// A semaphore's waiter: the permits it asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u64>,
 }
 
-impl From<engine::Waiter> for WaiterBody {
-    fn from(waiter: engine::Waiter) -> Self {
+impl WaiterBody {
+    /// A waiter of a `kind`: a lock's says whether it is shared, a
+    /// semaphore's how many permits it asks for.
+    pub fn of(kind: crate::domain::Kind, waiter: engine::Waiter) -> Self {
+        let demand_of_lock = waiter.weight < crate::domain::Demand::LOCK_CAPACITY;
+        let (shared, permits) = match kind {
+            crate::domain::Kind::Lock => (demand_of_lock.then_some(true), None),
+            crate::domain::Kind::Semaphore => (None, Some(waiter.weight)),
+        };
         Self {
             position: waiter.position,
             owner: waiter.owner.map(Owner::into_string),
             waited_ms: waiter.waited.as_millis() as u64,
+            shared,
+            permits,
         }
     }
 }

@@ -1,30 +1,39 @@
-//! `/locks`: acquire, refresh, release, check, status, listing, force-release.
+//! The bodies of `/locks`: what an acquisition sends, what its holder is
+//! told, and what anyone sees (the routes are [`super::kind`]'s).
 
-use axum::extract::State;
-use axum::response::Response;
 use serde::Serialize;
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-use super::kind::{self, impl_kind, Acquisition};
+use super::lease::WaiterBody;
 use super::lease::{acquire_body, lease_body};
-use super::lease::{NamePath, WaiterBody};
-use super::problem::responses::LockHeld;
-use super::{AppError, AppState};
-use crate::domain::Owner;
-use crate::engine::{LockStatus, Locks};
-
-/// The `/locks` routes, documented.
-pub fn router() -> OpenApiRouter<AppState> {
-    kind::routes::<Locks>(routes!(acquire))
-}
+use super::AppError;
+use crate::domain::{AcquireRequest, Demand, Kind, Owner};
+use crate::engine::Status;
 
 acquire_body! {
     /// Body of `POST /locks/{name}`; every field is optional and an empty body
     /// means all defaults.
     #[schema(example = json!({"ttl_ms": 60000, "wait_ms": 10000, "owner": "https://ci.example.com/jobs/42"}))]
-    pub struct AcquireLock {}
+    pub struct AcquireLock {
+        /// `true` asks for a shared (read) lease: any number of shared leases
+        /// are held at once, never beside an exclusive one, and a shared
+        /// request behind a queued exclusive one waits for it. Default
+        /// `false`: an exclusive (write) lease, held alone.
+        #[schema(default = false)]
+        pub shared: Option<bool>,
+    }
+}
+
+impl AcquireLock {
+    /// A lock's acquisition: shared or exclusive (all of the lock's
+    /// capacity), and the fields every acquisition takes.
+    ///
+    /// # Errors
+    /// `invalid-request` naming the first field at fault.
+    pub fn parse(self, max_wait_ms: u64) -> Result<(Demand, AcquireRequest), AppError> {
+        let demand = Demand::lock(self.shared.unwrap_or(false));
+        Ok((demand, self.request(max_wait_ms)?))
+    }
 }
 
 /// A lock lease, as its holder sees it.
@@ -35,7 +44,8 @@ acquire_body! {
     "owner": "https://ci.example.com/jobs/42",
     "fencing_token": 1_763_780_000_000_001_u64,
     "ttl_ms": 60000,
-    "expires_at": "2026-11-22T03:14:15.926Z"
+    "expires_at": "2026-11-22T03:14:15.926Z",
+    "shared": false
 }))]
 pub struct LockLeaseBody {
     pub name: String,
@@ -51,72 +61,112 @@ pub struct LockLeaseBody {
     /// When the lease expires unless refreshed (RFC 3339, Redis's clock).
     #[schema(format = DateTime)]
     pub expires_at: String,
+    /// Whether it is a shared (read) lease.
+    pub shared: bool,
 }
 
-lease_body!(LockLeaseBody);
+lease_body!(LockLeaseBody, shared = |lease| lease.demand.is_shared());
 
-impl_kind!(Locks, Lock, LockLeaseBody, LockStatusBody, locks);
+/// One lease of a lock, without its id.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LockHolderBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    pub fencing_token: u64,
+    pub expires_in_ms: u64,
+    /// Whether it is a shared (read) lease.
+    pub shared: bool,
+}
+
+/// How a held lock is held.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// By one exclusive (write) lease.
+    Exclusive,
+    /// By shared (read) leases, any number of them.
+    Shared,
+}
 
 /// A lock as anyone may see it; the lease id is never shown.
 #[derive(Debug, Default, Serialize, ToSchema)]
 #[schema(example = json!({
     "name": "deploy-prod",
     "held": true,
+    "mode": "exclusive",
     "owner": "https://ci.example.com/jobs/42",
     "fencing_token": 1_763_780_000_000_001_u64,
     "expires_in_ms": 41230,
+    "holders": 1,
+    "leases": [{"owner": "https://ci.example.com/jobs/42", "fencing_token": 1_763_780_000_000_001_u64, "expires_in_ms": 41230, "shared": false}],
     "waiting": 1,
     "waiters": [{"position": 1, "owner": "https://ci.example.com/jobs/43", "waited_ms": 5200}]
 }))]
 pub struct LockStatusBody {
     pub name: String,
     pub held: bool,
+    /// While held: `exclusive` (one writer) or `shared` (readers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+    /// The exclusive holder's owner label (absent while held shared).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The exclusive holder's fencing token (absent while held shared).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fencing_token: Option<u64>,
+    /// When the exclusive holder's lease expires (absent while held shared).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_in_ms: Option<u64>,
+    /// While held: how many leases, 1 exclusive or any number shared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holders: Option<u64>,
+    /// While held: the leases (at most 100), in the order they were granted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leases: Option<Vec<LockHolderBody>>,
     /// How many requests are queued in the line.
     pub waiting: u64,
     /// The first of them (at most 100), in the order they will be served.
     pub waiters: Vec<WaiterBody>,
 }
 
-impl From<LockStatus> for LockStatusBody {
-    fn from(status: LockStatus) -> Self {
-        let holder = status.holder().cloned();
+impl From<Status> for LockStatusBody {
+    fn from(status: Status) -> Self {
+        let exclusive = status
+            .leases
+            .iter()
+            .find(|l| l.weight >= Demand::LOCK_CAPACITY)
+            .cloned();
+        let mode = match (&exclusive, status.holders) {
+            (Some(_), _) => Some(Mode::Exclusive),
+            (None, 0) => None,
+            (None, _) => Some(Mode::Shared),
+        };
         Self {
             name: status.name.to_string(),
-            held: holder.is_some(),
-            fencing_token: holder.as_ref().map(|h| h.fencing_token),
-            expires_in_ms: holder.as_ref().map(|h| h.expires_in.as_millis() as u64),
-            owner: holder.and_then(|h| h.owner).map(Owner::into_string),
+            held: status.holders > 0,
+            mode,
+            fencing_token: exclusive.as_ref().map(|h| h.fencing_token),
+            expires_in_ms: exclusive.as_ref().map(|h| h.expires_in.as_millis() as u64),
+            owner: exclusive.and_then(|h| h.owner).map(Owner::into_string),
+            holders: (status.holders > 0).then_some(status.holders),
+            leases: (status.holders > 0).then(|| {
+                status
+                    .leases
+                    .into_iter()
+                    .map(|l| LockHolderBody {
+                        owner: l.owner.map(Owner::into_string),
+                        fencing_token: l.fencing_token,
+                        expires_in_ms: l.expires_in.as_millis() as u64,
+                        shared: l.weight < Demand::LOCK_CAPACITY,
+                    })
+                    .collect()
+            }),
             waiting: status.waiting,
-            waiters: status.waiters.into_iter().map(Into::into).collect(),
+            waiters: status
+                .waiters
+                .into_iter()
+                .map(|w| WaiterBody::of(Kind::Lock, w))
+                .collect(),
         }
     }
-}
-
-/// Acquire a lock
-///
-/// Takes the lock if it is free. If it is held and `wait_ms` is above 0, waits
-/// until it is released or expires (woken by the release itself, within
-/// milliseconds) for at most `wait_ms`.
-#[utoipa::path(post, path = "/locks/{name}", operation_id = "acquire_lock", params(NamePath),
-    request_body(content = Option<AcquireLock>, description = "May be empty: all defaults", content_type = "application/json"),
-    responses((status = 409, response = LockHeld)))]
-pub async fn acquire(
-    State(state): State<AppState>,
-    call: Acquisition<AcquireLock>,
-) -> Result<Response, AppError> {
-    let (body, call) = call.split();
-    let request = body.request(state.settings.max_wait_ms)?;
-    let wait = request.wait;
-    let acquisition = Box::pin(state.locks.acquire(
-        call.name.clone(),
-        crate::domain::Demand::EXCLUSIVE,
-        request,
-    ));
-    kind::acquired::<Locks>(state, call, wait, acquisition).await
 }

@@ -24,7 +24,7 @@ pub use auth::{Access, Auth, RequireToken};
 pub use error::AppError;
 pub use extract::{BodyLimit, JsonBody};
 pub use json::Json;
-pub use kind::{Kind, LeaseOps, Listing};
+pub use kind::{LeaseBody, Listing, StatusBody};
 pub use lease::Refresh;
 pub use problem::{Problem, ProblemType};
 pub use state::{AppParts, AppState};

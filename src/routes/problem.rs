@@ -11,6 +11,8 @@ use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder, Type};
 use utoipa::ToSchema;
 
+use crate::domain::Kind;
+
 /// Every problem type of the API. `InternalError` stays last: [`Self::ALL`]
 /// is checked against it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,15 +132,15 @@ impl ProblemType {
             ),
             Self::LockHeld => (
                 "lock-held", 409, "Lock is held",
-                "Someone else holds the lock and it was not released within `wait_ms`. `owner` and `expires_in_ms` describe the holder; `Retry-After` says when to try again.",
+                "Someone else holds the lock (or a request ahead in line would) and it was not released within `wait_ms`. `mode` says how it is held (`exclusive` or `shared`) and `holders` by how many leases; `owner` describes an exclusive holder; `expires_in_ms` is when the last lease in the way expires; `Retry-After` says when to try again.",
                 "lock 'deploy-prod' is held by someone else; it expires in 29500 ms unless refreshed",
-                json!({"owner": "https://ci.example.com/jobs/42", "expires_in_ms": 29500, "waiting": 2}), AtExpiry,
+                json!({"owner": "https://ci.example.com/jobs/42", "expires_in_ms": 29500, "mode": "exclusive", "holders": 1, "waiting": 2}), AtExpiry,
             ),
             Self::SemaphoreFull => (
                 "semaphore-full", 409, "Semaphore is full",
-                "All slots are taken (or promised to earlier waiters) and none came free within `wait_ms`. `holders` and `limit` say how full it is.",
-                "semaphore 'migrations' is full: 4 of 4 slots held",
-                json!({"holders": 4, "limit": 4, "waiting": 3}), AtExpiry,
+                "The permits asked for do not fit (or are promised to earlier waiters) and none came free within `wait_ms`. `used` (permits held), `holders` (leases held) and `limit` say how full it is.",
+                "semaphore 'migrations' is full: 4 of 4 permits held by 4 leases",
+                json!({"holders": 4, "used": 4, "limit": 4, "waiting": 3}), AtExpiry,
             ),
             Self::Superseded => (
                 "superseded",
@@ -197,6 +199,22 @@ impl ProblemType {
             detail,
             example,
             retry,
+        }
+    }
+
+    /// What a `kind` answers when it stayed busy for a whole wait (409).
+    pub const fn busy(kind: Kind) -> Self {
+        match kind {
+            Kind::Lock => Self::LockHeld,
+            Kind::Semaphore => Self::SemaphoreFull,
+        }
+    }
+
+    /// What force-release of a `kind` answers when nothing is held (404).
+    pub const fn not_held(kind: Kind) -> Self {
+        match kind {
+            Kind::Lock => Self::LockNotHeld,
+            Kind::Semaphore => Self::SemaphoreNotHeld,
         }
     }
 
@@ -271,12 +289,18 @@ pub struct Problem {
     /// `lock-held`: the current holder's owner label, if it gave one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
-    /// `lock-held`: when the current lease expires unless refreshed.
+    /// `lock-held`: when the last lease in the request's way expires unless refreshed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_in_ms: Option<u64>,
-    /// `semaphore-full`: how many leases are held.
+    /// `lock-held`: how the lock is held, `exclusive` or `shared`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<super::locks::Mode>,
+    /// `lock-held`, `semaphore-full`: how many leases are held.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub holders: Option<u64>,
+    /// `semaphore-full`: how many permits they hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used: Option<u64>,
     /// `semaphore-full`: the limit the acquisition was judged against.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
@@ -299,7 +323,9 @@ impl Problem {
             detail,
             owner: None,
             expires_in_ms: None,
+            mode: None,
             holders: None,
+            used: None,
             limit: None,
             waiting: None,
             max_wait_ms: None,
@@ -323,19 +349,7 @@ pub mod responses {
         )*};
     }
 
-    markers!(
-        InvalidRequest,
-        Unauthorized,
-        Forbidden,
-        LeaseNotFound,
-        LockNotHeld,
-        SemaphoreNotHeld,
-        LockHeld,
-        SemaphoreFull,
-        PayloadTooLarge,
-        RedisUnavailable,
-        TooManyStreams,
-    );
+    markers!(RedisUnavailable, TooManyStreams,);
 }
 
 /// `GET /problems/{slug}`: what a problem type means, as plain text.

@@ -18,10 +18,10 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::AppError;
-use crate::domain::{Name, Owner, WaitTime};
-use crate::engine::events::{Notice, ResourceKind, Watch};
+use crate::domain::{Demand, Kind, Name, Owner, WaitTime};
+use crate::engine::events::{Notice, Watch};
 use crate::engine::progress::{InLine, Place};
-use crate::engine::{Acquiring, Engine, Kind, Lease, Refusal};
+use crate::engine::{Acquiring, Engine, Lease, Refusal};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`
 /// and a wait (without one there is nothing to report).
@@ -43,11 +43,17 @@ pub fn accepts_events(headers: &HeaderMap) -> bool {
         })
 }
 
-/// `queued` data.
+/// `queued` data: the position counts leases (each waiter ahead is one),
+/// and the waiter's own shared flag or permits are shown, as are each
+/// holder's.
 #[derive(Debug, Serialize)]
 struct Queued {
     position: u64,
     waiting: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shared: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permits: Option<u64>,
     holders: Vec<QueuedBehind>,
 }
 
@@ -56,19 +62,39 @@ struct QueuedBehind {
     #[serde(skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
     expires_in_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shared: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permits: Option<u64>,
 }
 
-impl From<&Place> for Queued {
-    fn from(place: &Place) -> Self {
+/// A lock's lease says whether it is shared, a semaphore's its permits.
+fn shown(kind: Kind, weight: u64) -> (Option<bool>, Option<u64>) {
+    match kind {
+        Kind::Lock => (Some(weight < Demand::LOCK_CAPACITY), None),
+        Kind::Semaphore => (None, Some(weight)),
+    }
+}
+
+impl Queued {
+    fn of(kind: Kind, demand: Demand, place: &Place) -> Self {
+        let (shared, permits) = shown(kind, demand.weight());
         Self {
             position: place.position,
             waiting: place.waiting,
+            shared,
+            permits,
             holders: place
                 .holders
                 .iter()
-                .map(|h| QueuedBehind {
-                    owner: h.owner.clone().map(Owner::into_string),
-                    expires_in_ms: h.expires_in.as_millis() as u64,
+                .map(|h| {
+                    let (shared, permits) = shown(kind, h.weight);
+                    QueuedBehind {
+                        owner: h.owner.clone().map(Owner::into_string),
+                        expires_in_ms: h.expires_in.as_millis() as u64,
+                        shared,
+                        permits,
+                    }
                 })
                 .collect(),
         }
@@ -101,6 +127,8 @@ struct Progress {
     changes: Option<Watch>,
     engine: Engine,
     kind: Kind,
+    /// What it asks of the name.
+    demand: Demand,
     name: Name,
     /// Its place in line, once it has joined.
     waiter: Option<InLine>,
@@ -128,7 +156,7 @@ impl Progress {
                         continue;
                     }
                     Some(Notice::Change(change))
-                        if change.name != self.name.as_str() || !same_kind(change.kind, self.kind) =>
+                        if change.name != self.name.as_str() || change.kind != self.kind =>
                     {
                         continue;
                     }
@@ -141,19 +169,15 @@ impl Progress {
                 let now = fingerprint(&place);
                 if self.last.as_ref() != Some(&now) {
                     self.last = Some(now);
-                    return Some(json_event("queued", &Queued::from(&place)));
+                    return Some(json_event(
+                        "queued",
+                        &Queued::of(self.kind, self.demand, &place),
+                    ));
                 }
             }
         }
         None
     }
-}
-
-fn same_kind(event: ResourceKind, kind: Kind) -> bool {
-    matches!(
-        (event, kind),
-        (ResourceKind::Lock, Kind::Lock) | (ResourceKind::Semaphore, Kind::Semaphore)
-    )
 }
 
 async fn next_change(changes: &mut Option<Watch>) -> Option<Notice> {
@@ -188,6 +212,7 @@ fn final_event(outcome: Outcome) -> Event {
 pub fn respond<A>(
     engine: &Engine,
     kind: Kind,
+    demand: Demand,
     name: Name,
     acquisition: BoxFuture<'static, Result<Acquiring, crate::engine::Error>>,
     answer: A,
@@ -216,6 +241,7 @@ where
         changes,
         engine: engine.clone(),
         kind,
+        demand,
         name,
         waiter: None,
         last: None,

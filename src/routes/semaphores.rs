@@ -1,44 +1,41 @@
-//! `/semaphores`: acquire a slot, refresh, release, check, status, listing,
-//! force-release.
+//! The bodies of `/semaphores`: what an acquisition of a slot sends, what
+//! its holder is told, and what anyone sees (the routes are [`super::kind`]'s).
 
-use axum::extract::State;
-use axum::response::Response;
 use serde::Serialize;
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-use super::kind::{self, impl_kind, Acquisition};
 use super::lease::{acquire_body, lease_body};
-use super::lease::{field, NamePath, WaiterBody};
-use super::problem::responses::SemaphoreFull;
-use super::{AppError, AppState};
-use crate::domain::{AcquireRequest, Limit, Owner};
-use crate::engine::{SemaphoreStatus, Semaphores};
-
-/// The `/semaphores` routes, documented.
-pub fn router() -> OpenApiRouter<AppState> {
-    kind::routes::<Semaphores>(routes!(acquire))
-}
+use super::lease::{field, WaiterBody};
+use super::AppError;
+use crate::domain::{AcquireRequest, Demand, Kind, Limit, Owner, Permits};
+use crate::engine::Status;
 
 acquire_body! {
     /// Body of `POST /semaphores/{name}`.
-    #[schema(example = json!({"limit": 4, "ttl_ms": 60000, "wait_ms": 10000, "owner": "worker-7"}))]
+    #[schema(example = json!({"limit": 4, "permits": 1, "ttl_ms": 60000, "wait_ms": 10000, "owner": "worker-7"}))]
     pub struct AcquireSemaphore {
         #[schema(schema_with = field::limit, required = true)]
         pub limit: Option<u64>,
+        #[schema(schema_with = field::permits)]
+        pub permits: Option<u64>,
     }
 }
 
 impl AcquireSemaphore {
     /// # Errors
     /// `invalid-request` naming the first field at fault.
-    pub fn parse(self, max_wait_ms: u64) -> Result<(Limit, AcquireRequest), AppError> {
+    pub fn parse(self, max_wait_ms: u64) -> Result<(Demand, AcquireRequest), AppError> {
         let limit = self
             .limit
             .ok_or_else(|| AppError::Invalid("limit: is required".into()))
             .and_then(|n| Limit::new(n).map_err(|e| AppError::field("limit", e)))?;
-        Ok((limit, self.request(max_wait_ms)?))
+        let permits = self
+            .permits
+            .map_or(Ok(Permits::ONE), Permits::new)
+            .map_err(|e| AppError::field("permits", e))?;
+        let demand =
+            Demand::semaphore(permits, limit).map_err(|e| AppError::field("permits", e))?;
+        Ok((demand, self.request(max_wait_ms)?))
     }
 }
 
@@ -49,6 +46,7 @@ impl AcquireSemaphore {
     "id": "0b7f7c0e-2a51-4c0e-8f5e-9d3c1a2b4c6d",
     "owner": "worker-7",
     "limit": 4,
+    "permits": 1,
     "fencing_token": 1_763_780_000_000_017_u64,
     "ttl_ms": 60000,
     "expires_at": "2026-11-22T03:14:15.926Z"
@@ -62,6 +60,8 @@ pub struct SemaphoreLeaseBody {
     pub owner: Option<String>,
     /// The limit this acquisition was judged against.
     pub limit: u32,
+    /// How many of the limit this lease counts as.
+    pub permits: u64,
     /// Strictly increases per semaphore name, in the order slots were granted.
     pub fencing_token: u64,
     pub ttl_ms: u64,
@@ -72,15 +72,8 @@ pub struct SemaphoreLeaseBody {
 
 lease_body!(
     SemaphoreLeaseBody,
-    limit = |lease| lease.demand.limit() as u32
-);
-
-impl_kind!(
-    Semaphores,
-    Semaphore,
-    SemaphoreLeaseBody,
-    SemaphoreStatusBody,
-    semaphores
+    limit = |lease| lease.demand.limit() as u32,
+    permits = |lease| lease.demand.permits()
 );
 
 /// One held slot, without its lease id.
@@ -90,6 +83,8 @@ pub struct SlotBody {
     pub owner: Option<String>,
     pub fencing_token: u64,
     pub expires_in_ms: u64,
+    /// How many of the limit it counts as.
+    pub permits: u64,
 }
 
 /// A semaphore as anyone may see it.
@@ -97,18 +92,22 @@ pub struct SlotBody {
 #[schema(example = json!({
     "name": "migrations",
     "holders": 2,
+    "used": 3,
     "limit": 4,
     "leases": [
-        {"owner": "worker-7", "fencing_token": 1_763_780_000_000_017_u64, "expires_in_ms": 51200},
-        {"fencing_token": 1_763_780_000_000_020_u64, "expires_in_ms": 58800}
+        {"owner": "worker-7", "fencing_token": 1_763_780_000_000_017_u64, "expires_in_ms": 51200, "permits": 2},
+        {"fencing_token": 1_763_780_000_000_020_u64, "expires_in_ms": 58800, "permits": 1}
     ],
     "waiting": 1,
-    "waiters": [{"position": 1, "owner": "worker-9", "waited_ms": 1200}]
+    "waiters": [{"position": 1, "owner": "worker-9", "waited_ms": 1200, "permits": 2}]
 }))]
 pub struct SemaphoreStatusBody {
     pub name: String,
     /// How many leases are held now.
     pub holders: u64,
+    /// How many permits they hold in all (absent while none is held).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used: Option<u64>,
     /// The limit of the latest acquisition, while the semaphore is in use.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
@@ -120,13 +119,18 @@ pub struct SemaphoreStatusBody {
     pub waiters: Vec<WaiterBody>,
 }
 
-impl From<SemaphoreStatus> for SemaphoreStatusBody {
-    fn from(status: SemaphoreStatus) -> Self {
+impl From<Status> for SemaphoreStatusBody {
+    fn from(status: Status) -> Self {
         Self {
             name: status.name.to_string(),
             holders: status.holders,
+            used: (status.holders > 0).then_some(status.used),
             waiting: status.waiting,
-            waiters: status.waiters.into_iter().map(Into::into).collect(),
+            waiters: status
+                .waiters
+                .into_iter()
+                .map(|w| WaiterBody::of(Kind::Semaphore, w))
+                .collect(),
             limit: status.limit.map(Limit::get),
             leases: status
                 .leases
@@ -135,31 +139,9 @@ impl From<SemaphoreStatus> for SemaphoreStatusBody {
                     owner: l.owner.map(Owner::into_string),
                     fencing_token: l.fencing_token,
                     expires_in_ms: l.expires_in.as_millis() as u64,
+                    permits: l.weight,
                 })
                 .collect(),
         }
     }
-}
-
-/// Acquire a semaphore slot
-///
-/// Takes one of `limit` slots. Slots go first come, first served: if the
-/// semaphore is full (or earlier waiters are in line) and `wait_ms` is above
-/// 0, the request queues and waits for its turn, for at most `wait_ms`.
-#[utoipa::path(post, path = "/semaphores/{name}", operation_id = "acquire_semaphore", params(NamePath),
-    request_body(content = AcquireSemaphore, content_type = "application/json"),
-    responses((status = 409, response = SemaphoreFull)))]
-pub async fn acquire(
-    State(state): State<AppState>,
-    call: Acquisition<AcquireSemaphore>,
-) -> Result<Response, AppError> {
-    let (body, call) = call.split();
-    let (limit, request) = body.parse(state.settings.max_wait_ms)?;
-    let wait = request.wait;
-    let acquisition = Box::pin(state.semaphores.acquire(
-        call.name.clone(),
-        crate::domain::Demand::one_of(limit),
-        request,
-    ));
-    kind::acquired::<Semaphores>(state, call, wait, acquisition).await
 }

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use super::Auth;
 use crate::config::Settings;
-use crate::engine::{Engine, Locks, Semaphores};
+use crate::domain::Kind;
+use crate::engine::{Engine, Leases};
 
 /// What every handler can reach; one pointer to clone per request.
 #[derive(Clone)]
@@ -12,9 +13,8 @@ pub struct AppState(Arc<AppParts>);
 
 /// The parts of [`AppState`].
 pub struct AppParts {
-    pub locks: Locks,
-    pub semaphores: Semaphores,
-    /// For readiness: Redis's answer and the eviction warning.
+    /// The core: the leases of each kind ([`AppState::leases`]), Redis's
+    /// answer and the eviction warning for readiness, the change events.
     pub engine: Engine,
     pub settings: Settings,
     pub auth: Arc<Auth>,
@@ -23,6 +23,11 @@ pub struct AppParts {
 impl AppState {
     pub fn new(parts: AppParts) -> Self {
         Self(Arc::new(parts))
+    }
+
+    /// The operations on the leases of `kind`.
+    pub fn leases(&self, kind: Kind) -> Leases {
+        self.engine.leases(kind)
     }
 }
 

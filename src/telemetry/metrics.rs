@@ -10,6 +10,8 @@ use axum::http::{Method, StatusCode};
 use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::domain::Kind;
+
 /// Kinds of Redis errors, as the `kind` label of `baton_redis_errors_total`.
 const REDIS_ERROR_KINDS: [&str; 6] = ["timeout", "connection", "auth", "server", "script", "other"];
 
@@ -202,24 +204,17 @@ impl AcquisitionHandles {
     }
 }
 
-/// What an acquisition was for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Acquired {
-    Lock,
-    Semaphore,
-}
-
 static LOCK_ACQUISITIONS: LazyLock<AcquisitionHandles> =
-    LazyLock::new(|| AcquisitionHandles::new("lock"));
+    LazyLock::new(|| AcquisitionHandles::new(Kind::Lock.as_str()));
 static SEMAPHORE_ACQUISITIONS: LazyLock<AcquisitionHandles> =
-    LazyLock::new(|| AcquisitionHandles::new("semaphore"));
+    LazyLock::new(|| AcquisitionHandles::new(Kind::Semaphore.as_str()));
 
 /// What an acquisition of a lock or semaphore came to: its outcome, how many
 /// of its `attempts` found it busy (contention), and the time until the outcome.
-pub fn record_acquisition(kind: Acquired, acquired: bool, attempts: u32, elapsed: Duration) {
+pub fn record_acquisition(kind: Kind, acquired: bool, attempts: u32, elapsed: Duration) {
     let handles = match kind {
-        Acquired::Lock => &LOCK_ACQUISITIONS,
-        Acquired::Semaphore => &SEMAPHORE_ACQUISITIONS,
+        Kind::Lock => &LOCK_ACQUISITIONS,
+        Kind::Semaphore => &SEMAPHORE_ACQUISITIONS,
     };
     let busy_attempts = attempts.saturating_sub(u32::from(acquired));
     if busy_attempts > 0 {

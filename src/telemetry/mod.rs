@@ -12,7 +12,7 @@ pub use self::audit::audit;
 pub use self::logs::init_logging;
 pub use self::metrics::{
     init_metrics, record_acquisition, record_expired, record_request, record_waiting,
-    render_metrics, Acquired,
+    render_metrics,
 };
 pub use self::outage::{redis_answered, redis_failed, redis_timed_out, redis_unreachable};
 pub use self::request::{

@@ -541,7 +541,7 @@ async fn a_superseded_waiter_that_missed_the_message_learns_it_when_it_asks_agai
     eval.arg(baton::engine::function_name("acquire").unwrap())
         .arg(6);
     let name = baton::domain::Name::parse("deploy").unwrap();
-    for key in baton::engine::Keys::new(app.prefix.clone()).line(baton::engine::Kind::Lock, &name) {
+    for key in baton::engine::Keys::new(app.prefix.clone()).line(baton::domain::Kind::Lock, &name) {
         eval.arg(key);
     }
     // The waiter as the line keeps it: id|tag|instance|ttl_ms|limit|weight|newest|owner

@@ -18,8 +18,8 @@ use redis::{Cmd, Value};
 
 use super::cursor::Cursor;
 use super::tail::Tail;
-use crate::domain::Name;
-use crate::engine::keys::{Keys, Kind};
+use crate::domain::{Kind, Name};
+use crate::engine::keys::Keys;
 use crate::engine::Error;
 use crate::engine::Store;
 

@@ -4,8 +4,7 @@
 
 use super::cursor::Cursor;
 use super::message::Message;
-use crate::domain::{Name, Owner};
-use crate::engine::keys::Kind;
+use crate::domain::{Kind, Name, Owner};
 use crate::engine::Error;
 use crate::telemetry::{audit, record_expired};
 
