@@ -267,6 +267,8 @@ mod tests {
             name: "deploy".into(),
             owner: Some("ci".into()),
             expires_in: Duration::from_millis(1500),
+            mode: Some(crate::routes::locks::Mode::Exclusive),
+            holders: 1,
             waiting: 3,
         };
         let problem = err.problem();
@@ -275,6 +277,8 @@ mod tests {
         assert_eq!(problem.owner.as_deref(), Some("ci"));
         assert_eq!(problem.expires_in_ms, Some(1500));
         assert_eq!(problem.waiting, Some(3));
+        assert_eq!(problem.holders, Some(1));
+        assert!(matches!(problem.mode, Some(crate::routes::locks::Mode::Exclusive)));
         assert_eq!(err.retry_after(), Some(2));
     }
 
@@ -283,6 +287,7 @@ mod tests {
         let full = |next_expiry_in| AppError::SemaphoreFull {
             name: "s".into(),
             holders: 2,
+            used: 2,
             limit: 2,
             next_expiry_in,
             waiting: 0,
