@@ -287,7 +287,9 @@ say "this build over HTTP/2: uncontended and contended lock, $CLIENTS clients on
 drive baton u2 --kind lock --names each --http 2 --connections "$H2_CONNECTIONS"
 drive baton c2 --kind lock --names one --wait-ms "$WAIT_MS" --http 2 --connections "$H2_CONNECTIONS"
 if [ "$HAMMER" -gt 0 ]; then
-  say "this build: uncontended lock while $HAMMER clients repeat GET /semaphores/{name} ($HAMMER_HOLDERS holders) and GET /locks ($HAMMER_LOCKS held)"
+  say "this build: uncontended lock alone, then while $HAMMER clients repeat GET /semaphores/{name} ($HAMMER_HOLDERS holders) and GET /locks ($HAMMER_LOCKS held)"
+  # Alone just before, on the same instance: what the hammered run is set beside.
+  drive baton hq --kind lock --names each
   drive baton hm --kind lock --names each --hammer "$HAMMER" \
     --hammer-holders "$HAMMER_HOLDERS" --hammer-locks "$HAMMER_LOCKS"
 fi
