@@ -1,15 +1,16 @@
-//! A load generator written for baton's HTTP API, in the manner of redis-benchmark.
+//! A load generator written for baton's HTTP API, in the manner of redis-benchmark,
+//! and the classic Redis lock recipe it is measured against.
 //!
 //! ```text
 //! cargo run --release --example loadgen -- run --target 127.0.0.1:8080 \
 //!     --kind lock|sem [--limit 4] --names each|one --clients 16 --duration 5 \
 //!     [--windows 1] [--warmup 1] [--wait-ms 10000] [--ttl-ms 30000] [--hold-ms 0] \
 //!     [--max-ops N] [--redis 127.0.0.1:6379] [--baton-pid PID] [--label ul] [--out results.env]
+//! cargo run --release --example loadgen -- run --classic 127.0.0.1:6379 \
+//!     --kind lock|sem [--limit 4] --clients 16 --duration 5 [...]   # no baton: Redis alone
 //! cargo run --release --example loadgen -- idle --target 127.0.0.1:8080 \
 //!     --waiters 10000 --hold 10 [--redis ...] [--baton-pid PID] [--label idle] [--out ...]
 //! cargo run --release --example loadgen -- report results.env
-//! cargo run --release --example loadgen -- library          # baton's Redis Functions library
-//! cargo run --release --example loadgen -- function acquire # the name an operation is called by
 //! ```
 //!
 //! `run` keeps `--clients` keep-alive HTTP/1.1 connections busy with
@@ -19,16 +20,28 @@
 //! consecutive windows of `--duration` seconds and reports the best one (the
 //! one with the most operations per second): cycles per second, acquire and
 //! release latency, and, when contended, hand-offs: the time from a holder
-//! sending its DELETE to the next holder's 201 arriving. With `--redis` it reads Redis's INFO before and after the window
-//! (script calls, commands, CPU per operation); with `--baton-pid` it reads the
+//! sending its DELETE to the next holder's 201 arriving. With `--redis` it
+//! reads Redis's INFO before and after the window (script calls, commands
+//! counted by `INFO commandstats`, those run inside scripts and functions
+//! included, and CPU per operation); with `--baton-pid` it reads the
 //! service's CPU time and resident memory from /proc.
+//!
+//! `run --classic REDIS` runs the same closed loop with no baton at all: the
+//! classic recipe, through redis-rs (the client library baton uses), each
+//! client on its own connection as separate workers would be, or with
+//! `--connections N` on N shared multiplexed connections (redis-rs then
+//! pipelines the clients' calls, as baton pipelines all of its own on one).
+//! A lock is `SET key id NX PX ttl` and a compare-and-delete script (EVALSHA);
+//! a semaphore is the well-known counting-semaphore script (ZREMRANGEBYSCORE
+//! the expired, ZCARD, ZADD when there is room) and `ZREM`. Uncontended only:
+//! the recipe has no waiting.
 //!
 //! `idle` takes a lock and opens `--waiters` connections that each wait for it,
 //! then, once baton reports them all waiting, measures for `--hold` seconds how
 //! many commands Redis receives and how much memory baton holds.
 //!
 //! `report` turns the `label.key=value` lines that `run`, `idle` and
-//! scripts/bench.sh wrote into the table of scripts/bench.sh.
+//! scripts/bench.sh wrote into the tables of scripts/bench.sh.
 //!
 //! The client is a minimal HTTP/1.1 client over a raw `TcpStream` (no pooling,
 //! no TLS, no chunked bodies: baton answers with `Content-Length`), so that the
@@ -74,17 +87,6 @@ fn main() -> ExitCode {
             [path] => report(path),
             _ => Err("usage: loadgen report RESULTS_FILE".into()),
         },
-        // baton's library of operations, for the raw-Redis baseline to load.
-        "library" => {
-            print!("{}", baton::engine::library_code());
-            Ok(())
-        }
-        "function" => match rest {
-            [op] => baton::engine::function_name(op)
-                .map(|name| println!("{name}"))
-                .ok_or_else(|| format!("no operation {op:?}").into()),
-            _ => Err("usage: loadgen function OPERATION".into()),
-        },
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
@@ -105,13 +107,15 @@ const USAGE: &str = "usage: loadgen run --target 127.0.0.1:PORT --kind lock|sem 
 [--ttl-ms MS] [--hold-ms MS] [--max-ops N] [--http 1|2] [--connections N] \
 [--hammer N --hammer-holders N --hammer-locks N] \
 [--redis 127.0.0.1:PORT] [--baton-pid PID] [--label L] [--out FILE]
+       loadgen run --classic 127.0.0.1:PORT --kind lock|sem [--limit N] --clients N ... \
+(the classic recipe on Redis alone, each client its own name)
        loadgen idle --target 127.0.0.1:PORT --waiters N --hold S [--http 1|2] [--connections N] \
 [--redis 127.0.0.1:PORT] [--baton-pid PID] [--label L] [--out FILE]
-       loadgen report FILE
-       loadgen library | loadgen function OPERATION";
+       loadgen report FILE";
 
 const RUN_OPTIONS: &[&str] = &[
     "target",
+    "classic",
     "kind",
     "limit",
     "names",
@@ -504,7 +508,9 @@ impl RedisInfo {
 struct RedisCounters {
     /// EVALSHA plus EVAL calls: every script call, however it was sent.
     scripts: f64,
-    /// Every command, those run inside scripts included.
+    /// Every command, those run inside scripts and functions included: the
+    /// sum of `calls` over `INFO commandstats` (on Redis 7.0 it counts what
+    /// `MONITOR` shows, a script's own commands too; scripts/bench.sh checks).
     commands: f64,
     /// Calls that clients sent, a script counting once: the script calls
     /// and the commands no script runs (`INFO` counts both kinds together).
@@ -552,7 +558,11 @@ impl RedisCounters {
         Self {
             // Functions (baton now) and scripts (earlier builds measured beside it).
             scripts: calls("cmdstat_fcall") + calls("cmdstat_evalsha") + calls("cmdstat_eval"),
-            commands: number("total_commands_processed"),
+            commands: info
+                .iter()
+                .filter(|(k, _)| k.starts_with("cmdstat_"))
+                .map(|(k, _)| calls(k))
+                .sum(),
             calls: CLIENT_ONLY_COMMANDS
                 .iter()
                 .map(|c| calls(&format!("cmdstat_{c}")))
@@ -753,20 +763,158 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
 }
 
-/// One client's loop; returns its measurements per window.
-async fn client(
-    config: Arc<RunConfig>,
-    shared: Arc<Shared>,
-    index: usize,
-    windows: usize,
-    mut conn: Client,
-) -> Vec<Tally> {
-    let mut tallies: Vec<Tally> = (0..=windows).map(|_| Tally::new()).collect();
-    let name = if config.contended {
+/// What one acquire came to.
+enum Acquired {
+    /// The lease: baton's Location, or the classic recipe's id.
+    Lease(String),
+    /// 409 (baton) or no room (the classic recipe).
+    Busy,
+    Failed(String),
+}
+
+/// How a client acquires and releases: through baton over HTTP, or the
+/// classic recipe on Redis directly.
+enum Driver {
+    Http {
+        conn: Client,
+        path: String,
+        body: String,
+    },
+    Classic {
+        conn: redis::aio::MultiplexedConnection,
+        kind: Kind,
+        key: String,
+        ttl_ms: u64,
+        limit: u64,
+    },
+}
+
+/// The classic recipe's release of a lock: delete the key only while it
+/// still holds our id.
+static CLASSIC_UNLOCK: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end",
+    )
+});
+
+/// The classic counting semaphore: drop the holders whose time is up, count
+/// the rest, join when there is room. A sorted set of id -> expiry (ms,
+/// the client's clock, as in the recipe); release is `ZREM`.
+static CLASSIC_SEM_ACQUIRE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        "local now = tonumber(ARGV[1])
+redis.call('zremrangebyscore', KEYS[1], '-inf', now)
+if redis.call('zcard', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[4])
+  return 1
+end
+return 0",
+    )
+});
+
+fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Driver {
+    async fn acquire(&mut self) -> Acquired {
+        match self {
+            Self::Http { conn, path, body } => match conn.request("POST", path, body).await {
+                Ok(reply) => match (reply.status, reply.location) {
+                    (201, Some(lease)) => Acquired::Lease(lease),
+                    (201, None) => Acquired::Failed("201 without Location".into()),
+                    (409, _) => Acquired::Busy,
+                    (status, _) => Acquired::Failed(format!("POST {path} answered {status}")),
+                },
+                Err(err) => Acquired::Failed(format!("POST {path}: {err}")),
+            },
+            Self::Classic {
+                conn,
+                kind,
+                key,
+                ttl_ms,
+                limit,
+            } => {
+                let id = uuid::Uuid::new_v4().to_string();
+                let granted = match kind {
+                    Kind::Lock => redis::cmd("SET")
+                        .arg(&*key)
+                        .arg(&id)
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(*ttl_ms)
+                        .query_async::<Option<String>>(conn)
+                        .await
+                        .map(|ok| ok.is_some()),
+                    Kind::Semaphore => CLASSIC_SEM_ACQUIRE
+                        .key(&*key)
+                        .arg(epoch_ms())
+                        .arg(*ttl_ms)
+                        .arg(*limit)
+                        .arg(&id)
+                        .invoke_async::<i64>(conn)
+                        .await
+                        .map(|n| n == 1),
+                };
+                match granted {
+                    Ok(true) => Acquired::Lease(id),
+                    Ok(false) => Acquired::Busy,
+                    Err(err) => Acquired::Failed(format!("acquire {key}: {err}")),
+                }
+            }
+        }
+    }
+
+    async fn release(&mut self, lease: &str) -> Result<(), String> {
+        match self {
+            Self::Http { conn, .. } => match conn.request("DELETE", lease, "").await {
+                Ok(reply) if reply.status == 204 => Ok(()),
+                Ok(reply) => Err(format!("DELETE {lease} answered {}", reply.status)),
+                Err(err) => Err(format!("DELETE {lease}: {err}")),
+            },
+            Self::Classic {
+                conn, kind, key, ..
+            } => {
+                let released = match kind {
+                    Kind::Lock => {
+                        CLASSIC_UNLOCK
+                            .key(&*key)
+                            .arg(lease)
+                            .invoke_async::<i64>(conn)
+                            .await
+                    }
+                    Kind::Semaphore => {
+                        redis::cmd("ZREM")
+                            .arg(&*key)
+                            .arg(lease)
+                            .query_async::<i64>(conn)
+                            .await
+                    }
+                };
+                match released {
+                    Ok(1) => Ok(()),
+                    Ok(n) => Err(format!("release {key} removed {n}")),
+                    Err(err) => Err(format!("release {key}: {err}")),
+                }
+            }
+        }
+    }
+}
+
+/// The name client `index` works on.
+fn name_of(config: &RunConfig, index: usize) -> String {
+    if config.contended {
         config.prefix.clone()
     } else {
         format!("{}-{index}", config.prefix)
-    };
+    }
+}
+
+/// Client `index`'s way to baton over `conn`.
+fn http_driver(config: &RunConfig, index: usize, conn: Client) -> Driver {
+    let name = name_of(config, index);
     let (path, body) = match config.kind {
         Kind::Lock => (
             format!("/locks/{name}"),
@@ -783,6 +931,17 @@ async fn client(
             ),
         ),
     };
+    Driver::Http { conn, path, body }
+}
+
+/// One client's loop; returns its measurements per window.
+async fn client(
+    config: Arc<RunConfig>,
+    shared: Arc<Shared>,
+    windows: usize,
+    mut driver: Driver,
+) -> Vec<Tally> {
+    let mut tallies: Vec<Tally> = (0..=windows).map(|_| Tally::new()).collect();
     let pause = Duration::from_millis(20);
     // Index 0 collects what happens outside the windows (errors included).
     let window = |shared: &Shared| shared.window.load(Ordering::Relaxed).min(windows);
@@ -791,28 +950,21 @@ async fn client(
             break;
         }
         let sent = Instant::now();
-        let reply = match conn.request("POST", &path, &body).await {
-            Ok(reply) => reply,
-            Err(err) => {
-                tallies[window(&shared)].error(format!("POST {path}: {err}"));
+        let outcome = driver.acquire().await;
+        let acquired = Instant::now();
+        let w = window(&shared);
+        let lease = match outcome {
+            Acquired::Lease(lease) => lease,
+            Acquired::Busy => {
+                tallies[w].busy += 1;
+                continue;
+            }
+            Acquired::Failed(err) => {
+                tallies[w].error(err);
                 tokio::time::sleep(pause).await;
                 continue;
             }
         };
-        let acquired = Instant::now();
-        let w = window(&shared);
-        match reply.status {
-            201 => {}
-            409 => {
-                tallies[w].busy += 1;
-                continue;
-            }
-            status => {
-                tallies[w].error(format!("POST {path} answered {status}"));
-                tokio::time::sleep(pause).await;
-                continue;
-            }
-        }
         if config.contended {
             let released = shared
                 .releases
@@ -823,10 +975,6 @@ async fn client(
                 tallies[w].handoff.saturating_record(micros(acquired - at));
             }
         }
-        let Some(lease) = reply.location else {
-            tallies[w].error("201 without Location".into());
-            continue;
-        };
         if !config.hold.is_zero() {
             tokio::time::sleep(config.hold).await;
         }
@@ -838,8 +986,8 @@ async fn client(
                 .unwrap_or_else(|e| e.into_inner())
                 .push_back(releasing);
         }
-        match conn.request("DELETE", &lease, "").await {
-            Ok(reply) if reply.status == 204 => {
+        match driver.release(&lease).await {
+            Ok(()) => {
                 // A cycle counts in the window it began and ended in.
                 if w == window(&shared) {
                     let tally = &mut tallies[w];
@@ -848,15 +996,18 @@ async fn client(
                     tally.cycles += 1;
                 }
             }
-            Ok(reply) => tallies[w].error(format!("DELETE {lease} answered {}", reply.status)),
-            Err(err) => tallies[w].error(format!("DELETE {lease}: {err}")),
+            Err(err) => tallies[w].error(err),
         }
     }
     tallies
 }
 
 async fn run(options: &Options) -> Result<()> {
-    let target = options.loopback("target")?.ok_or("--target is required")?;
+    let classic = options.loopback("classic")?;
+    let target = options.loopback("target")?;
+    if classic.is_some() == target.is_some() {
+        return Err(format!("give either --target (baton) or --classic (Redis)\n{USAGE}").into());
+    }
     let kind = match options.text("kind", "lock").as_str() {
         "lock" => Kind::Lock,
         "sem" | "semaphore" => Kind::Semaphore,
@@ -887,23 +1038,9 @@ async fn run(options: &Options) -> Result<()> {
         prefix: format!("loadgen-{label}-{}", std::process::id()),
     });
     let baton_pid = options.0.get("baton-pid").cloned();
-    let mut redis = match options.loopback("redis")? {
+    let mut redis = match options.loopback("redis")?.or(classic) {
         Some(addr) => Some(RedisInfo::connect(addr).await?),
         None => None,
-    };
-
-    let mut probe = Conn::new(target);
-    let ready = probe.request("GET", "/readyz", "").await?;
-    if ready.status != 200 {
-        return Err(format!("baton at {target} is not ready ({})", ready.status).into());
-    }
-
-    let h2 = http2(options)?;
-    let h2conns = if h2 {
-        let n = options.number("connections", 1, MAX_CLIENTS as u64)?.max(1) as usize;
-        h2_connections(target, n).await?
-    } else {
-        Vec::new()
     };
     let shared = Arc::new(Shared::default());
     let hammer = Hammer {
@@ -912,23 +1049,64 @@ async fn run(options: &Options) -> Result<()> {
         locks: options.number("hammer-locks", 10_000, 1_000_000)?,
         prefix: format!("{}-hammer", config.prefix),
     };
-    let hammers = if hammer.clients > 0 {
-        hammer.setup(target).await?;
-        (0..hammer.clients)
-            .map(|i| tokio::spawn(hammer.clone().run(target, shared.clone(), i)))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let handles: Vec<JoinHandle<Vec<Tally>>> = (0..config.clients)
-        .map(|i| {
+    let h2 = http2(options)?;
+    let mut h2conns = Vec::new();
+    let mut hammers = Vec::new();
+    let mut drivers = Vec::with_capacity(config.clients);
+    if let Some(redis_addr) = classic {
+        if contended || h2 || hammer.clients > 0 {
+            return Err("--classic runs the uncontended recipe only: \
+                        no --names one, --http 2 or --hammer"
+                .into());
+        }
+        // Each client its own connection, as separate workers using the
+        // recipe have (`--connections N`: the clients share N connections,
+        // which redis-rs pipelines, as baton pipelines all its calls on one).
+        let n = options
+            .number("connections", config.clients as u64, MAX_CLIENTS as u64)?
+            .max(1) as usize;
+        let redis_client = redis::Client::open(format!("redis://{redis_addr}"))?;
+        let mut conns = Vec::with_capacity(n);
+        for _ in 0..n {
+            conns.push(redis_client.get_multiplexed_async_connection().await?);
+        }
+        for i in 0..config.clients {
+            drivers.push(Driver::Classic {
+                conn: conns[i % n].clone(),
+                kind,
+                key: format!("classic:{}", name_of(&config, i)),
+                ttl_ms: config.ttl_ms,
+                limit: config.limit,
+            });
+        }
+    } else if let Some(target) = target {
+        let mut probe = Conn::new(target);
+        let ready = probe.request("GET", "/readyz", "").await?;
+        if ready.status != 200 {
+            return Err(format!("baton at {target} is not ready ({})", ready.status).into());
+        }
+        if h2 {
+            let n = options.number("connections", 1, MAX_CLIENTS as u64)?.max(1) as usize;
+            h2conns = h2_connections(target, n).await?;
+        }
+        if hammer.clients > 0 {
+            hammer.setup(target).await?;
+            hammers = (0..hammer.clients)
+                .map(|i| tokio::spawn(hammer.clone().run(target, shared.clone(), i)))
+                .collect();
+        }
+        for i in 0..config.clients {
             let conn = if h2 {
                 Client::H2(h2conns[i % h2conns.len()].clone())
             } else {
                 Client::H1(Conn::new(target))
             };
-            tokio::spawn(client(config.clone(), shared.clone(), i, windows, conn))
-        })
+            drivers.push(http_driver(&config, i, conn));
+        }
+    }
+    let handles: Vec<JoinHandle<Vec<Tally>>> = drivers
+        .into_iter()
+        .map(|driver| tokio::spawn(client(config.clone(), shared.clone(), windows, driver)))
         .collect();
     let hammer_started = Instant::now();
 
@@ -1027,7 +1205,11 @@ async fn run(options: &Options) -> Result<()> {
     }
     // Our own INFO at the start of the window is counted in it.
     results.put_costs(before, after, ops_of(total), 1.0);
-    results.put("baton_rss_max_kb", rss_max);
+    if classic.is_some() {
+        results.put("mode", "classic");
+    } else {
+        results.put("baton_rss_max_kb", rss_max);
+    }
     results.put("http", if h2 { 2 } else { 1 });
     if h2 {
         results.put("connections", h2conns.len());
@@ -1452,7 +1634,7 @@ async fn idle(options: &Options) -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------
-// report: the table
+// report: the tables
 
 struct Figures(BTreeMap<String, String>);
 
@@ -1475,53 +1657,31 @@ impl Figures {
         self.0.get(key).map_or("?", String::as_str)
     }
 
-    /// The rate of acquire+release pairs Redis sustains: one after the other.
-    /// `which` is "" (all clients) or "c1_" (one client: a serial chain).
-    fn raw_cycles(&self, kind: &str, which: &str) -> Option<f64> {
-        let a = self.num(&format!("raw.{kind}_{which}acquire_rps"))?;
-        let r = self.num(&format!("raw.{kind}_{which}release_rps"))?;
-        Some(1.0 / (1.0 / a + 1.0 / r))
+    /// The rounds of one series: `{series}1`, `{series}2`, ... that have `key`.
+    fn rounds(&self, series: &str, key: &str) -> Vec<String> {
+        (1..=MAX_ROUNDS)
+            .map(|r| format!("{series}{r}"))
+            .filter(|label| self.num(&format!("{label}.{key}")).is_some())
+            .collect()
     }
 
-    /// A release then an acquire by one client, as Redis alone does them.
-    fn raw_handoff_us(&self, kind: &str, quantile: &str) -> Option<f64> {
-        let r = self.num(&format!("raw.{kind}_c1_release_{quantile}_ms"))?;
-        let a = self.num(&format!("raw.{kind}_c1_acquire_{quantile}_ms"))?;
-        Some((r + a) * 1000.0)
-    }
-}
-
-struct Row {
-    figure: String,
-    baton: String,
-    raw: String,
-    ratio: String,
-    target: String,
-    verdict: String,
-}
-
-impl Row {
-    fn new(figure: &str, baton: String, raw: String, ratio: String) -> Self {
-        Self {
-            figure: figure.to_owned(),
-            baton,
-            raw,
-            ratio,
-            target: String::new(),
-            verdict: String::new(),
-        }
+    /// The best round of a series by `key` (the highest rate): noise on a
+    /// shared machine only ever slows a run down.
+    fn best(&self, series: &str, key: &str) -> Option<String> {
+        let rate = |label: &String| self.num(&format!("{label}.{key}")).unwrap_or(0.0);
+        self.rounds(series, key)
+            .into_iter()
+            .max_by(|a, b| rate(a).total_cmp(&rate(b)))
     }
 
-    fn target(mut self, target: &str, pass: Option<bool>) -> Self {
-        self.target = target.to_owned();
-        self.verdict = match pass {
-            Some(true) => "PASS".into(),
-            Some(false) => "FAIL".into(),
-            None => "n/a".into(),
-        };
-        self
+    /// `key` of run `label`, when there is one.
+    fn of(&self, label: Option<&str>, key: &str) -> Option<f64> {
+        self.num(&format!("{}.{key}", label?))
     }
 }
+
+/// The alternated rounds the report looks for (scripts/bench.sh runs 3).
+const MAX_ROUNDS: usize = 20;
 
 fn thousands(v: f64) -> String {
     let n = v.round() as i64;
@@ -1565,488 +1725,706 @@ fn mib(kb: f64) -> String {
     format!("{:.1} MiB", kb / 1024.0)
 }
 
-fn uncontended_rows(f: &Figures, label: &str, kind: &str, rows: &mut Vec<Row>) {
-    let key = |k: &str| format!("{label}.{k}");
-    let raw = |k: &str| format!("raw.{kind}_{k}");
-    let cycles = f.num(&key("cycles_per_s"));
-    let raw_cycles = f.raw_cycles(kind, "");
-    let r = ratio(cycles, raw_cycles);
-    rows.push(
-        Row::new(
-            "acquire+release cycles/s",
-            opt(cycles, thousands),
-            opt(raw_cycles, thousands),
-            opt(r, |v| format!("{v:.2}")),
-        )
-        .target(">= 0.40 x raw", r.map(|v| v >= 0.40)),
-    );
-    for op in ["acquire", "release"] {
-        let p50 = f.num(&key(&format!("{op}_p50_us")));
-        let p99 = f.num(&key(&format!("{op}_p99_us")));
-        let raw50 = f.num(&raw(&format!("{op}_p50_ms"))).map(|v| v * 1000.0);
-        let raw99 = f.num(&raw(&format!("{op}_p99_ms"))).map(|v| v * 1000.0);
-        let ratios = match (ratio(p50, raw50), ratio(p99, raw99)) {
-            (Some(a), Some(b)) => format!("{a:.1} / {b:.1}"),
-            _ => "—".into(),
-        };
-        rows.push(Row::new(
-            &format!("{op} latency p50 / p99"),
-            ms_pair(p50, p99),
-            ms_pair(raw50, raw99),
-            ratios,
-        ));
-    }
-    cost_rows(
-        f,
-        label,
-        &format!("raw.{kind}_redis_cpu_us_per_cycle"),
-        "cycle",
-        rows,
-    );
-    rows.push(Row::new(
-        "baton RSS under this load",
-        opt(f.num(&key("baton_rss_max_kb")), mib),
-        String::new(),
-        String::new(),
-    ));
+fn micros_text(v: f64) -> String {
+    format!("{v:.1} µs")
 }
 
-fn cost_rows(f: &Figures, label: &str, raw_cpu_key: &str, per: &str, rows: &mut Vec<Row>) {
-    let key = |k: &str| format!("{label}.{k}");
-    let scripts = f.num(&key("redis_scripts_per_op"));
-    rows.push(Row::new(
-        &format!("Redis script calls per {per}"),
-        opt(scripts, |v| format!("{v:.2}")),
-        "2.00".into(),
-        opt(scripts.map(|v| v / 2.0), |v| format!("{v:.2}")),
-    ));
-    let cpu = f.num(&key("redis_cpu_us_per_op"));
-    let raw_cpu = f.num(raw_cpu_key);
-    rows.push(Row::new(
-        &format!("Redis CPU per {per}"),
-        opt(cpu, |v| format!("{v:.1} µs")),
-        opt(raw_cpu, |v| format!("{v:.1} µs")),
-        opt(ratio(cpu, raw_cpu), |v| format!("{v:.2}")),
-    ));
-    rows.push(Row::new(
-        &format!("baton CPU per {per}"),
-        opt(f.num(&key("baton_cpu_us_per_op")), |v| format!("{v:.1} µs")),
-        String::new(),
-        String::new(),
-    ));
-    let util = match (
-        f.num(&key("baton_cpu_pct")),
-        f.num(&key("redis_cpu_pct")),
-        f.num(&key("loadgen_cpu_pct")),
-    ) {
-        (Some(b), Some(r), Some(l)) => format!("{b:.0}% / {r:.0}% / {l:.0}%"),
-        _ => "—".into(),
-    };
-    rows.push(Row::new(
-        "CPU busy: baton / Redis / loadgen",
-        util,
-        String::new(),
-        String::new(),
-    ));
+fn one_decimal(v: f64) -> String {
+    format!("{v:.1}")
 }
 
-fn contended_rows(f: &Figures, label: &str, kind: &str, rows: &mut Vec<Row>) {
-    let key = |k: &str| format!("{label}.{k}");
-    // Raw Redis here is one client releasing then acquiring, back to back: the
-    // chain a hand-off is, without HTTP, pub/sub and baton in between.
-    let handoffs = f.num(&key("handoffs_per_s"));
-    let raw_chain = f.raw_cycles(kind, "c1_");
-    rows.push(Row::new(
-        "hand-offs/s (raw: one client, release+acquire)",
-        opt(handoffs, thousands),
-        opt(raw_chain, thousands),
-        opt(ratio(handoffs, raw_chain), |v| format!("{v:.2}")),
-    ));
-    let p50 = f.num(&key("handoff_p50_us"));
-    let p99 = f.num(&key("handoff_p99_us"));
-    let raw50 = f.raw_handoff_us(kind, "p50");
-    let raw99 = f.raw_handoff_us(kind, "p99");
-    let ratios = match (ratio(p50, raw50), ratio(p99, raw99)) {
-        (Some(a), Some(b)) => format!("{a:.1} / {b:.1}"),
-        _ => "—".into(),
-    };
-    rows.push(
-        Row::new(
-            "hand-off: DELETE sent -> next 201, p50 / p99",
-            ms_pair(p50, p99),
-            ms_pair(raw50, raw99),
-            ratios,
-        )
-        .target("p99 < 2 ms", p99.map(|v| v < 2000.0)),
-    );
-    cost_rows(
-        f,
-        label,
-        &format!("raw.{kind}_c1_redis_cpu_us_per_cycle"),
-        "hand-off",
-        rows,
-    );
-}
-
-/// The contended lock, this build beside the first version (the baseline of
-/// issue 10's targets), measured alternately in the same run: each side's best
-/// round, with the Redis work of that round.
-fn baseline_rows(f: &Figures, now: &[&str], first: &[&str], rows: &mut Vec<Row>) {
-    let rate = |label: &&str| f.num(&format!("{label}.handoffs_per_s"));
-    let best = |labels: &[&str]| -> Option<String> {
-        labels
-            .iter()
-            .filter(|label| rate(label).is_some())
-            .max_by(|a, b| rate(a).unwrap_or(0.0).total_cmp(&rate(b).unwrap_or(0.0)))
-            .map(|label| (*label).to_owned())
-    };
-    let (Some(now), Some(first)) = (best(now), best(first)) else {
-        return;
-    };
-    let (now, first) = (now.as_str(), first.as_str());
-    rows.push(section(&format!(
-        "Contended lock, this build beside the first version ({}), alternately in this run (the raw column is the first version)",
-        f.text("meta.baseline")
-    )));
-    let figure = |label: &str, key: &str| f.num(&format!("{label}.{key}"));
-    let compare = |name: &str, key: &str, show: fn(f64) -> String| {
-        let (a, b) = (figure(now, key), figure(first, key));
-        Row::new(
-            name,
-            opt(a, show),
-            opt(b, show),
-            opt(ratio(a, b), |v| format!("{v:.2}")),
-        )
-    };
-    let handoffs = ratio(
-        figure(now, "handoffs_per_s"),
-        figure(first, "handoffs_per_s"),
-    );
-    rows.push(
-        compare("hand-offs/s", "handoffs_per_s", thousands)
-            .target(">= 1.3 x first", handoffs.map(|r| r >= 1.3)),
-    );
-    let cpu = ratio(
-        figure(now, "redis_cpu_us_per_op"),
-        figure(first, "redis_cpu_us_per_op"),
-    );
-    rows.push(
-        compare("Redis CPU per hand-off", "redis_cpu_us_per_op", |v| {
-            format!("{v:.1} µs")
-        })
-        .target("<= 0.6 x first", cpu.map(|r| r <= 0.6)),
-    );
-    rows.push(compare(
-        "Redis calls per hand-off (a script or function counts once)",
-        "redis_scripts_per_op",
-        |v| format!("{v:.2}"),
-    ));
-    rows.push(compare(
-        "Redis commands per hand-off, counting those they run",
-        "redis_commands_per_op",
-        |v| format!("{v:.1}"),
-    ));
-    rows.push(compare(
-        "baton CPU per hand-off",
-        "baton_cpu_us_per_op",
-        |v| format!("{v:.1} µs"),
-    ));
-    rows.push(compare(
-        "hand-off: DELETE sent -> next 201, p50",
-        "handoff_p50_us",
-        |v| format!("{:.2} ms", v / 1000.0),
-    ));
-}
-
-/// Waiters held by one baton: how much memory each costs, and that they cost
-/// Redis nothing.
-fn idle_rows(f: &Figures, label: &str, rows: &mut Vec<Row>) {
-    let key = |k: &str| format!("{label}.{k}");
-    let waiters = f.num(&key("waiters"));
-    let h2 = f.num(&key("http")) == Some(2.0);
-    let carried = if h2 {
-        format!("on {} HTTP/2 connection(s)", f.text(&key("connections")))
-    } else {
-        "each its own HTTP/1.1 connection".into()
-    };
-    rows.push(section(&format!(
-        "Idle waiters: {} requests waiting on one held lock for {} s, {carried}",
-        opt(waiters, thousands),
-        opt(f.num(&key("window_s")), |v| format!("{v:.0}"))
-    )));
-    // The line's keep-alive: one script a second per instance and name with
-    // waiters, however many wait (issue 10: at most 2 calls a second).
-    let calls = f.num(&key("redis_calls_per_s"));
-    rows.push(
-        Row::new(
-            "Redis calls/s while they wait (a script counts once)",
-            opt(calls, |v| format!("{v:.1}")),
-            String::new(),
-            String::new(),
-        )
-        .target("<= 2", calls.map(|v| v <= 2.0)),
-    );
-    rows.push(Row::new(
-        "the same, counting the commands run inside scripts",
-        opt(f.num(&key("redis_commands_per_s")), |v| format!("{v:.1}")),
-        String::new(),
-        String::new(),
-    ));
-    rows.push(Row::new(
-        "baton CPU while they wait",
-        opt(f.num(&key("baton_cpu_pct")), |v| format!("{v:.1}%")),
-        String::new(),
-        String::new(),
-    ));
-    rows.push(Row::new(
-        "time until all are sent and waiting",
-        opt(f.num(&key("ramp_s")), |v| format!("{v:.1} s")),
-        String::new(),
-        String::new(),
-    ));
-    let per_waiter = f.num(&key("bytes_per_waiter"));
-    let (target, limit) = if h2 {
-        ("<= 4 KiB", 4096.0)
-    } else {
-        ("<= 24 KiB", 24.0 * 1024.0)
-    };
-    rows.push(
-        Row::new(
-            "baton memory per waiting request",
-            opt(per_waiter, |v| format!("{:.1} KiB", v / 1024.0)),
-            String::new(),
-            String::new(),
-        )
-        .target(target, per_waiter.map(|v| v <= limit)),
-    );
-    rows.push(Row::new(
-        "baton RSS: before / with the waiters",
-        match (
-            f.num(&key("baton_rss_rest_kb")),
-            f.num(&key("baton_rss_waiting_kb")),
-        ) {
-            (Some(a), Some(b)) => format!("{} / {}", mib(a), mib(b)),
-            _ => "—".into(),
-        },
-        String::new(),
-        String::new(),
-    ));
-}
-
-/// Acquire/release latency with clients hammering the largest reads next to
-/// them, against the same clients alone (`quiet`).
-fn hammer_rows(f: &Figures, label: &str, quiet: &str, rows: &mut Vec<Row>) {
-    let key = |k: &str| format!("{label}.{k}");
-    let calm = |k: &str| format!("{quiet}.{k}");
-    rows.push(section(&format!(
-        "Expensive reads next door: {} clients acquire/release while {} repeat GET /semaphores/{{name}} ({} holders) and GET /locks ({} held)",
-        f.text(&key("clients")),
-        f.text(&key("hammer_clients")),
-        opt(f.num(&key("hammer_holders")), thousands),
-        opt(f.num(&key("hammer_locks")), thousands),
-    )));
-    rows.push(Row::new(
-        "acquire+release cycles/s: hammered (raw column: alone)",
-        opt(f.num(&key("cycles_per_s")), thousands),
-        opt(f.num(&calm("cycles_per_s")), thousands),
-        opt(
-            ratio(f.num(&key("cycles_per_s")), f.num(&calm("cycles_per_s"))),
-            |v| format!("{v:.2}"),
-        ),
-    ));
-    for op in ["acquire", "release"] {
-        let hammered = f.num(&key(&format!("{op}_p99_us")));
-        let alone = f.num(&calm(&format!("{op}_p99_us")));
-        let r = ratio(hammered, alone);
-        rows.push(
-            Row::new(
-                &format!("{op} p99: hammered (raw column: alone)"),
-                opt(hammered, |v| format!("{} ms", ms(v))),
-                opt(alone, |v| format!("{} ms", ms(v))),
-                opt(r, |v| format!("{v:.1}")),
-            )
-            .target("<= 2x alone", r.map(|v| v <= 2.0)),
-        );
-    }
-    rows.push(Row::new(
-        "acquire/release errors (e.g. 503) while hammered",
-        opt(f.num(&key("errors")), |v| format!("{v:.0}")),
-        String::new(),
-        String::new(),
-    ));
-    rows.push(Row::new(
-        "hammering reads/s; their errors",
-        match (
-            f.num(&key("hammer_requests_per_s")),
-            f.num(&key("hammer_errors")),
-        ) {
-            (Some(r), Some(e)) => format!("{} ; {e:.0}", thousands(r)),
-            _ => "—".into(),
-        },
-        String::new(),
-        String::new(),
-    ));
-    for (what, k) in [("status", "status"), ("listing", "list")] {
-        rows.push(Row::new(
-            &format!("{what} call p50 / p99; largest answer"),
-            match (
-                f.num(&key(&format!("hammer_{k}_p50_us"))),
-                f.num(&key(&format!("hammer_{k}_p99_us"))),
-                f.num(&key(&format!("hammer_{k}_bytes"))),
-            ) {
-                (Some(a), Some(b), Some(n)) => {
-                    format!("{} / {} ms; {:.0} KiB", ms(a), ms(b), n / 1024.0)
-                }
-                _ => "—".into(),
-            },
-            String::new(),
-            String::new(),
-        ));
+fn verdict(pass: Option<bool>) -> String {
+    match pass {
+        Some(true) => "PASS".into(),
+        Some(false) => "FAIL".into(),
+        None => "n/a".into(),
     }
 }
 
-fn print_table(rows: &[Row]) {
-    let header = Row {
-        figure: "figure".into(),
-        baton: "baton".into(),
-        raw: "raw Redis".into(),
-        ratio: "baton/raw".into(),
-        target: "target".into(),
-        verdict: "result".into(),
-    };
-    let cols: [fn(&Row) -> &str; 6] = [
-        |r| &r.figure,
-        |r| &r.baton,
-        |r| &r.raw,
-        |r| &r.ratio,
-        |r| &r.target,
-        |r| &r.verdict,
-    ];
-    let widths: Vec<usize> = cols
-        .iter()
-        .map(|col| {
+/// A markdown table; a row of one cell is a section heading.
+fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
             rows.iter()
-                .chain(std::iter::once(&header))
-                .map(|r| col(r).chars().count())
+                .filter(|r| r.len() > 1)
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .chain(std::iter::once(header[i].chars().count()))
                 .max()
                 .unwrap_or(0)
         })
         .collect();
-    let line = |r: &Row| {
-        let cells: Vec<String> = cols
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = widths
             .iter()
-            .zip(&widths)
-            .map(|(col, w)| format!("{:<w$}", col(r), w = *w))
+            .enumerate()
+            .map(|(i, w)| format!("{:<w$}", cells.get(i).map_or("", String::as_str)))
             .collect();
-        println!("| {} |", cells.join(" | "));
+        println!("| {} |", padded.join(" | "));
     };
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
     line(&header);
     let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
     println!("|-{}-|", rule.join("-|-"));
     for row in rows {
-        if row.baton.is_empty() && row.raw.is_empty() && row.target.is_empty() {
-            // A section heading.
-            println!("| **{}** |{}", row.figure, " |".repeat(5));
+        if let [heading] = row.as_slice() {
+            println!("| **{heading}** |{}", " |".repeat(widths.len() - 1));
         } else {
             line(row);
         }
     }
 }
 
-fn section(title: &str) -> Row {
-    Row::new(title, String::new(), String::new(), String::new())
+fn cells<const N: usize>(cells: [String; N]) -> Vec<String> {
+    cells.into()
+}
+
+/// The runs a comparison is made of: this build, the first version and the
+/// classic recipe (each the best round of its series, when it ran).
+struct Trio {
+    now: Option<String>,
+    first: Option<String>,
+    classic: Option<String>,
+}
+
+impl Trio {
+    fn new(f: &Figures, series: &str, key: &str) -> Self {
+        Self {
+            now: f.best(series, key),
+            first: f.best(&format!("v{series}"), key),
+            classic: f.best(&format!("k{series}"), key),
+        }
+    }
+
+    fn labels(&self) -> [Option<&str>; 3] {
+        [
+            self.now.as_deref(),
+            self.first.as_deref(),
+            self.classic.as_deref(),
+        ]
+    }
+
+    /// One figure of each run, shown by `show`.
+    fn row(&self, f: &Figures, name: &str, key: &str, show: fn(f64) -> String) -> Vec<String> {
+        let mut row = vec![name.to_owned()];
+        row.extend(self.labels().map(|l| opt(f.of(l, key), show)));
+        row
+    }
+
+    /// A row from a function of each run's figures.
+    fn row_with(
+        &self,
+        f: &Figures,
+        name: &str,
+        show: impl Fn(&Figures, &str) -> Option<String>,
+    ) -> Vec<String> {
+        let mut row = vec![name.to_owned()];
+        row.extend(
+            self.labels()
+                .map(|l| l.and_then(|l| show(f, l)).unwrap_or_else(|| "—".into())),
+        );
+        row
+    }
+}
+
+/// The rate of every round of a series, in order, for the runs of each side.
+fn rounds_row(f: &Figures, series: &str, key: &str, what: &str) -> Vec<String> {
+    let mut row = vec![format!("{what} in each round")];
+    for s in [
+        series.to_owned(),
+        format!("v{series}"),
+        format!("k{series}"),
+    ] {
+        let rates: Vec<String> = f
+            .rounds(&s, key)
+            .iter()
+            .filter_map(|l| f.num(&format!("{l}.{key}")))
+            .map(thousands)
+            .collect();
+        row.push(if rates.is_empty() {
+            "—".into()
+        } else {
+            rates.join(" / ")
+        });
+    }
+    row
+}
+
+fn latency(f: &Figures, l: &str, what: &str) -> Option<String> {
+    Some(ms_pair(
+        f.num(&format!("{l}.{what}_p50_us")),
+        f.num(&format!("{l}.{what}_p99_us")),
+    ))
+}
+
+fn busy(f: &Figures, l: &str) -> Option<String> {
+    let pct = |k: &str| f.num(&format!("{l}.{k}")).map(|v| format!("{v:.0}%"));
+    let show = |v: Option<String>| v.unwrap_or_else(|| "—".into());
+    Some(format!(
+        "{} / {} / {}",
+        show(pct("baton_cpu_pct")),
+        show(pct("redis_cpu_pct")),
+        show(pct("loadgen_cpu_pct"))
+    ))
+}
+
+/// The MONITOR count bench.sh took for a series (1 client, a fixed number of
+/// cycles), per cycle.
+fn monitored(f: &Figures, series: &str) -> Option<f64> {
+    ratio(
+        f.num(&format!("mon_{series}.monitor_commands")),
+        f.num(&format!("mon_{series}.monitor_cycles")),
+    )
+}
+
+fn uncontended_rows(f: &Figures, series: &str, rows: &mut Vec<Vec<String>>) {
+    let t = Trio::new(f, series, "cycles_per_s");
+    rows.push(t.row(
+        f,
+        "acquire+release cycles/s (best round)",
+        "cycles_per_s",
+        thousands,
+    ));
+    rows.push(rounds_row(f, series, "cycles_per_s", "cycles/s"));
+    rows.push(t.row_with(f, "acquire p50 / p99", |f, l| latency(f, l, "acquire")));
+    rows.push(t.row_with(f, "release p50 / p99", |f, l| latency(f, l, "release")));
+    rows.push(t.row(f, "Redis CPU per cycle", "redis_cpu_us_per_op", micros_text));
+    rows.push(t.row(
+        f,
+        "Redis commands per cycle (INFO commandstats, those inside scripts included)",
+        "redis_commands_per_op",
+        one_decimal,
+    ));
+    let mut mon = vec!["Redis commands per cycle (MONITOR, 1 client)".to_owned()];
+    for s in [
+        series.to_owned(),
+        format!("v{series}"),
+        format!("k{series}"),
+    ] {
+        mon.push(opt(monitored(f, &s), one_decimal));
+    }
+    rows.push(mon);
+    rows.push(t.row(
+        f,
+        "script or function calls per cycle",
+        "redis_scripts_per_op",
+        |v| format!("{v:.2}"),
+    ));
+    rows.push(t.row(f, "baton CPU per cycle", "baton_cpu_us_per_op", micros_text));
+    rows.push(t.row_with(f, "CPU busy: baton / Redis / loadgen", busy));
+    // The classic recipe again, its clients sharing one connection that
+    // redis-rs pipelines (as baton does with its own calls): beside the
+    // table, not a baseline of a target.
+    let shared = f.best(&format!("p{series}"), "cycles_per_s");
+    if let Some(shared) = shared.as_deref() {
+        let cpu = f.num(&format!("{shared}.redis_cpu_us_per_op"));
+        rows.push(cells([
+            "classic recipe on one shared, pipelined connection: cycles/s; Redis CPU per cycle"
+                .into(),
+            String::new(),
+            String::new(),
+            format!(
+                "{}; {}",
+                opt(f.num(&format!("{shared}.cycles_per_s")), thousands),
+                opt(cpu, micros_text)
+            ),
+        ]));
+    }
+}
+
+fn contended_rows(f: &Figures, series: &str, rows: &mut Vec<Vec<String>>) {
+    let t = Trio::new(f, series, "handoffs_per_s");
+    rows.push(t.row(f, "hand-offs/s (best round)", "handoffs_per_s", thousands));
+    rows.push(rounds_row(f, series, "handoffs_per_s", "hand-offs/s"));
+    rows.push(
+        t.row_with(f, "hand-off: DELETE sent -> next 201, p50 / p99", |f, l| {
+            latency(f, l, "handoff")
+        }),
+    );
+    rows.push(t.row(
+        f,
+        "Redis CPU per hand-off",
+        "redis_cpu_us_per_op",
+        micros_text,
+    ));
+    rows.push(t.row(
+        f,
+        "Redis commands per hand-off (commandstats)",
+        "redis_commands_per_op",
+        one_decimal,
+    ));
+    rows.push(t.row(
+        f,
+        "script or function calls per hand-off",
+        "redis_scripts_per_op",
+        |v| format!("{v:.2}"),
+    ));
+    rows.push(t.row(
+        f,
+        "baton CPU per hand-off",
+        "baton_cpu_us_per_op",
+        micros_text,
+    ));
+    rows.push(t.row_with(f, "CPU busy: baton / Redis / loadgen", busy));
+}
+
+/// A target against a baseline: [target, this build, baseline, ratio, limit, result].
+fn relative(
+    name: &str,
+    now: Option<f64>,
+    base: Option<f64>,
+    show: fn(f64) -> String,
+    limit: &str,
+    pass: impl Fn(f64) -> bool,
+) -> Vec<String> {
+    let r = ratio(now, base);
+    cells([
+        name.to_owned(),
+        opt(now, show),
+        opt(base, show),
+        opt(r, |v| format!("{v:.2}")),
+        limit.to_owned(),
+        verdict(r.map(pass)),
+    ])
+}
+
+/// A target on one figure of this build.
+fn absolute(
+    name: &str,
+    value: Option<f64>,
+    show: fn(f64) -> String,
+    limit: &str,
+    pass: impl Fn(f64) -> bool,
+) -> Vec<String> {
+    cells([
+        name.to_owned(),
+        opt(value, show),
+        String::new(),
+        String::new(),
+        limit.to_owned(),
+        verdict(value.map(pass)),
+    ])
+}
+
+fn kib(bytes: f64) -> String {
+    format!("{:.1} KiB", bytes / 1024.0)
+}
+
+fn target_rows(f: &Figures) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for (series, what) in [("ul", "lock"), ("us", "semaphore")] {
+        let t = Trio::new(f, series, "cycles_per_s");
+        let of = |l: &Option<String>, k: &str| f.of(l.as_deref(), k);
+        rows.push(relative(
+            &format!("uncontended {what} cycles/s vs the first version"),
+            of(&t.now, "cycles_per_s"),
+            of(&t.first, "cycles_per_s"),
+            thousands,
+            ">= 1.25 x",
+            |r| r >= 1.25,
+        ));
+        rows.push(relative(
+            &format!("uncontended {what} cycles/s vs the classic recipe"),
+            of(&t.now, "cycles_per_s"),
+            of(&t.classic, "cycles_per_s"),
+            thousands,
+            ">= 0.40 x",
+            |r| r >= 0.40,
+        ));
+        rows.push(relative(
+            &format!("Redis CPU per uncontended {what} cycle vs the first version"),
+            of(&t.now, "redis_cpu_us_per_op"),
+            of(&t.first, "redis_cpu_us_per_op"),
+            micros_text,
+            "<= 0.8 x",
+            |r| r <= 0.8,
+        ));
+        rows.push(absolute(
+            &format!("Redis commands per uncontended {what} acquire+release"),
+            of(&t.now, "redis_commands_per_op"),
+            one_decimal,
+            "<= 8",
+            |v| v <= 8.0,
+        ));
+    }
+    let t = Trio::new(f, "cl", "handoffs_per_s");
+    let of = |l: &Option<String>, k: &str| f.of(l.as_deref(), k);
+    rows.push(relative(
+        "contended lock hand-offs/s (16 clients, closed loop) vs the first version",
+        of(&t.now, "handoffs_per_s"),
+        of(&t.first, "handoffs_per_s"),
+        thousands,
+        ">= 1.3 x",
+        |r| r >= 1.3,
+    ));
+    rows.push(relative(
+        "Redis CPU per contended hand-off vs the first version",
+        of(&t.now, "redis_cpu_us_per_op"),
+        of(&t.first, "redis_cpu_us_per_op"),
+        micros_text,
+        "<= 0.75 x",
+        |r| r <= 0.75,
+    ));
+    rows.push(absolute(
+        "hand-off p99 (DELETE sent -> next 201), contended lock",
+        of(&t.now, "handoff_p99_us"),
+        |v| format!("{} ms", ms(v)),
+        "< 1 ms",
+        |v| v < 1000.0,
+    ));
+    for label in ["idle", "i2a", "i2b", "i2c"] {
+        let Some(waiters) = f.num(&format!("{label}.waiters")) else {
+            continue;
+        };
+        let h2 = f.num(&format!("{label}.http")) == Some(2.0);
+        let (carried, limit, max) = if h2 {
+            (
+                format!(
+                    "HTTP/2, {} connection(s)",
+                    f.text(&format!("{label}.connections"))
+                ),
+                "<= 4 KiB",
+                4096.0,
+            )
+        } else {
+            ("HTTP/1.1".to_owned(), "<= 24 KiB", 24.0 * 1024.0)
+        };
+        rows.push(absolute(
+            &format!(
+                "memory per waiting request, {carried}, {} waiting",
+                thousands(waiters)
+            ),
+            f.num(&format!("{label}.bytes_per_waiter")),
+            kib,
+            limit,
+            |v| v <= max,
+        ));
+    }
+    rows.push(vec!["standing targets of earlier issues".to_owned()]);
+    for label in ["idle", "i2a", "i2b", "i2c"] {
+        if f.num(&format!("{label}.waiters")).is_some() {
+            rows.push(absolute(
+                &format!("Redis calls/s while requests wait ({label}; a script counts once)"),
+                f.num(&format!("{label}.redis_calls_per_s")),
+                one_decimal,
+                "<= 2",
+                |v| v <= 2.0,
+            ));
+        }
+    }
+    // The same load alone, just before it on the same instance (else the
+    // best round of the uncontended lock).
+    let quiet = if f.num("hq.cycles_per_s").is_some() {
+        Some("hq".to_owned())
+    } else {
+        f.best("ul", "cycles_per_s")
+    };
+    if f.num("hm.cycles_per_s").is_some() {
+        for op in ["acquire", "release"] {
+            let key = format!("{op}_p99_us");
+            rows.push(relative(
+                &format!("{op} p99 with expensive reads next door vs alone"),
+                f.num(&format!("hm.{key}")),
+                f.of(quiet.as_deref(), &key),
+                |v| format!("{} ms", ms(v)),
+                "<= 2 x",
+                |r| r <= 2.0,
+            ));
+        }
+    }
+    rows
+}
+
+/// [figure, value, note]
+fn note(name: &str, value: String, note: String) -> Vec<String> {
+    cells([name.to_owned(), value, note])
+}
+
+fn other_rows(f: &Figures) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let n = |k: &str| f.num(k);
+    let clients = f.text("meta.clients").to_owned();
+    if n("cs.handoffs_per_s").is_some() {
+        rows.push(vec![format!(
+            "Contended semaphore (limit {}): {clients} clients on one name, wait_ms {}",
+            f.text("cs.limit"),
+            f.text("cs.wait_ms")
+        )]);
+        rows.push(note(
+            "hand-offs/s",
+            opt(n("cs.handoffs_per_s"), thousands),
+            String::new(),
+        ));
+        rows.push(note(
+            "hand-off p50 / p99",
+            ms_pair(n("cs.handoff_p50_us"), n("cs.handoff_p99_us")),
+            String::new(),
+        ));
+        rows.push(note(
+            "Redis CPU / commands per hand-off",
+            match (n("cs.redis_cpu_us_per_op"), n("cs.redis_commands_per_op")) {
+                (Some(c), Some(k)) => format!("{c:.1} µs / {k:.1}"),
+                _ => "—".into(),
+            },
+            String::new(),
+        ));
+    }
+    let best_ul = f.best("ul", "cycles_per_s");
+    let best_cl = f.best("cl", "handoffs_per_s");
+    if n("u2.cycles_per_s").is_some() {
+        rows.push(vec![format!(
+            "HTTP/2: {clients} clients on {} connection(s)",
+            f.text("u2.connections")
+        )]);
+        let h1 = f.of(best_ul.as_deref(), "cycles_per_s");
+        rows.push(note(
+            "uncontended lock cycles/s",
+            opt(n("u2.cycles_per_s"), thousands),
+            format!(
+                "HTTP/1.1: {} ({} x)",
+                opt(h1, thousands),
+                opt(ratio(n("u2.cycles_per_s"), h1), |v| format!("{v:.2}"))
+            ),
+        ));
+        rows.push(note(
+            "baton CPU per uncontended cycle",
+            opt(n("u2.baton_cpu_us_per_op"), micros_text),
+            format!(
+                "HTTP/1.1: {}",
+                opt(f.of(best_ul.as_deref(), "baton_cpu_us_per_op"), micros_text)
+            ),
+        ));
+    }
+    if n("c2.handoffs_per_s").is_some() {
+        rows.push(note(
+            "contended lock hand-offs/s; p50 / p99",
+            format!(
+                "{}; {}",
+                opt(n("c2.handoffs_per_s"), thousands),
+                ms_pair(n("c2.handoff_p50_us"), n("c2.handoff_p99_us"))
+            ),
+            format!(
+                "HTTP/1.1: {}",
+                opt(f.of(best_cl.as_deref(), "handoffs_per_s"), thousands)
+            ),
+        ));
+    }
+    if n("hm.cycles_per_s").is_some() {
+        let alone = if n("hq.cycles_per_s").is_some() {
+            Some("hq".to_owned())
+        } else {
+            best_ul.clone()
+        };
+        rows.push(vec![format!(
+            "Expensive reads next door: {} clients repeat GET /semaphores/{{name}} ({} holders) and GET /locks ({} held)",
+            f.text("hm.hammer_clients"),
+            opt(n("hm.hammer_holders"), thousands),
+            opt(n("hm.hammer_locks"), thousands),
+        )]);
+        rows.push(note(
+            "uncontended lock cycles/s while hammered",
+            opt(n("hm.cycles_per_s"), thousands),
+            format!(
+                "alone: {}",
+                opt(f.of(alone.as_deref(), "cycles_per_s"), thousands)
+            ),
+        ));
+        rows.push(note(
+            "acquire / release p99 while hammered",
+            match (n("hm.acquire_p99_us"), n("hm.release_p99_us")) {
+                (Some(a), Some(r)) => format!("{} / {} ms", ms(a), ms(r)),
+                _ => "—".into(),
+            },
+            match (
+                f.of(alone.as_deref(), "acquire_p99_us"),
+                f.of(alone.as_deref(), "release_p99_us"),
+            ) {
+                (Some(a), Some(r)) => format!("alone: {} / {} ms", ms(a), ms(r)),
+                _ => String::new(),
+            },
+        ));
+        rows.push(note(
+            "hammering reads/s; errors (theirs, the cycles')",
+            format!(
+                "{}; {} , {}",
+                opt(n("hm.hammer_requests_per_s"), thousands),
+                opt(n("hm.hammer_errors"), |v| format!("{v:.0}")),
+                opt(n("hm.errors"), |v| format!("{v:.0}"))
+            ),
+            String::new(),
+        ));
+        for (what, k) in [("status", "status"), ("listing", "list")] {
+            rows.push(note(
+                &format!("{what} call p50 / p99; largest answer"),
+                match (
+                    n(&format!("hm.hammer_{k}_p50_us")),
+                    n(&format!("hm.hammer_{k}_p99_us")),
+                    n(&format!("hm.hammer_{k}_bytes")),
+                ) {
+                    (Some(a), Some(b), Some(size)) => {
+                        format!("{} / {} ms; {:.0} KiB", ms(a), ms(b), size / 1024.0)
+                    }
+                    _ => "—".into(),
+                },
+                String::new(),
+            ));
+        }
+    }
+    for label in ["idle", "i2a", "i2b", "i2c"] {
+        let key = |k: &str| format!("{label}.{k}");
+        let Some(waiters) = n(&key("waiters")) else {
+            continue;
+        };
+        let carried = if n(&key("http")) == Some(2.0) {
+            format!(
+                "over HTTP/2 on {} connection(s)",
+                f.text(&key("connections"))
+            )
+        } else {
+            "each its own HTTP/1.1 connection".into()
+        };
+        rows.push(vec![format!(
+            "{} requests waiting on one held lock for {} s, {carried}",
+            thousands(waiters),
+            opt(n(&key("window_s")), |v| format!("{v:.0}"))
+        )]);
+        rows.push(note(
+            "Redis calls/s; commands/s (inside scripts included)",
+            match (
+                n(&key("redis_calls_per_s")),
+                n(&key("redis_commands_per_s")),
+            ) {
+                (Some(a), Some(b)) => format!("{a:.1}; {b:.1}"),
+                _ => "—".into(),
+            },
+            "the line's keep-alive: one call a second per instance and name".into(),
+        ));
+        rows.push(note(
+            "memory per waiting request; baton RSS before / with them",
+            format!(
+                "{}; {} / {}",
+                opt(n(&key("bytes_per_waiter")), kib),
+                opt(n(&key("baton_rss_rest_kb")), mib),
+                opt(n(&key("baton_rss_waiting_kb")), mib)
+            ),
+            String::new(),
+        ));
+        rows.push(note(
+            "baton CPU while they wait; time until all wait",
+            format!(
+                "{}; {}",
+                opt(n(&key("baton_cpu_pct")), |v| format!("{v:.1}%")),
+                opt(n(&key("ramp_s")), |v| format!("{v:.1} s"))
+            ),
+            String::new(),
+        ));
+    }
+    if n("ulc.cycles_per_s").is_some() {
+        rows.push(vec!["Redis Cluster: 3 masters on this machine".to_owned()]);
+        let alone = f.of(best_ul.as_deref(), "cycles_per_s");
+        rows.push(note(
+            "uncontended lock cycles/s",
+            opt(n("ulc.cycles_per_s"), thousands),
+            format!(
+                "standalone: {} ({} x); bound by the 2 shared CPUs, not by Redis",
+                opt(alone, thousands),
+                opt(ratio(n("ulc.cycles_per_s"), alone), |v| format!("{v:.2}"))
+            ),
+        ));
+    }
+    rows.push(vec!["baton memory".to_owned()]);
+    rows.push(note(
+        "RSS at rest; under the uncontended lock load",
+        format!(
+            "{}; {}",
+            opt(n("rest.baton_rss_kb"), mib),
+            opt(f.of(best_ul.as_deref(), "baton_rss_max_kb"), mib)
+        ),
+        String::new(),
+    ));
+    rows
 }
 
 fn report(path: &str) -> Result<()> {
     let f = Figures::load(path)?;
     let clients = f.text("meta.clients").to_owned();
+    let baseline = f.text("meta.baseline").to_owned();
     println!(
-        "baton benchmark, {} — commit {}, {} CPUs ({}), Redis {}, {clients} clients, best of {} windows of {} s",
+        "baton benchmark, {} — commit {}, {} CPUs ({}), Redis {}, {clients} clients in a closed loop. \
+         This build, the first version ({baseline}) and the classic recipe were measured alternately, \
+         {} rounds of {} window(s) of {} s each; each figure is from the best round.",
         f.text("meta.date"),
         f.text("meta.commit"),
         f.text("meta.cpus"),
         f.text("meta.cpu_model"),
         f.text("meta.redis_version"),
+        f.text("meta.rounds"),
         f.text("meta.windows"),
         f.text("meta.duration"),
     );
+    println!(
+        "Load average (1, 5, 15 min) before: {}; after: {}.",
+        f.text("meta.load_before"),
+        f.text("meta.load_after")
+    );
     println!();
-    let mut rows = Vec::new();
-    rows.push(section(&format!(
-        "Uncontended lock: {clients} clients, each its own name"
-    )));
-    uncontended_rows(&f, "ul", "lock", &mut rows);
-    rows.push(section(&format!(
-        "Uncontended semaphore (limit {}): {clients} clients, each its own name",
-        f.text("us.limit")
-    )));
-    uncontended_rows(&f, "us", "sem", &mut rows);
-    rows.push(section(&format!(
-        "Contended lock: {clients} clients on one name, wait_ms {}",
-        f.text("cl.wait_ms")
-    )));
-    contended_rows(&f, "cl", "lock", &mut rows);
-    rows.push(section(&format!(
-        "Contended semaphore (limit {}): {clients} clients on one name, wait_ms {}",
-        f.text("cs.limit"),
-        f.text("cs.wait_ms")
-    )));
-    contended_rows(&f, "cs", "sem", &mut rows);
-
-    if f.num("u2.cycles_per_s").is_some() {
-        rows.push(section(&format!(
-            "Uncontended lock over HTTP/2: {clients} clients on {} connection(s), each its own name",
-            f.text("u2.connections")
-        )));
-        uncontended_rows(&f, "u2", "lock", &mut rows);
-    }
-    if f.num("c2.handoffs_per_s").is_some() {
-        rows.push(section(&format!(
-            "Contended lock over HTTP/2: {clients} clients on {} connection(s), one name, wait_ms {}",
-            f.text("c2.connections"),
-            f.text("c2.wait_ms")
-        )));
-        contended_rows(&f, "c2", "lock", &mut rows);
-    }
-    if f.num("hm.cycles_per_s").is_some() {
-        hammer_rows(&f, "hm", "ul", &mut rows);
-    }
-    baseline_rows(&f, &["n1", "n2"], &["v1", "v2"], &mut rows);
-
-    idle_rows(&f, "idle", &mut rows);
-    for label in ["i2a", "i2b", "i2c"] {
-        if f.num(&format!("{label}.waiters")).is_some() {
-            idle_rows(&f, label, &mut rows);
-        }
-    }
-    rows.push(section("baton memory"));
-    rows.push(Row::new(
-        "RSS at rest (started, ready, idle)",
-        opt(f.num("rest.baton_rss_kb"), mib),
-        String::new(),
-        String::new(),
-    ));
-    rows.push(Row::new(
-        "RSS under the uncontended lock load",
-        opt(f.num("ul.baton_rss_max_kb"), mib),
-        String::new(),
-        String::new(),
-    ));
-    print_table(&rows);
-
-    let verdicts: Vec<&str> = rows
+    println!("### Targets");
+    println!();
+    let targets = target_rows(&f);
+    print_table(
+        &[
+            "target",
+            "this build",
+            "baseline",
+            "ratio",
+            "limit",
+            "result",
+        ],
+        &targets,
+    );
+    let verdicts: Vec<&str> = targets
         .iter()
-        .map(|r| r.verdict.as_str())
-        .filter(|v| !v.is_empty())
+        .filter(|r| r.len() == 6)
+        .map(|r| r[5].as_str())
         .collect();
     let passed = verdicts.iter().filter(|v| **v == "PASS").count();
     println!();
     println!("targets met: {passed} of {}", verdicts.len());
-    let errors: f64 = ["ul", "us", "cl", "cs", "u2", "c2", "hm"]
-        .iter()
-        .filter_map(|l| f.num(&format!("{l}.errors")))
-        .sum();
+    println!();
+    println!("### This build beside its baselines");
+    println!();
+    let mut rows = Vec::new();
+    rows.push(vec![format!(
+        "Uncontended lock: {clients} clients, each its own name"
+    )]);
+    uncontended_rows(&f, "ul", &mut rows);
+    rows.push(vec![format!(
+        "Uncontended semaphore (limit {}): {clients} clients, each its own name",
+        f.text("meta.sem_limit")
+    )]);
+    uncontended_rows(&f, "us", &mut rows);
+    rows.push(vec![format!(
+        "Contended lock: {clients} clients on one name, each acquire (wait_ms {}) -> release in a loop",
+        f.text("meta.wait_ms")
+    )]);
+    contended_rows(&f, "cl", &mut rows);
+    let first_heading = format!("first version ({baseline})");
+    print_table(
+        &["figure", "this build", &first_heading, "classic recipe"],
+        &rows,
+    );
+    println!();
+    println!("### Other figures of this build");
+    println!();
+    print_table(&["figure", "value", "beside"], &other_rows(&f));
+
+    let errors: f64 =
+        f.0.iter()
+            .filter(|(k, _)| k.ends_with(".errors"))
+            .filter_map(|(_, v)| v.parse::<f64>().ok())
+            .sum();
     if errors > 0.0 {
+        println!();
         println!("WARNING: {errors} requests failed during the runs (see the log above)");
     }
     Ok(())
