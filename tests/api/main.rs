@@ -11,6 +11,7 @@ mod names;
 mod outages;
 mod semaphores;
 mod service;
+mod shared;
 mod topology;
 mod transport;
 mod waiting;
