@@ -9,6 +9,7 @@ mod locks;
 mod modes;
 mod names;
 mod outages;
+mod permits;
 mod semaphores;
 mod service;
 mod shared;
