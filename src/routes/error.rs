@@ -278,7 +278,10 @@ mod tests {
         assert_eq!(problem.expires_in_ms, Some(1500));
         assert_eq!(problem.waiting, Some(3));
         assert_eq!(problem.holders, Some(1));
-        assert!(matches!(problem.mode, Some(crate::routes::locks::Mode::Exclusive)));
+        assert!(matches!(
+            problem.mode,
+            Some(crate::routes::locks::Mode::Exclusive)
+        ));
         assert_eq!(err.retry_after(), Some(2));
     }
 

@@ -167,6 +167,26 @@ async fn waiting_core(settings: Settings) {
     assert!(started.elapsed() < Duration::from_millis(1500));
 }
 
+/// Shared locks and permits across two instances: readers together, a
+/// writer waiting for the last of them, readers queued behind a writer,
+/// tokens across modes, force-release, a writer that gives up or readers
+/// that expire; permits counted, and a large request at the head of the
+/// line not overtaken (and leaving room when it gives up).
+async fn shared_and_permits_core(settings: Settings) {
+    let a = TestApp::spawn_with(settings.clone()).await;
+    let b = TestApp::spawn_with(settings).await;
+    crate::shared::readers_hold_the_lock_together(&a, &b).await;
+    crate::shared::a_writer_waits_for_the_last_reader(&a, &b).await;
+    crate::shared::a_reader_behind_a_queued_writer_waits(&a, &b).await;
+    crate::shared::tokens_rise_across_modes(&a, &b).await;
+    crate::shared::force_release_ends_every_shared_lease(&a, &b).await;
+    crate::shared::readers_behind_a_writer_that_gives_up_move_up(&a, &b).await;
+    crate::shared::a_writer_waits_for_the_last_reader_to_expire(&a, &b).await;
+    crate::permits::permits_are_counted(&a, &b).await;
+    crate::permits::a_large_request_is_not_overtaken(&a, &b).await;
+    crate::permits::small_requests_behind_a_large_one_that_gives_up_move_up(&a, &b).await;
+}
+
 /// The service endpoints see the deployment.
 async fn service_core(settings: Settings) {
     let app = TestApp::spawn_with(settings).await;
@@ -194,6 +214,11 @@ macro_rules! core_suite {
             #[tokio::test]
             async fn waiting_across_instances() {
                 waiting_core($settings).await;
+            }
+
+            #[tokio::test]
+            async fn shared_locks_and_permits_across_instances() {
+                shared_and_permits_core($settings).await;
             }
 
             #[tokio::test]
