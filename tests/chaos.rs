@@ -35,8 +35,8 @@ use std::time::{Duration, Instant, SystemTime};
 use helpers::RedisServer;
 use serde_json::json;
 use support::{
-    check_holds, client_loop, holds_by_name, unexplained_failures, when, Ask, Asks, Fault, Hold,
-    Instance, Record, Rng, Target, Wait, Workload, LOCK_CAPACITY,
+    check_holds, client_loop, holds_by_name, unexplained_failures, usage, when, Ask, Asks, Fault,
+    Hold, Instance, Record, Rng, Target, Wait, Workload, LOCK_CAPACITY,
 };
 use tokio::sync::watch;
 
@@ -408,6 +408,21 @@ fn report(label: &str, record: &Record, faults: &[Fault]) {
     );
     println!("grants (201s) checked: {}", record.holds.len());
     println!("acquisitions answered: {}", record.waits.len());
+    // How much the modes met: the most readers of one lock at once, and the
+    // most permits of the semaphore in use at once (as told).
+    for (name, holds) in holds_by_name(&record.holds) {
+        let usage = usage(&holds).into_iter().map(|(_, used)| used);
+        if name == SEMAPHORE {
+            let peak = usage.max().unwrap_or(0);
+            println!("{name}: at most {peak} of {LIMIT} permits held at once");
+        } else {
+            let readers = usage
+                .filter(|used| *used < LOCK_CAPACITY as i64)
+                .max()
+                .unwrap_or(0);
+            println!("{name}: at most {readers} shared leases held at once");
+        }
+    }
     let mut by_kind: BTreeMap<&str, u32> = BTreeMap::new();
     for fault in faults {
         *by_kind.entry(fault.what).or_default() += 1;
