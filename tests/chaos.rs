@@ -204,16 +204,18 @@ fn room(
 }
 
 /// Waiters that stayed queued more than [`STUCK`] while the head of
-/// `name`'s line had room (see [`room`]), away from faults.
+/// `name`'s line had room (see [`room`]), away from faults; returns the
+/// stretches of room they stayed queued in.
 fn stuck_waiters(
     name: &str,
     holds: &[Hold],
     waits: &[Wait],
     quiet: &[(SystemTime, SystemTime)],
     violations: &mut Vec<String>,
-) {
+) -> Vec<(SystemTime, SystemTime)> {
+    let mut stretches = Vec::new();
     let Some(start) = waits.iter().map(|w| w.requested).min() else {
-        return;
+        return stretches;
     };
     let end = waits.iter().map(|w| w.answered).max().unwrap_or(start);
     for (r0, r1) in room(holds, waits, capacity(name), start, end) {
@@ -236,9 +238,85 @@ fn stuck_waiters(
                     when(w.requested),
                     when(w.answered)
                 ));
+                stretches.push((from, to));
             }
         }
     }
+    stretches
+}
+
+/// What the clients saw of `name` around `from` .. `to`: the faults, the
+/// holds and the acquisitions that touched it, each time in milliseconds
+/// from `from`.
+fn timeline(
+    record: &Record,
+    faults: &[Fault],
+    name: &str,
+    from: SystemTime,
+    to: SystemTime,
+) -> String {
+    let margin = SETTLE + Duration::from_secs(3);
+    let (lo, hi) = (from - margin, to + margin);
+    let ms = |t: SystemTime| match t.duration_since(from) {
+        Ok(d) => d.as_millis() as i128,
+        Err(e) => -(e.duration().as_millis() as i128),
+    };
+    let mut rows: Vec<(SystemTime, String)> = Vec::new();
+    for f in faults.iter().filter(|f| f.to >= lo && f.from <= hi) {
+        rows.push((
+            f.from,
+            format!(
+                "fault {:?} {}: {} .. {}",
+                f.target,
+                f.what,
+                ms(f.from),
+                ms(f.to)
+            ),
+        ));
+    }
+    for h in record
+        .holds
+        .iter()
+        .filter(|h| h.name == name && h.told_until() >= lo && h.requested <= hi)
+    {
+        rows.push((
+            h.start,
+            format!(
+                "hold token {} {}: sent {}, 201 {}, released {}, expires {}",
+                h.token,
+                h.ask,
+                ms(h.requested),
+                ms(h.start),
+                ms(h.end),
+                ms(h.expires)
+            ),
+        ));
+    }
+    for w in record
+        .waits
+        .iter()
+        .chain(&record.failures)
+        .filter(|w| w.name == name && w.answered >= lo && w.requested <= hi)
+    {
+        rows.push((
+            w.requested,
+            format!(
+                "acquire {} via instance {}: sent {}, answered {} {}",
+                w.ask,
+                w.instance,
+                ms(w.requested),
+                ms(w.answered),
+                w.outcome
+            ),
+        ));
+    }
+    rows.sort_by_key(|(t, _)| *t);
+    let mut out = format!("{name} from {} (= 0 ms) to {}:", when(from), when(to));
+    for (_, row) in rows {
+        out.push_str("\n    ");
+        out.push_str(&row);
+    }
+    out
 }
 
 /// Every check of a run.
@@ -257,7 +335,10 @@ fn check(record: &mut Record, faults: &[Fault], started: SystemTime, ended: Syst
             .filter(|w| w.name == *name)
             .cloned()
             .collect();
-        stuck_waiters(name, holds, &waits, &quiet, &mut violations);
+        for (from, to) in stuck_waiters(name, holds, &waits, &quiet, &mut violations) {
+            let timeline = timeline(record, faults, name, from, to);
+            record.evidence.push(timeline);
+        }
     }
     unexplained_failures(record, faults, &mut violations);
     record.violations.extend(violations);
@@ -438,6 +519,9 @@ fn report(label: &str, record: &Record, faults: &[Fault]) {
     for v in record.violations.iter().take(20) {
         println!("  {v}");
     }
+    for e in record.evidence.iter().take(5) {
+        println!("  {e}");
+    }
 }
 
 fn length() -> Duration {
@@ -524,6 +608,7 @@ fn wait_of(name: &str, ask: Ask, requested: u64, answered: u64) -> Wait {
         instance: 0,
         requested: at(requested),
         answered: at(answered),
+        outcome: "201".into(),
     }
 }
 
@@ -626,6 +711,22 @@ fn the_checker_catches_overlaps_excess_holders_backward_tokens_and_stuck_lines()
         vec![],
     );
     assert_eq!(stuck.len(), 1, "{stuck:?}");
+    // With the timeline of the name around it.
+    let mut record = Record {
+        holds: vec![
+            hold("deploy-c", 1, 0, 0, 1000),
+            hold("deploy-c", 2, 500, 7000, 8000),
+        ],
+        waits: vec![wait("deploy-c", 500, 8000)],
+        ..Record::default()
+    };
+    check(&mut record, &[], at(0), at(60_000));
+    assert_eq!(record.evidence.len(), 1, "{:?}", record.evidence);
+    assert!(
+        record.evidence[0].contains("hold token 2 exclusive: sent -500, 201 6000"),
+        "{}",
+        record.evidence[0]
+    );
     // The same, but the free time fell in a fault: not judged.
     let faulted = checked(
         vec![

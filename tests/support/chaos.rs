@@ -415,6 +415,8 @@ pub struct Wait {
     pub instance: usize,
     pub requested: SystemTime,
     pub answered: SystemTime,
+    /// Its answer's status, or "no answer".
+    pub outcome: String,
 }
 
 /// Everything the clients saw.
@@ -427,6 +429,9 @@ pub struct Record {
     pub failures: Vec<Wait>,
     pub outcomes: BTreeMap<String, u64>,
     pub violations: Vec<String>,
+    /// What the checks found worth showing beside the violations: the
+    /// timelines around them.
+    pub evidence: Vec<String>,
 }
 
 impl Record {
@@ -553,6 +558,10 @@ pub async fn client_loop(
             instance,
             requested,
             answered,
+            outcome: sent.as_ref().map_or_else(
+                |_| "no answer".to_owned(),
+                |response| response.status().as_u16().to_string(),
+            ),
         };
         let response = match sent {
             Ok(response) => response,
