@@ -1,16 +1,20 @@
 //! Chaos test of what a 201 promises: two baton processes on one Redis,
-//! clients contending for a few locks and a semaphore through both, while
+//! clients contending for a few locks (each acquisition shared or exclusive
+//! at random) and a semaphore (each asking 1 to `limit` permits at random)
+//! through both, while
 //! the test kills (SIGKILL), stops (SIGTERM) and pauses (SIGSTOP, 1-6 s)
 //! the baton processes, stalls Redis (DEBUG SLEEP, 1-4 s), and kills and
 //! restarts Redis. The checker records every 201 with the time it arrived
 //! and its `expires_at`, and every release, and asserts:
 //!
-//! - no two clients held one lock at once as told (and never more than its
-//!   limit of a semaphore), ignoring the last 200 ms before an `expires_at`;
-//! - every token granted once, and above the tokens of holds that ended
-//!   before it was asked for;
-//! - no waiter stayed queued more than 2 s while its name had room, away
-//!   from faults (its instance running, Redis answering);
+//! - capacity, not leases: a lock was held as told either by one exclusive
+//!   lease alone or by shared leases only, and a semaphore's leases held at
+//!   once as told never took more than `limit` permits, ignoring the last
+//!   200 ms before an `expires_at`; every 201 said it granted what was asked;
+//! - every token granted once, and above the tokens of every hold (of either
+//!   mode) whose 201 had arrived before it was asked for;
+//! - no waiter stayed queued more than 2 s while the head of its name's line
+//!   had room, away from faults (its instance running, Redis answering);
 //! - every request that got no answer was sent to an instance the test was
 //!   faulting, and every process the test did not kill is alive at each
 //!   fault and at the end.
@@ -29,15 +33,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use helpers::RedisServer;
+use serde_json::json;
 use support::{
-    check_holds, client_loop, holds_by_name, unexplained_failures, usage, Fault, Hold, Instance,
-    Record, Rng, Target, Wait, Workload,
+    check_holds, client_loop, holds_by_name, unexplained_failures, usage, when, Ask, Asks, Fault,
+    Hold, Instance, Record, Rng, Target, Wait, Workload, LOCK_CAPACITY,
 };
 use tokio::sync::watch;
 
 const LOCKS: [&str; 3] = ["deploy-a", "deploy-b", "deploy-c"];
 const SEMAPHORE: &str = "workers";
-const LIMIT: u32 = 2;
+/// One limit for every acquisition of the semaphore; each asks 1 to
+/// `LIMIT` permits.
+const LIMIT: u32 = 3;
 const LOCK_CLIENTS: usize = 9;
 const SEMAPHORE_CLIENTS: usize = 5;
 /// Longer than any hold, so that a lease lost mid-hold is overlapped by the
@@ -58,11 +65,11 @@ const STUCK: Duration = Duration::from_secs(2);
 /// instance's waiters rejoin.
 const SETTLE: Duration = Duration::from_millis(TTL_MS + 1500);
 
-fn capacity(name: &str) -> u32 {
+fn capacity(name: &str) -> u64 {
     if name == SEMAPHORE {
-        LIMIT
+        u64::from(LIMIT)
     } else {
-        1
+        LOCK_CAPACITY
     }
 }
 
@@ -76,19 +83,15 @@ fn workloads() -> Vec<Workload> {
     };
     let lock = |name: &str, id: usize| Workload {
         path: format!("locks/{name}"),
-        body: format!(
-            r#"{{"ttl_ms": {TTL_MS}, "wait_ms": {LOCK_WAIT_MS}, "owner": "client-{id}"}}"#
-        ),
-        weight: 1,
+        body: json!({"ttl_ms": TTL_MS, "wait_ms": LOCK_WAIT_MS, "owner": format!("client-{id}")}),
+        asks: Asks::SharedOrExclusive,
         hold_up_to: hold(id),
         timeout: Duration::from_millis(LOCK_WAIT_MS) + Duration::from_secs(10),
     };
     let semaphore = |id: usize| Workload {
         path: format!("semaphores/{SEMAPHORE}"),
-        body: format!(
-            r#"{{"limit": {LIMIT}, "ttl_ms": {TTL_MS}, "wait_ms": {SEMAPHORE_WAIT_MS}, "owner": "client-{id}"}}"#
-        ),
-        weight: 1,
+        body: json!({"ttl_ms": TTL_MS, "wait_ms": SEMAPHORE_WAIT_MS, "owner": format!("client-{id}")}),
+        asks: Asks::Permits { limit: LIMIT },
         hold_up_to: hold(id),
         timeout: Duration::from_millis(SEMAPHORE_WAIT_MS) + Duration::from_secs(10),
     };
@@ -118,18 +121,69 @@ fn quiet(faults: &[Fault], start: SystemTime, end: SystemTime) -> Vec<(SystemTim
     quiet
 }
 
-/// The stretches when `name` had room (its holds as told took less than
-/// its capacity), from `start` to `end`.
+/// The stretches when the head of `name`'s line had room, whoever it was,
+/// from `start` to `end`.
+///
+/// The line admits its head as soon as the capacity held plus the head's own
+/// weight fits (for a lock: an exclusive head when nothing is held, a shared
+/// head when no exclusive lease is). The clients cannot tell the order of the
+/// line, but the head is one of the acquisitions then outstanding, so the
+/// head surely fits when the weight held as told plus the largest weight
+/// outstanding does. That never blames the line for a head that did not fit
+/// (a large request at the head is not overtaken by smaller ones behind it,
+/// a reader waits behind a queued writer), and a free name with anyone
+/// waiting always counts as room.
 fn room(
     holds: &[Hold],
-    capacity: u32,
+    waits: &[Wait],
+    capacity: u64,
     start: SystemTime,
     end: SystemTime,
 ) -> Vec<(SystemTime, SystemTime)> {
+    /// What happens at an instant; ends sort before starts, so that touching
+    /// holds and waits do not overlap.
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    enum Change {
+        HoldEnds(u64),
+        WaitEnds(u64),
+        HoldStarts(u64),
+        WaitStarts(u64),
+    }
+    let mut changes: Vec<(SystemTime, Change)> = Vec::new();
+    for h in holds.iter().filter(|h| h.told_until() > h.start) {
+        changes.push((h.start, Change::HoldStarts(h.ask.weight())));
+        changes.push((h.told_until(), Change::HoldEnds(h.ask.weight())));
+    }
+    for w in waits.iter().filter(|w| w.answered > w.requested) {
+        changes.push((w.requested, Change::WaitStarts(w.ask.weight())));
+        changes.push((w.answered, Change::WaitEnds(w.ask.weight())));
+    }
+    changes.sort();
+    let mut used = 0u64;
+    // The weights outstanding, each with how many ask it.
+    let mut outstanding: BTreeMap<u64, usize> = BTreeMap::new();
     let mut stretches = Vec::new();
     let mut since = Some(start);
-    for (at, used) in usage(holds) {
-        let has_room = used < i64::from(capacity);
+    let mut i = 0;
+    while i < changes.len() {
+        let at = changes[i].0;
+        while i < changes.len() && changes[i].0 == at {
+            match changes[i].1 {
+                Change::HoldStarts(w) => used += w,
+                Change::HoldEnds(w) => used -= w,
+                Change::WaitStarts(w) => *outstanding.entry(w).or_default() += 1,
+                Change::WaitEnds(w) => {
+                    let n = outstanding.get_mut(&w).expect("a wait that started");
+                    *n -= 1;
+                    if *n == 0 {
+                        outstanding.remove(&w);
+                    }
+                }
+            }
+            i += 1;
+        }
+        let largest = outstanding.keys().next_back().copied().unwrap_or(0);
+        let has_room = used + largest <= capacity;
         match (since, has_room) {
             (Some(from), false) => {
                 if at > from {
@@ -137,7 +191,7 @@ fn room(
                 }
                 since = None;
             }
-            (None, true) => since = Some(at),
+            (None, true) => since = Some(at.max(start)),
             _ => {}
         }
     }
@@ -149,20 +203,22 @@ fn room(
     stretches
 }
 
-/// Waiters that stayed queued more than [`STUCK`] while `name` had room,
-/// away from faults.
+/// Waiters that stayed queued more than [`STUCK`] while the head of
+/// `name`'s line had room (see [`room`]), away from faults; returns the
+/// stretches of room they stayed queued in.
 fn stuck_waiters(
     name: &str,
     holds: &[Hold],
     waits: &[Wait],
     quiet: &[(SystemTime, SystemTime)],
     violations: &mut Vec<String>,
-) {
+) -> Vec<(SystemTime, SystemTime)> {
+    let mut stretches = Vec::new();
     let Some(start) = waits.iter().map(|w| w.requested).min() else {
-        return;
+        return stretches;
     };
     let end = waits.iter().map(|w| w.answered).max().unwrap_or(start);
-    for (r0, r1) in room(holds, capacity(name), start, end) {
+    for (r0, r1) in room(holds, waits, capacity(name), start, end) {
         for &(q0, q1) in quiet {
             let (from, to) = (r0.max(q0), r1.min(q1));
             // Each waiter queued (sent a moment before) in that stretch, and
@@ -174,12 +230,93 @@ fn stuck_waiters(
             });
             if let Some(w) = stuck {
                 violations.push(format!(
-                    "{name}: had room from {from:?} to {to:?} while a waiter on instance {} (sent {:?}, answered {:?}) stayed queued",
-                    w.instance, w.requested, w.answered
+                    "{name}: had room from {} to {} while a waiter for {} on instance {} (sent {}, answered {}) stayed queued",
+                    when(from),
+                    when(to),
+                    w.ask,
+                    w.instance,
+                    when(w.requested),
+                    when(w.answered)
                 ));
+                stretches.push((from, to));
             }
         }
     }
+    stretches
+}
+
+/// What the clients saw of `name` around `from` .. `to`: the faults, the
+/// holds and the acquisitions that touched it, each time in milliseconds
+/// from `from`.
+fn timeline(
+    record: &Record,
+    faults: &[Fault],
+    name: &str,
+    from: SystemTime,
+    to: SystemTime,
+) -> String {
+    let margin = SETTLE + Duration::from_secs(3);
+    let (lo, hi) = (from - margin, to + margin);
+    let ms = |t: SystemTime| match t.duration_since(from) {
+        Ok(d) => d.as_millis() as i128,
+        Err(e) => -(e.duration().as_millis() as i128),
+    };
+    let mut rows: Vec<(SystemTime, String)> = Vec::new();
+    for f in faults.iter().filter(|f| f.to >= lo && f.from <= hi) {
+        rows.push((
+            f.from,
+            format!(
+                "fault {:?} {}: {} .. {}",
+                f.target,
+                f.what,
+                ms(f.from),
+                ms(f.to)
+            ),
+        ));
+    }
+    for h in record
+        .holds
+        .iter()
+        .filter(|h| h.name == name && h.told_until() >= lo && h.requested <= hi)
+    {
+        rows.push((
+            h.start,
+            format!(
+                "hold token {} {}: sent {}, 201 {}, released {}, expires {}",
+                h.token,
+                h.ask,
+                ms(h.requested),
+                ms(h.start),
+                ms(h.end),
+                ms(h.expires)
+            ),
+        ));
+    }
+    for w in record
+        .waits
+        .iter()
+        .chain(&record.failures)
+        .filter(|w| w.name == name && w.answered >= lo && w.requested <= hi)
+    {
+        rows.push((
+            w.requested,
+            format!(
+                "acquire {} via instance {}: sent {}, answered {} {}",
+                w.ask,
+                w.instance,
+                ms(w.requested),
+                ms(w.answered),
+                w.outcome
+            ),
+        ));
+    }
+    rows.sort_by_key(|(t, _)| *t);
+    let mut out = format!("{name} from {} (= 0 ms) to {}:", when(from), when(to));
+    for (_, row) in rows {
+        out.push_str("\n    ");
+        out.push_str(&row);
+    }
+    out
 }
 
 /// Every check of a run.
@@ -198,7 +335,10 @@ fn check(record: &mut Record, faults: &[Fault], started: SystemTime, ended: Syst
             .filter(|w| w.name == *name)
             .cloned()
             .collect();
-        stuck_waiters(name, holds, &waits, &quiet, &mut violations);
+        for (from, to) in stuck_waiters(name, holds, &waits, &quiet, &mut violations) {
+            let timeline = timeline(record, faults, name, from, to);
+            record.evidence.push(timeline);
+        }
     }
     unexplained_failures(record, faults, &mut violations);
     record.violations.extend(violations);
@@ -342,13 +482,28 @@ async fn run(length: Duration, persistence: Persistence) -> (Record, Vec<Fault>,
 
 fn report(label: &str, record: &Record, faults: &[Fault]) {
     println!(
-        "chaos ({label}): {} lock clients on {} locks, {} semaphore clients (limit {LIMIT})",
+        "chaos ({label}): {} lock clients on {} locks (shared or exclusive at random), {} semaphore clients (1 to {LIMIT} permits of {LIMIT})",
         LOCK_CLIENTS,
         LOCKS.len(),
         SEMAPHORE_CLIENTS
     );
     println!("grants (201s) checked: {}", record.holds.len());
     println!("acquisitions answered: {}", record.waits.len());
+    // How much the modes met: the most readers of one lock at once, and the
+    // most permits of the semaphore in use at once (as told).
+    for (name, holds) in holds_by_name(&record.holds) {
+        let usage = usage(&holds).into_iter().map(|(_, used)| used);
+        if name == SEMAPHORE {
+            let peak = usage.max().unwrap_or(0);
+            println!("{name}: at most {peak} of {LIMIT} permits held at once");
+        } else {
+            let readers = usage
+                .filter(|used| *used < LOCK_CAPACITY as i64)
+                .max()
+                .unwrap_or(0);
+            println!("{name}: at most {readers} shared leases held at once");
+        }
+    }
     let mut by_kind: BTreeMap<&str, u32> = BTreeMap::new();
     for fault in faults {
         *by_kind.entry(fault.what).or_default() += 1;
@@ -363,6 +518,9 @@ fn report(label: &str, record: &Record, faults: &[Fault]) {
     println!("violations: {}", record.violations.len());
     for v in record.violations.iter().take(20) {
         println!("  {v}");
+    }
+    for e in record.evidence.iter().take(5) {
+        println!("  {e}");
     }
 }
 
@@ -420,26 +578,71 @@ async fn tokens_still_rise_when_redis_loses_everything() {
     assert!(record.holds.len() > 50, "too few holds to mean anything");
 }
 
-#[test]
-fn the_checker_catches_overlaps_excess_holders_backward_tokens_and_stuck_lines() {
-    let at = |ms: u64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
-    let hold = |name: &str, token, requested, start, end| Hold {
+/// A time in the checker's tests: `ms` after the epoch.
+#[cfg(test)]
+fn at(ms: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+/// A hold of `ask` in the checker's tests, told from `start` to `end`.
+#[cfg(test)]
+fn hold_of(name: &str, ask: Ask, token: u64, requested: u64, start: u64, end: u64) -> Hold {
+    Hold {
         name: name.into(),
         token,
-        weight: 1,
+        ask,
         requested: at(requested),
         start: at(start),
         end: at(end),
         expires: at(end + 60_000),
+    }
+}
+
+/// An acquisition of `ask` in the checker's tests, outstanding from
+/// `requested` to `answered`.
+#[cfg(test)]
+fn wait_of(name: &str, ask: Ask, requested: u64, answered: u64) -> Wait {
+    Wait {
+        name: name.into(),
+        ask,
+        instance: 0,
+        requested: at(requested),
+        answered: at(answered),
+        outcome: "201".into(),
+    }
+}
+
+/// The violations [`check`] finds in these holds, waits and faults.
+#[cfg(test)]
+fn checked(holds: Vec<Hold>, waits: Vec<Wait>, faults: Vec<Fault>) -> Vec<String> {
+    let mut record = Record {
+        holds,
+        waits,
+        ..Record::default()
     };
-    let checked = |holds: Vec<Hold>, waits: Vec<Wait>, faults: Vec<Fault>| {
-        let mut record = Record {
-            holds,
-            waits,
-            ..Record::default()
-        };
-        check(&mut record, &faults, at(0), at(60_000));
-        record.violations
+    check(&mut record, &faults, at(0), at(60_000));
+    record.violations
+}
+
+/// One permit of the semaphore.
+#[cfg(test)]
+const ONE_PERMIT: Ask = Ask::Permits {
+    permits: 1,
+    limit: LIMIT,
+};
+
+#[test]
+fn the_checker_catches_overlaps_excess_holders_backward_tokens_and_stuck_lines() {
+    // Exclusive leases of the locks, one permit of the semaphore.
+    let ask = |name: &str| {
+        if name == SEMAPHORE {
+            ONE_PERMIT
+        } else {
+            Ask::EXCLUSIVE
+        }
+    };
+    let hold = |name: &str, token, requested, start, end| {
+        hold_of(name, ask(name), token, requested, start, end)
     };
     let fine = checked(
         vec![
@@ -480,7 +683,9 @@ fn the_checker_catches_overlaps_excess_holders_backward_tokens_and_stuck_lines()
     assert_eq!(before_expiry.len(), 1, "{before_expiry:?}");
 
     let crowded = checked(
-        (0..3).map(|i| hold(SEMAPHORE, 10 + i, 0, 10, 20)).collect(),
+        (0..=u64::from(LIMIT))
+            .map(|i| hold(SEMAPHORE, 10 + i, 0, 10, 20))
+            .collect(),
         vec![],
         vec![],
     );
@@ -496,12 +701,7 @@ fn the_checker_catches_overlaps_excess_holders_backward_tokens_and_stuck_lines()
     );
     assert_eq!(backwards.len(), 1, "{backwards:?}");
 
-    let wait = |name: &str, requested, answered| Wait {
-        name: name.into(),
-        instance: 0,
-        requested: at(requested),
-        answered: at(answered),
-    };
+    let wait = |name: &str, requested, answered| wait_of(name, ask(name), requested, answered);
     let stuck = checked(
         vec![
             hold("deploy-c", 1, 0, 0, 1000),
@@ -511,6 +711,22 @@ fn the_checker_catches_overlaps_excess_holders_backward_tokens_and_stuck_lines()
         vec![],
     );
     assert_eq!(stuck.len(), 1, "{stuck:?}");
+    // With the timeline of the name around it.
+    let mut record = Record {
+        holds: vec![
+            hold("deploy-c", 1, 0, 0, 1000),
+            hold("deploy-c", 2, 500, 7000, 8000),
+        ],
+        waits: vec![wait("deploy-c", 500, 8000)],
+        ..Record::default()
+    };
+    check(&mut record, &[], at(0), at(60_000));
+    assert_eq!(record.evidence.len(), 1, "{:?}", record.evidence);
+    assert!(
+        record.evidence[0].contains("hold token 2 exclusive: sent -500, 201 6000"),
+        "{}",
+        record.evidence[0]
+    );
     // The same, but the free time fell in a fault: not judged.
     let faulted = checked(
         vec![
@@ -555,4 +771,139 @@ fn the_checker_catches_overlaps_excess_holders_backward_tokens_and_stuck_lines()
     };
     check(&mut record, &[], at(0), at(60_000));
     assert_eq!(record.violations.len(), 1, "{:?}", record.violations);
+}
+
+#[test]
+fn the_checker_counts_capacity_not_leases() {
+    let (exclusive, shared) = (Ask::EXCLUSIVE, Ask::SHARED);
+    let permits = |permits| Ask::Permits {
+        permits,
+        limit: LIMIT,
+    };
+    let lock = "deploy-a";
+
+    // Readers together, a writer alone before and after them, the semaphore
+    // full to its limit but not past it: all fine.
+    let fine = checked(
+        vec![
+            hold_of(lock, exclusive, 1, 0, 0, 100),
+            hold_of(lock, shared, 2, 50, 100, 300),
+            hold_of(lock, shared, 3, 60, 150, 250),
+            hold_of(lock, shared, 4, 60, 160, 400),
+            hold_of(lock, exclusive, 5, 70, 400, 500),
+            hold_of(SEMAPHORE, permits(LIMIT - 1), 1, 0, 0, 100),
+            hold_of(SEMAPHORE, ONE_PERMIT, 2, 0, 10, 200),
+            hold_of(SEMAPHORE, permits(LIMIT), 3, 0, 200, 300),
+        ],
+        vec![],
+        vec![],
+    );
+    assert!(fine.is_empty(), "{fine:?}");
+
+    // A writer beside a reader, in either order.
+    for (first, second) in [(exclusive, shared), (shared, exclusive)] {
+        let overlap = checked(
+            vec![
+                hold_of(lock, first, 1, 0, 10, 200),
+                hold_of(lock, second, 2, 0, 100, 300),
+            ],
+            vec![],
+            vec![],
+        );
+        assert_eq!(overlap.len(), 1, "{overlap:?}");
+        assert!(overlap[0].contains("2 leases held"), "{overlap:?}");
+    }
+    // A writer beside several readers: one violation as each comes in.
+    let beside_readers = checked(
+        vec![
+            hold_of(lock, shared, 1, 0, 10, 200),
+            hold_of(lock, shared, 2, 0, 20, 200),
+            hold_of(lock, exclusive, 3, 0, 100, 300),
+        ],
+        vec![],
+        vec![],
+    );
+    assert_eq!(beside_readers.len(), 1, "{beside_readers:?}");
+
+    // Permits past the limit, with fewer leases than the limit.
+    let over = checked(
+        vec![
+            hold_of(SEMAPHORE, permits(LIMIT - 1), 1, 0, 10, 200),
+            hold_of(SEMAPHORE, permits(2), 2, 0, 100, 300),
+        ],
+        vec![],
+        vec![],
+    );
+    assert_eq!(over.len(), 1, "{over:?}");
+    assert!(
+        over[0].contains(&format!("{} of {LIMIT} held", LIMIT + 1)),
+        "{over:?}"
+    );
+
+    // Tokens rise across modes: a writer asked for after a reader was told
+    // must carry a larger token; readers granted together need not be in
+    // the order their 201s arrived.
+    let backwards = checked(
+        vec![
+            hold_of(lock, shared, 9, 0, 10, 20),
+            hold_of(lock, exclusive, 8, 15, 30, 40),
+        ],
+        vec![],
+        vec![],
+    );
+    assert_eq!(backwards.len(), 1, "{backwards:?}");
+    let together = checked(
+        vec![
+            hold_of(lock, shared, 7, 0, 11, 20),
+            hold_of(lock, shared, 6, 0, 12, 20),
+        ],
+        vec![],
+        vec![],
+    );
+    assert!(together.is_empty(), "{together:?}");
+
+    // The line: a waiter is only blamed when the head of the line surely
+    // fits, whoever the head is.
+    let stuck = |holds: Vec<Hold>, waits: Vec<Wait>| checked(holds, waits, vec![]);
+    let reader = hold_of(lock, shared, 1, 0, 0, 9000);
+    // A writer waits for a reader: right.
+    let writer_waits = stuck(
+        vec![reader.clone()],
+        vec![wait_of(lock, exclusive, 500, 8000)],
+    );
+    assert!(writer_waits.is_empty(), "{writer_waits:?}");
+    // A reader behind a queued writer waits too: right.
+    let behind_writer = stuck(
+        vec![reader.clone()],
+        vec![
+            wait_of(lock, exclusive, 400, 9000),
+            wait_of(lock, shared, 500, 8000),
+        ],
+    );
+    assert!(behind_writer.is_empty(), "{behind_writer:?}");
+    // A reader kept out while only readers hold: stuck.
+    let reader_kept_out = stuck(vec![reader], vec![wait_of(lock, shared, 500, 8000)]);
+    assert_eq!(reader_kept_out.len(), 1, "{reader_kept_out:?}");
+    // Two writers queued on a free lock: the head is stuck, whichever it is.
+    let free_lock = stuck(
+        vec![hold_of(lock, exclusive, 1, 0, 0, 100)],
+        vec![
+            wait_of(lock, exclusive, 50, 8000),
+            wait_of(lock, exclusive, 60, 8100),
+        ],
+    );
+    assert_eq!(free_lock.len(), 1, "{free_lock:?}");
+    // One permit held of three: a request for all three waits, one for two
+    // is stuck.
+    let one_held = || hold_of(SEMAPHORE, ONE_PERMIT, 1, 0, 0, 9000);
+    let all_wait = stuck(
+        vec![one_held()],
+        vec![wait_of(SEMAPHORE, permits(LIMIT), 500, 7000)],
+    );
+    assert!(all_wait.is_empty(), "{all_wait:?}");
+    let two_stuck = stuck(
+        vec![one_held()],
+        vec![wait_of(SEMAPHORE, permits(LIMIT - 1), 500, 7000)],
+    );
+    assert_eq!(two_stuck.len(), 1, "{two_stuck:?}");
 }

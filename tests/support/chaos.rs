@@ -7,6 +7,12 @@
 //! relies on the lease, whether or not the release worked), or else until
 //! its `expires_at`; the last [`EXPIRY_GRACE`] before an `expires_at` is
 //! not counted, for the clocks of the client and of Redis.
+//!
+//! The checks count capacity, not leases: a lease takes its [`Ask::weight`]
+//! of its name's capacity. A lock's capacity is [`LOCK_CAPACITY`], which an
+//! exclusive lease takes whole and a shared one by one unit, so a lock is
+//! held either by one exclusive lease alone or by shared leases only; a
+//! semaphore's capacity is its `limit`, and a lease takes its `permits`.
 
 use std::collections::{BTreeMap, HashSet};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -139,13 +145,106 @@ impl Drop for Instance {
     }
 }
 
+/// A lock's capacity in the checks: more than any number of shared leases
+/// the clients can hold at once, and all of it an exclusive lease's weight.
+pub const LOCK_CAPACITY: u64 = 1_000_000;
+
+/// What one acquisition asks of its name (and what its 201 says it got).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// A lock's lease: shared (a reader) or exclusive (a writer).
+    Lock { shared: bool },
+    /// A semaphore's lease of `permits` of `limit`.
+    Permits { permits: u32, limit: u32 },
+}
+
+impl Ask {
+    pub const EXCLUSIVE: Self = Self::Lock { shared: false };
+    pub const SHARED: Self = Self::Lock { shared: true };
+
+    /// How much of its name's capacity the lease takes.
+    pub fn weight(self) -> u64 {
+        match self {
+            Self::Lock { shared: true } => 1,
+            Self::Lock { shared: false } => LOCK_CAPACITY,
+            Self::Permits { permits, .. } => u64::from(permits),
+        }
+    }
+
+    /// Adds what it asks for to an acquire body. The defaults (exclusive, one
+    /// permit) are sent as often as not left out.
+    fn add_to(self, body: &mut Value, rng: &mut Rng) {
+        let explicit = rng.next() % 2 == 0;
+        match self {
+            Self::Lock { shared } => {
+                if shared || explicit {
+                    body["shared"] = shared.into();
+                }
+            }
+            Self::Permits { permits, limit } => {
+                body["limit"] = limit.into();
+                if permits != 1 || explicit {
+                    body["permits"] = permits.into();
+                }
+            }
+        }
+    }
+
+    /// What a 201's lease body says was granted, as an `Ask` of the same
+    /// kind as `self`; `None` when the body lacks it.
+    fn granted(self, lease: &Value) -> Option<Self> {
+        match self {
+            Self::Lock { .. } => Some(Self::Lock {
+                shared: lease["shared"].as_bool()?,
+            }),
+            Self::Permits { .. } => Some(Self::Permits {
+                permits: u32::try_from(lease["permits"].as_u64()?).ok()?,
+                limit: u32::try_from(lease["limit"].as_u64()?).ok()?,
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for Ask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Lock { shared: true } => f.write_str("shared"),
+            Self::Lock { shared: false } => f.write_str("exclusive"),
+            Self::Permits { permits, limit } => write!(f, "{permits} of {limit} permits"),
+        }
+    }
+}
+
+/// What the acquisitions of one workload ask for, picked at random for each.
+#[derive(Debug, Clone, Copy)]
+pub enum Asks {
+    /// Shared or exclusive, as a coin falls.
+    SharedOrExclusive,
+    /// 1 to `limit` permits of `limit`, uniformly.
+    Permits { limit: u32 },
+}
+
+impl Asks {
+    fn pick(self, rng: &mut Rng) -> Ask {
+        match self {
+            Self::SharedOrExclusive => Ask::Lock {
+                shared: rng.next() % 2 == 0,
+            },
+            Self::Permits { limit } => Ask::Permits {
+                permits: 1 + (rng.next() % u64::from(limit)) as u32,
+                limit,
+            },
+        }
+    }
+}
+
 /// A lease as a client was told it.
 #[derive(Debug, Clone)]
 pub struct Hold {
     pub name: String,
     pub token: u64,
-    /// How much of the name's capacity it takes (1 for a lock's lease).
-    pub weight: u32,
+    /// What its 201 said it holds: how much of the name's capacity it takes.
+    pub ask: Ask,
     /// When the acquisition was sent: it was granted after this.
     pub requested: SystemTime,
     /// When its 201 arrived.
@@ -162,6 +261,16 @@ impl Hold {
     pub fn told_until(&self) -> SystemTime {
         self.end.min(self.expires - EXPIRY_GRACE)
     }
+
+    /// Whether the checks count it held at `at`.
+    fn held_at(&self, at: SystemTime) -> bool {
+        self.start <= at && at < self.told_until()
+    }
+}
+
+/// A time as RFC 3339 with milliseconds, for the reports.
+pub fn when(at: SystemTime) -> humantime::Rfc3339Timestamp {
+    humantime::format_rfc3339_millis(at)
 }
 
 /// The holds of each name, each list in the order they started.
@@ -180,19 +289,19 @@ pub fn holds_by_name(holds: &[Hold]) -> BTreeMap<String, Vec<Hold>> {
 }
 
 /// How much of a name `holds` take (as told), at each time that changes, in
-/// order: (when, in use from then on).
+/// order: (when, in use from then on). Every change at one instant counts
+/// at once: holds that touch do not overlap.
 pub fn usage(holds: &[Hold]) -> Vec<(SystemTime, i64)> {
-    let mut events: Vec<(SystemTime, i64)> = Vec::new();
+    let mut changes: BTreeMap<SystemTime, i64> = BTreeMap::new();
     for h in holds {
         if h.told_until() > h.start {
-            events.push((h.start, i64::from(h.weight)));
-            events.push((h.told_until(), -i64::from(h.weight)));
+            let weight = h.ask.weight() as i64;
+            *changes.entry(h.start).or_default() += weight;
+            *changes.entry(h.told_until()).or_default() -= weight;
         }
     }
-    // Ends before starts at the same instant: touching holds do not overlap.
-    events.sort_by_key(|(t, delta)| (*t, *delta));
     let mut used = 0;
-    events
+    changes
         .into_iter()
         .map(|(at, delta)| {
             used += delta;
@@ -203,10 +312,10 @@ pub fn usage(holds: &[Hold]) -> Vec<(SystemTime, i64)> {
 
 /// The times `holds` take more than `capacity` at once (as told), in order:
 /// (when, how much).
-fn crowded(holds: &[Hold], capacity: u32) -> Vec<(SystemTime, i64)> {
+fn crowded(holds: &[Hold], capacity: u64) -> Vec<(SystemTime, i64)> {
     let mut over = Vec::new();
     for (at, used) in usage(holds) {
-        if used > i64::from(capacity) {
+        if used > capacity as i64 {
             over.push((at, used));
         }
     }
@@ -214,12 +323,34 @@ fn crowded(holds: &[Hold], capacity: u32) -> Vec<(SystemTime, i64)> {
 }
 
 /// The violations in the holds of one name: more than `capacity` held at
-/// once as told, a token granted twice, or a token not above every token of
-/// a hold that had ended before the acquisition was sent.
-pub fn check_holds(name: &str, holds: &[Hold], capacity: u32, violations: &mut Vec<String>) {
+/// once as told (for a lock: an exclusive lease beside any other), a token
+/// granted twice, or a token not above every token of a hold that had been
+/// told (its 201 had arrived) before the acquisition was sent.
+pub fn check_holds(name: &str, holds: &[Hold], capacity: u64, violations: &mut Vec<String>) {
     for (at, used) in crowded(holds, capacity) {
+        let held: Vec<String> = holds
+            .iter()
+            .filter(|h| h.held_at(at))
+            .map(|h| {
+                format!(
+                    "token {} {} ({} .. {}, expires {})",
+                    h.token,
+                    h.ask,
+                    when(h.start),
+                    when(h.end),
+                    when(h.expires)
+                )
+            })
+            .collect();
+        let used = if capacity == LOCK_CAPACITY {
+            format!("{} leases", held.len())
+        } else {
+            format!("{used} of {capacity}")
+        };
         violations.push(format!(
-            "{name}: {used} held at {at:?}, capacity {capacity}"
+            "{name}: {used} held at {}: {}",
+            when(at),
+            held.join("; ")
         ));
     }
     let mut tokens = HashSet::new();
@@ -228,24 +359,32 @@ pub fn check_holds(name: &str, holds: &[Hold], capacity: u32, violations: &mut V
             violations.push(format!("{name}: token {} granted twice", h.token));
         }
     }
-    // An acquisition sent after another hold ended was granted after that
+    // Tokens rise in grant order, across shared and exclusive leases alike.
+    // An acquisition sent after another's 201 arrived was granted after that
     // one, so it must carry a larger token (across Redis restarts, data loss
     // and failovers too).
-    let mut by_end = holds.to_vec();
-    by_end.sort_by_key(|h| h.end);
+    let mut by_start = holds.to_vec();
+    by_start.sort_by_key(|h| h.start);
     let mut by_request = holds.to_vec();
     by_request.sort_by_key(|h| h.requested);
-    let mut max_ended = 0u64;
+    let mut max_told: Option<&Hold> = None;
     let mut j = 0;
     for h in &by_request {
-        while j < by_end.len() && by_end[j].end < h.requested {
-            max_ended = max_ended.max(by_end[j].token);
+        while j < by_start.len() && by_start[j].start < h.requested {
+            if max_told.is_none_or(|m| by_start[j].token > m.token) {
+                max_told = Some(&by_start[j]);
+            }
             j += 1;
         }
-        if h.token <= max_ended {
+        if let Some(m) = max_told.filter(|m| h.token <= m.token) {
             violations.push(format!(
-                "{name}: token {} after a finished hold with token {max_ended}",
-                h.token
+                "{name}: token {} ({}, sent {}) after token {} ({}, told {})",
+                h.token,
+                h.ask,
+                when(h.requested),
+                m.token,
+                m.ask,
+                when(m.start)
             ));
         }
     }
@@ -271,9 +410,13 @@ pub struct Fault {
 #[derive(Debug, Clone)]
 pub struct Wait {
     pub name: String,
+    /// What it asked for.
+    pub ask: Ask,
     pub instance: usize,
     pub requested: SystemTime,
     pub answered: SystemTime,
+    /// Its answer's status, or "no answer".
+    pub outcome: String,
 }
 
 /// Everything the clients saw.
@@ -286,6 +429,9 @@ pub struct Record {
     pub failures: Vec<Wait>,
     pub outcomes: BTreeMap<String, u64>,
     pub violations: Vec<String>,
+    /// What the checks found worth showing beside the violations: the
+    /// timelines around them.
+    pub evidence: Vec<String>,
 }
 
 impl Record {
@@ -299,10 +445,11 @@ impl Record {
 pub struct Workload {
     /// `locks/NAME` or `semaphores/NAME`.
     pub path: String,
-    /// The acquire body.
-    pub body: String,
-    /// What one lease takes of the name.
-    pub weight: u32,
+    /// The acquire body, less what it asks for (`shared`, `limit`,
+    /// `permits`), which [`Self::asks`] adds to each.
+    pub body: Value,
+    /// What its acquisitions ask for.
+    pub asks: Asks,
     /// How long a client holds a lease before releasing it, at most (the
     /// least is 0).
     pub hold_up_to: Duration,
@@ -395,18 +542,26 @@ pub async fn client_loop(
     while !*stop.borrow() {
         turn += 1;
         let instance = turn % bases.len();
+        let ask = work.asks.pick(&mut rng);
+        let mut body = work.body.clone();
+        ask.add_to(&mut body, &mut rng);
         let requested = SystemTime::now();
         let sent = client
             .post(format!("{}/{}", bases[instance], work.path))
-            .body(work.body.clone())
+            .body(body.to_string())
             .send()
             .await;
         let answered = SystemTime::now();
         let wait = Wait {
             name: name.clone(),
+            ask,
             instance,
             requested,
             answered,
+            outcome: sent.as_ref().map_or_else(
+                |_| "no answer".to_owned(),
+                |response| response.status().as_u16().to_string(),
+            ),
         };
         let response = match sent {
             Ok(response) => response,
@@ -438,7 +593,19 @@ pub async fn client_loop(
         let lease: Value = response.json().await.unwrap();
         let token = lease["fencing_token"].as_u64().unwrap();
         let expires = humantime::parse_rfc3339(lease["expires_at"].as_str().unwrap()).unwrap();
-        record.lock().unwrap().count("acquire 201");
+        // The checks count what the 201 says was granted, which must be what
+        // was asked.
+        let granted = ask.granted(&lease);
+        {
+            let mut record = record.lock().unwrap();
+            record.count(format!("acquire 201 {}", granted.unwrap_or(ask)));
+            if granted != Some(ask) {
+                record.violations.push(format!(
+                    "{name}: asked for {ask}, told {}: {lease}",
+                    granted.map_or_else(|| "nothing".to_owned(), |g| g.to_string())
+                ));
+            }
+        }
         // The critical section.
         tokio::time::sleep(rng.ms(0, work.hold_up_to.as_millis() as u64)).await;
         // Release, through either instance, until some answer comes; the
@@ -487,7 +654,7 @@ pub async fn client_loop(
         record.lock().unwrap().holds.push(Hold {
             name: name.clone(),
             token,
-            weight: work.weight,
+            ask: granted.unwrap_or(ask),
             requested,
             start,
             end: end.unwrap_or(expires).min(expires),
