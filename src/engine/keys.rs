@@ -43,6 +43,12 @@ impl Keys {
         LINE_KEYS.map(|suffix| format!("{stem}:{suffix}"))
     }
 
+    /// The owners hash of `name`: the one key every call declares
+    /// (`functions/line.lua` names the others from it).
+    pub fn owners(&self, kind: Kind, name: &Name) -> String {
+        format!("{}:owners", self.stem(kind, name))
+    }
+
     /// The sorted set of live leases of `name`.
     pub fn leases(&self, kind: Kind, name: &Name) -> String {
         format!("{}:leases", self.stem(kind, name))

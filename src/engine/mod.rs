@@ -19,7 +19,7 @@ mod store;
 
 pub use connect::StoreConfig;
 pub use error::Error;
-pub use functions::library::{function_name, library_code};
+pub use functions::library::{context as call_context, function_name, library_code};
 pub use keys::Keys;
 pub use lease::{Acquiring, Leases, Queued};
 pub use listing::{Cursor, Page, PageLimit};

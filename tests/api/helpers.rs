@@ -302,8 +302,10 @@ impl TestApp {
     /// Acquires lock `name` and returns the lease body; panics unless 201.
     pub async fn acquire_lock(&self, name: &str, body: &str) -> Value {
         let response = self.post(&format!("/locks/{name}"), body).await;
-        assert_eq!(response.status(), 201, "acquire {name}");
-        response.json().await.expect("lease json")
+        let status = response.status();
+        let body: Value = response.json().await.expect("lease json");
+        assert_eq!(status, 201, "acquire {name}: {body}");
+        body
     }
 }
 

@@ -538,12 +538,11 @@ async fn a_superseded_waiter_that_missed_the_message_learns_it_when_it_asks_agai
     // instance sent to a channel nobody hears: v1 misses it.
     let mut conn = redis.conn();
     let mut eval = redis::cmd("FCALL");
-    eval.arg(baton::engine::function_name("acquire").unwrap())
-        .arg(6);
     let name = baton::domain::Name::parse("deploy").unwrap();
-    for key in baton::engine::Keys::new(app.prefix.clone()).line(baton::domain::Kind::Lock, &name) {
-        eval.arg(key);
-    }
+    let keys = baton::engine::Keys::new(app.prefix.clone());
+    eval.arg(baton::engine::function_name("acquire").unwrap())
+        .arg(1)
+        .arg(keys.owners(baton::domain::Kind::Lock, &name));
     // The waiter as the line keeps it: id|tag|instance|ttl_ms|limit|weight|newest|owner
     // (an exclusive lock's lease takes all of the lock's capacity).
     let capacity = baton::domain::Demand::LOCK_CAPACITY;
@@ -551,12 +550,14 @@ async fn a_superseded_waiter_that_missed_the_message_learns_it_when_it_asks_agai
         "{}|1|another-instance|30000|{capacity}|{capacity}|1|v2",
         uuid::Uuid::new_v4()
     );
-    eval.arg("lock")
-        .arg("deploy")
-        .arg("nowhere")
-        .arg("PUBLISH")
-        .arg(format!("{}events", app.prefix))
-        .arg("another-instance")
+    eval.arg(format!("{}events", app.prefix))
+        .arg(baton::engine::call_context(
+            baton::domain::Kind::Lock,
+            "PUBLISH",
+            "another-instance",
+            "nowhere",
+            &name,
+        ))
         .arg(waiter)
         .arg(1)
         .arg(1);

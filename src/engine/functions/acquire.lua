@@ -1,12 +1,12 @@
--- Acquire a lease, or join the line of waiters (line.lua: KEYS, ARGV[1..6]).
+-- Acquire a lease, or join the line of waiters (line.lua: KEYS, ARGV[1..2]).
 --
--- ARGV[7]  the waiter, as the line keeps it
+-- ARGV[3]  the waiter, as the line keeps it
 --          ("id|tag|instance|ttl_ms|limit|weight|newest|owner", line.lua): id is
 --          the new lease's id (a UUID), ttl in milliseconds (1 .. 86400000),
 --          limit and weight as line.lua names them for each kind, owner ""
 --          for none
--- ARGV[8]  1: join the line when busy (the caller waits); 0: do not queue
--- ARGV[9]  1: the id may be known (an earlier call with it may have run);
+-- ARGV[4]  1: join the line when busy (the caller waits); 0: do not queue
+-- ARGV[5]  1: the id may be known (an earlier call with it may have run);
 --          0: a fresh id, which holds no lease and has no place in line
 --
 -- Replies, each ended by finish() (line.lua)
@@ -30,29 +30,50 @@
 -- A request that has not queued acquires only when it fits beside the live
 -- leases and every waiter (newcomer_fits()), so it never overtakes a queued
 -- waiter.
-local waiter, join, known = ARGV[7], ARGV[8] == '1', ARGV[9] == '1'
-local id, _, instance, ttl, limit, weight, newest, owner = unpack_waiter(waiter)
-ttl, limit, weight, newest = tonumber(ttl), tonumber(limit), tonumber(weight), newest == '1'
+local waiter, join, known = ARGV[3], ARGV[4] == '1', ARGV[5] == '1'
+local read = read_fields(known and string.match(waiter, '^[^|]*') or nil)
 
-local packed = read_state(known and id or nil)
-guard()
-
-if not known and OWNED and not SLOW then
-  -- The fast path: nobody waits and leases is empty (line.lua), so the name
-  -- has at most its solo lease.
-  if not (SOLO and SOLO.live) then
+if not known and read[1] and read[4] ~= '1' then
+  -- The fast path: the owners hash exists, nobody waits and leases is empty
+  -- (line.lua), so the name has at most its solo lease.
+  local solo = read[3]
+  if not solo or tonumber(string.match(solo, '^%d+')) <= now_ms then
     -- Free: this lease is written with its full expiry, and the caller
     -- answers it from this reply.
-    if SOLO then
-      note_expired(SOLO.owner, SOLO.token)
+    FENCE = tonumber(read[1])
+    guard()
+    if solo then
+      local expired = parse_solo(solo)
+      note_expired(expired.owner, expired.token)
     end
-    local token, full = write_solo(id, ttl, limit, weight, owner)
-    event('acquired', owner, token)
+    local ttl, limit = string.match(waiter, '^[^|]*|%d+|[^|]*|(%d+)|(%d+)|')
+    local token = next_token()
+    local full = now_ms + ttl
+    local t = num(token)
+    solo = num(full) .. '|' .. t .. '|' .. waiter
+    if limit ~= read[6] then
+      redis.call('HSET', K_OWNERS, 'solo', solo, 'fence', t, 'limit', limit)
+    else
+      redis.call('HSET', K_OWNERS, 'solo', solo, 'fence', t)
+    end
+    UNTIL = tonumber(read[2] or '0')
+    keep_leases(full, false)
+    if EVENTS ~= '' then
+      SOLO = parse_solo(solo)
+      event('acquired', SOLO.owner, token)
+    end
     return finish({1, token, full})
   end
-  if not join and not fits(SOLO.weight, 0, weight, limit) then
-    return finish({0, 1, SOLO.weight, 0, SOLO.score - now_ms, SOLO.owner, 0})
-  end
+end
+
+local id, _, instance, ttl, limit, weight, newest, owner = unpack_waiter(waiter)
+ttl, limit, weight, newest = tonumber(ttl), tonumber(limit), tonumber(weight), newest == '1'
+local packed = take_state(read)
+guard()
+
+if not known and OWNED and not SLOW and not join and not fits(SOLO.weight, 0, weight, limit) then
+  -- Held by the solo lease, and the request does not wait: busy.
+  return finish({0, 1, SOLO.weight, 0, SOLO.score - now_ms, SOLO.owner, 0})
 end
 
 -- A second lease or a waiter: the solo lease moves into leases first.
@@ -92,7 +113,7 @@ if queued then
 end
 if newcomer_fits(used, weight, limit) then
   -- Written with its full expiry; the caller answers it from this reply.
-  local token, full = grant_newcomer(id, ttl, limit, weight, owner, used)
+  local token, full = grant_newcomer(waiter, id, ttl, limit, weight, owner, used)
   return finish({1, token, full})
 end
 if not join then

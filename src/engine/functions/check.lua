@@ -1,11 +1,11 @@
--- Read a live lease by its id (line.lua: KEYS, ARGV[1..6]); writes nothing.
+-- Read a live lease by its id (line.lua: KEYS, ARGV[1..2]); writes nothing.
 --
--- ARGV[7]  lease id
+-- ARGV[3]  lease id
 --
 -- Replies
 --   {1, fencing_token, expires_at_ms, ttl_ms, limit, weight, owner}   live; owner "" when none
 --   {0}                                                               no live lease
-local lease = lease_for(ARGV[7], read_state(ARGV[7]))
+local lease = lease_for(ARGV[3], read_state(ARGV[3]))
 if not lease then
   return {0}
 end

@@ -45,11 +45,19 @@ impl Cursor {
         ))
     }
 
+    /// An integer: an integer reply, or the digits a function passes on as
+    /// they are stored (a fast path spares itself the conversion).
+    ///
     /// # Errors
     /// [`Error::Protocol`] unless the next field is an integer.
     pub(in crate::engine) fn int(&mut self) -> Result<i64, Error> {
         match self.next()? {
             Value::Int(n) => Ok(n),
+            Value::BulkString(digits) => std::str::from_utf8(&digits)
+                .ok()
+                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| self.wrong("an integer", &Value::BulkString(digits))),
             other => Err(self.wrong("an integer", &other)),
         }
     }

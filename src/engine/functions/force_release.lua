@@ -1,5 +1,5 @@
 -- End every lease of a name whoever holds it (an administrator's action), and
--- serve the line (line.lua: KEYS, ARGV[1..6]).
+-- serve the line (line.lua: KEYS, ARGV[1..2]).
 --
 -- Replies, each ended by finish() (line.lua)
 --   {1, ended, n, owner_1, token_1, ..., owner_n, token_n}
@@ -31,7 +31,7 @@ if count == 0 then
   serve_line(0, first ~= nil)
   return finish({0})
 end
-local shown = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. NOW_MS, '+inf', 'LIMIT', '0', '100')
+local shown = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. now_arg(), '+inf', 'LIMIT', '0', '100')
 local announced = {}
 for _, id in ipairs(shown) do
   local lease = lease_of(redis.call('HGET', K_OWNERS, id))

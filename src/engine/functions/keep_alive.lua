@@ -1,8 +1,8 @@
 -- One instance's heartbeat for its waiters on one name, about every second
--- while it has any (line.lua: KEYS, ARGV[1..6]); also what an instance runs
+-- while it has any (line.lua: KEYS, ARGV[1..2]); also what an instance runs
 -- when a lease of the name expires, to serve the line then.
 --
--- ARGV[7]  how many of this instance's waiters on the name are in line, as
+-- ARGV[3]  how many of this instance's waiters on the name are in line, as
 --          far as it knows
 --
 -- Replies, ended by finish() (line.lua)
@@ -18,7 +18,7 @@
 -- whoever fits, as every operation that changes the name does.
 read_state()
 guard()
-local expected = tonumber(ARGV[7])
+local expected = tonumber(ARGV[3])
 redis.call('ZADD', K_INSTANCES, num(now_ms + ALIVE_MS), ME)
 local mine = redis.call('ZLEXCOUNT', K_BYINST, '[' .. ME .. '|', '[' .. ME .. '|\255')
 local missing = 0

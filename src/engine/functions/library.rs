@@ -184,11 +184,11 @@ pub fn function_name(op: &str) -> Option<&'static str> {
     Some(LIBRARY.function(op))
 }
 
-/// A call of `op` over `name`'s keys with the arguments every operation
-/// takes (`line.lua`): the kind, the name, the name's channel and the
-/// command that publishes on it, the events channel ("" while nobody listens
-/// there, so the call publishes no event), and the caller's instance id. Its
-/// own arguments follow, with `arg`.
+/// A call of `op` over `name`'s owners hash (the key every call declares;
+/// `line.lua` names the others from it) with the two arguments every
+/// operation takes: the events channel ("" while nobody listens there, so
+/// the call publishes no event), and the call's [`context`]. Its own
+/// arguments follow, with `arg`.
 pub(in crate::engine) fn invocation(
     op: Op,
     keys: &Keys,
@@ -197,23 +197,30 @@ pub(in crate::engine) fn invocation(
     store: &Store,
     instance: &str,
 ) -> Cmd {
-    let line = keys.line(kind, name);
     let mut call = redis::cmd("FCALL");
-    call.arg(LIBRARY.function(op)).arg(line.len());
-    for key in line {
-        call.arg(key);
-    }
-    call.arg(kind.as_str())
-        .arg(name.as_str())
-        .arg(keys.name_channel(kind, name))
-        .arg(store.shard_publish_command())
+    call.arg(LIBRARY.function(op))
+        .arg(1)
+        .arg(keys.owners(kind, name))
         .arg(if store.events_watched() {
             keys.events_channel()
         } else {
             ""
         })
-        .arg(instance);
+        .arg(context(
+            kind,
+            store.shard_publish_command(),
+            instance,
+            &keys.name_channel(kind, name),
+            name,
+        ));
     call
+}
+
+/// The context every call passes as its second argument (`line.lua`):
+/// kind, publish command, instance, the name's channel and the name, one
+/// field a line (a name holds no newline: it is printable).
+pub fn context(kind: Kind, publish: &str, instance: &str, channel: &str, name: &Name) -> String {
+    [kind.as_str(), publish, instance, channel, name.as_str()].join("\n")
 }
 
 #[cfg(test)]

@@ -14,46 +14,51 @@
 -- The kinds differ only in their hash tag ({lock:NAME} or {sem:NAME}) and
 -- in what the service shows of them.
 --
--- KEYS, the same for every operation, all under one hash tag:
---   KEYS[1] leases    zset: lease id -> the expiry Redis enforces (ms, Redis clock):
+-- KEYS: one, the name's owners hash ("prefix{lock:NAME}:owners"). The
+-- others share its hash tag (so one cluster slot, on the node the call
+-- runs on) and are named from it when a call needs them (context()): each
+-- argument of an FCALL costs Redis about as much as a command, and a free
+-- name's acquire and release need only the owners hash.
+--   leases    zset: lease id -> the expiry Redis enforces (ms, Redis clock):
 --                     the full one, or, for a grant that the waiter's instance has
 --                     not confirmed yet, at most CONFIRM_MS away, so that a grant to
 --                     a waiter whose instance died frees itself within seconds
---   KEYS[2] owners    hash: lease id -> "token|ttl_ms|limit|weight|expires_ms|full_ms|owner"
+--   owners    hash: lease id -> "token|ttl_ms|limit|weight|expires_ms|full_ms|owner"
 --                     (expires_ms: its score in leases; full_ms: the full expiry
 --                     while provisional, 0 once confirmed) for each lease in
---                     leases; "solo": "id|token|ttl_ms|limit|weight|expires_ms|0|owner",
---                     the name's only lease while nobody waits (the fast path:
+--                     leases; "solo": "expires_ms|token|" followed by the waiter
+--                     that acquired it as acquire.lua took it (below), the
+--                     name's only lease while nobody waits (the fast path:
 --                     then leases and queue are empty); "slow": "1" while
 --                     leases or queue may hold anything; "used": the weight of
 --                     the leases in leases (expired ones not yet pruned
 --                     included); "limit": the limit of the latest acquisition;
 --                     "fence": the latest fencing token; "until": when leases
 --                     and owners expire (ms)
---   KEYS[3] queue     zset: waiter -> ticket. A waiter is
+--   queue     zset: waiter -> ticket. A waiter is
 --                     "id|tag|instance|ttl_ms|limit|weight|newest|owner", written by
 --                     the caller (waiter.rs), read here (tag: a number naming the
 --                     waiter on its instance; newest: 1 when it asked newest_wins);
 --                     its ticket is max(last ticket + 1, now in microseconds), so
 --                     the line is in joining order whichever instance a waiter is on
---   KEYS[4] byinst    zset, all scores 0: "instance|waiter", each instance's waiters
---   KEYS[5] instances zset: instance id -> alive until (ms); kept fresh by that
+--   byinst    zset, all scores 0: "instance|waiter", each instance's waiters
+--   instances zset: instance id -> alive until (ms); kept fresh by that
 --                     instance's keep-alive about every second
---   KEYS[6] notes     hash: "newest" -> the queued newest_wins waiter; "s:ID" -> the
+--   notes     hash: "newest" -> the queued newest_wins waiter; "s:ID" -> the
 --                     owner of the request that superseded waiter ID, for as long as
 --                     the line lives (a waiter that missed the message learns it
 --                     there, and never rejoins)
--- ARGV, the first six of every operation:
---   ARGV[1] kind: "lock" or "semaphore" (for events)
---   ARGV[2] the name (for events)
---   ARGV[3] the name's channel (prefix{lock:NAME}:events): messages for the
---           instances that have waiters on the name
---   ARGV[4] the command that publishes on it: "SPUBLISH" on a cluster (the
---           channel's shard only), "PUBLISH" elsewhere
---   ARGV[5] the events channel (prefix + "events"): one JSON change event per
+-- ARGV, the first two of every operation:
+--   ARGV[1] the events channel (prefix + "events"): one JSON change event per
 --           change; "" while the caller knows nobody listens there (its
 --           instances learn of a new listener at once, and check every second)
---   ARGV[6] the caller's instance id
+--   ARGV[2] the call's context, its fields separated by newlines (which no
+--           name holds): the kind ("lock" or "semaphore", for events), the
+--           command that publishes on the name's channel ("SPUBLISH" on a
+--           cluster: the channel's shard only; "PUBLISH" elsewhere), the
+--           caller's instance id, the name's channel
+--           (prefix{lock:NAME}:events: messages for the instances that have
+--           waiters on the name), and the name (for events)
 --
 -- Messages for an instance about its waiters, fields separated by one space; the
 -- caller's own come back in the reply (finish()), the others' go out on the
@@ -112,17 +117,21 @@ local LINE_TTL_MS = 10000    -- the line's keys outlive the last touch by this
 local KEEP_MS = 60000        -- leases, owners and the fence outlive every lease by this
 local PRUNE_BATCH = 100      -- expired leases or dead waiters removed per call, at most
 local SCAN_BATCH = 100       -- waiters looked at per call for a grant
-local FULL = 1000000000      -- a lock's capacity: an exclusive lease's weight (weights.rs)
+local FULL = 1000000000      -- a lock's capacity: an exclusive lease's weight (domain/demand.rs)
 local MAX_SAFE = 9007199254740991 -- 2^53 - 1: Lua numbers are exact up to here
 
 -- What one call works on, set by begin(): the library's functions are made
 -- once, when it is loaded, and Redis runs one call at a time.
 local K_LEASES, K_OWNERS, K_QUEUE, K_BYINST, K_INSTANCES, K_NOTES
-local KIND, NAME, NAME_CHANNEL, NAME_PUBLISH, EVENTS, ME
+local KIND, NAME, NAME_CHANNEL, NAME_PUBLISH, EVENTS, ME, CONTEXT
 -- Redis's clock at the start of the call; NOW_MS as Redis takes it in
 -- arguments (as strings: Redis 7.0 formats a Lua number with "%.17g", which
--- costs more than the command it is an argument of).
+-- costs more than the command it is an argument of), made when first needed
+-- (now_arg()).
 local now_us, now_ms, NOW_MS
+-- The empty list NOTICED and MESSAGES start as: a call makes its own only
+-- when it has something to add (most have nothing).
+local EMPTY = {}
 -- Expired leases this call removed (owner, token, owner, token, ...), and the
 -- messages for the caller's own waiters.
 local NOTICED, MESSAGES
@@ -131,27 +140,45 @@ local NOTICED, MESSAGES
 -- SOLO (the solo lease as lease_of() reads it, live or not; nil: none), SLOW,
 -- USED (and USED_DIRTY: changed, not yet written), LIMIT.
 local OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY, LIMIT
+-- The "limit" field as read (a string, or false).
+local LIMIT_RAW
 -- What serve_line() found: the line empty (QUEUE_EMPTY); the weight of the
 -- waiters it left in line (AHEAD), which is all of them when AHEAD_ALL.
 local QUEUE_EMPTY, AHEAD, AHEAD_ALL
 
--- Every call begins here: its keys, its first six arguments, the clock.
+-- Every call begins here: its key, its first two arguments, the clock.
 local function begin(keys, args)
-  K_LEASES, K_OWNERS, K_QUEUE = keys[1], keys[2], keys[3]
-  K_BYINST, K_INSTANCES, K_NOTES = keys[4], keys[5], keys[6]
-  KIND, NAME, NAME_CHANNEL, NAME_PUBLISH, EVENTS, ME =
-    args[1], args[2], args[3], args[4], args[5], args[6]
+  K_OWNERS, EVENTS, CONTEXT, K_LEASES = keys[1], args[1], args[2], nil
   local clock = redis.call('TIME')
-  now_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+  now_us = clock[1] * 1000000 + clock[2]
   now_ms = math.floor(now_us / 1000)
-  NOW_MS = string.format('%d', now_ms)
-  NOTICED, MESSAGES = {}, {}
+  NOW_MS = nil
+  NOTICED, MESSAGES = EMPTY, EMPTY
   OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
   QUEUE_EMPTY, AHEAD, AHEAD_ALL = false, 0, false
 end
 
 local function num(n)
   return string.format('%d', n)
+end
+
+-- The other keys and the context (ARGV[2]), once a call needs them.
+local function context()
+  if K_LEASES then
+    return
+  end
+  local stem = string.sub(K_OWNERS, 1, -8)
+  K_LEASES, K_QUEUE, K_BYINST = stem .. ':leases', stem .. ':queue', stem .. ':byinst'
+  K_INSTANCES, K_NOTES = stem .. ':instances', stem .. ':notes'
+  KIND, NAME_PUBLISH, ME, NAME_CHANNEL, NAME =
+    string.match(CONTEXT, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+end
+
+local function now_arg()
+  if not NOW_MS then
+    NOW_MS = num(now_ms)
+  end
+  return NOW_MS
 end
 
 -- The one admission rule: `weight` more fits beside `used` in use and
@@ -192,22 +219,44 @@ local function pack_lease(token, ttl, limit, weight, expires, full, owner)
     num(expires) .. '|' .. num(full) .. '|' .. owner
 end
 
--- Reads the owners hash's fields (see above) with `id`'s packed lease when
--- `id` is given (returned), in one call. Every function begins with it.
-local function read_state(id)
-  local read = redis.call('HMGET', K_OWNERS, 'fence', 'until', 'solo', 'slow', 'used', 'limit',
+-- The owners hash's fields read_state() takes, with `id`'s packed lease when
+-- `id` is given, in one call.
+local function read_fields(id)
+  return redis.call('HMGET', K_OWNERS, 'fence', 'until', 'solo', 'slow', 'used', 'limit',
     id or 'used')
+end
+
+-- The solo lease from its field: a table as lease_of() makes, with the
+-- waiter's fields besides (id, tag, instance, newest).
+local function parse_solo(raw)
+  local expires, token, id, tag, instance, ttl, limit, weight, newest, owner = string.match(raw,
+    '^(%d+)|(%d+)|([^|]*)|(%d+)|([^|]*)|(%d+)|(%d+)|(%d+)|(%d)|(.*)$')
+  local score = tonumber(expires)
+  return {id = id, token = tonumber(token), ttl = tonumber(ttl), limit = tonumber(limit),
+    weight = tonumber(weight), score = score, expires_at = score, owner = owner,
+    provisional = false, live = score > now_ms, tag = tag, instance = instance, newest = newest}
+end
+
+-- Takes the fields read_fields() read (see above); returns `id`'s packed
+-- lease.
+local function take_state(read)
+  context()
   OWNED = read[1] ~= false
   FENCE, UNTIL = tonumber(read[1] or '0'), tonumber(read[2] or '0')
   if read[3] then
-    local solo_id, rest = string.match(read[3], '^([^|]*)|(.*)$')
-    SOLO = parse_lease(rest)
-    SOLO.id = solo_id
+    SOLO = parse_solo(read[3])
   end
   SLOW = read[4] == '1'
-  USED, LIMIT = tonumber(read[5] or '0'), tonumber(read[6] or '0')
+  USED, LIMIT, LIMIT_RAW = tonumber(read[5] or '0'), tonumber(read[6] or '0'), read[6]
+  return read[7] or nil
+end
+
+-- Reads the owners hash's fields (see above) with `id`'s packed lease when
+-- `id` is given (returned), in one call. Every function begins with it.
+local function read_state(id)
+  local packed = take_state(read_fields(id))
   if id then
-    return read[7] or nil
+    return packed
   end
 end
 
@@ -230,7 +279,7 @@ end
 -- writes what the call changed of the owners hash and has not written yet:
 -- the weight in use, and "slow" cleared once leases and queue are empty.
 local function finish(reply)
-  if UNTIL > 0 then
+  if UNTIL > 0 and (USED_DIRTY or (SLOW and USED == 0 and QUEUE_EMPTY)) then
     local fields = {}
     if USED_DIRTY then
       fields[#fields + 1], fields[#fields + 2] = 'used', num(USED)
@@ -245,7 +294,12 @@ local function finish(reply)
       redis.call('HSET', K_OWNERS, unpack(fields))
     end
   end
-  reply[#reply + 1] = #NOTICED / 2
+  local n = #reply
+  if NOTICED == EMPTY and MESSAGES == EMPTY then
+    reply[n + 1], reply[n + 2] = 0, 0
+    return reply
+  end
+  reply[n + 1] = #NOTICED / 2
   for _, v in ipairs(NOTICED) do
     reply[#reply + 1] = v
   end
@@ -260,6 +314,9 @@ end
 -- other on the name's channel.
 local function tell(instance, message)
   if instance == ME then
+    if MESSAGES == EMPTY then
+      MESSAGES = {}
+    end
     MESSAGES[#MESSAGES + 1] = message
   else
     redis.call(NAME_PUBLISH, NAME_CHANNEL, message)
@@ -271,7 +328,7 @@ local function holders()
   if SOLO then
     return SOLO.live and 1 or 0
   end
-  return redis.call('ZCOUNT', K_LEASES, '(' .. NOW_MS, '+inf')
+  return redis.call('ZCOUNT', K_LEASES, '(' .. now_arg(), '+inf')
 end
 
 local function waiting()
@@ -284,6 +341,7 @@ local function event(what, owner, token, held)
   if EVENTS == '' then
     return
   end
+  context()
   local json = '{"event":"' .. what .. '","kind":"' .. KIND .. '","name":' .. cjson.encode(NAME)
   if owner and owner ~= '' then
     json = json .. ',"owner":' .. cjson.encode(owner)
@@ -335,7 +393,10 @@ local function keep_leases(full, fresh)
     UNTIL = full + 2 * KEEP_MS
     redis.call('HSET', K_OWNERS, 'until', num(UNTIL))
     redis.call('PEXPIREAT', K_OWNERS, num(UNTIL))
-    redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
+    if K_LEASES then
+      -- (Not named on a fast path: leases is empty there.)
+      redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
+    end
   elseif fresh then
     redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
   end
@@ -374,14 +435,19 @@ local function write_lease(id, ttl, limit, weight, owner, provisional, fresh)
 end
 
 -- Writes the name's only lease as its solo field (leases and queue are
--- empty: see read_state()). Returns the token and the expiry.
-local function write_solo(id, ttl, limit, weight, owner)
+-- empty: see read_state()), for `waiter` (as acquire.lua takes it) with its
+-- ttl and limit (as strings). Returns the token and the expiry.
+local function write_solo(waiter, ttl, limit)
   local token = next_token()
   local full = now_ms + ttl
-  redis.call('HSET', K_OWNERS, 'solo', id .. '|' .. pack_lease(token, ttl, limit, weight, full, 0, owner),
-    'limit', num(limit), 'fence', num(token))
-  SOLO = {id = id, token = token, ttl = ttl, limit = limit, weight = weight, score = full,
-    expires_at = full, owner = owner, provisional = false, live = true}
+  local t = num(token)
+  if limit ~= LIMIT_RAW then
+    redis.call('HSET', K_OWNERS, 'solo', num(full) .. '|' .. t .. '|' .. waiter, 'fence', t,
+      'limit', limit)
+  else
+    redis.call('HSET', K_OWNERS, 'solo', num(full) .. '|' .. t .. '|' .. waiter, 'fence', t)
+  end
+  SOLO, LIMIT_RAW = parse_solo(num(full) .. '|' .. t .. '|' .. waiter), limit
   keep_leases(full, false)
   return token, full
 end
@@ -389,6 +455,9 @@ end
 -- A lease that expired before anyone released it: for the audit log and
 -- the events.
 local function note_expired(owner, token)
+  if NOTICED == EMPTY then
+    NOTICED = {}
+  end
   NOTICED[#NOTICED + 1] = owner
   NOTICED[#NOTICED + 1] = token
   event('expired', owner, token)
@@ -430,7 +499,7 @@ end
 -- unpruned as in use, so a lease left for a later call is never mistaken
 -- for room.
 local function end_expired()
-  local gone = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW_MS, 'LIMIT', '0', num(PRUNE_BATCH))
+  local gone = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now_arg(), 'LIMIT', '0', num(PRUNE_BATCH))
   for i = 1, #gone do
     local packed = redis.call('HGET', K_OWNERS, gone[i])
     redis.call('ZREM', K_LEASES, gone[i])
@@ -510,7 +579,7 @@ local function drop_dead_instances()
   if #first == 0 or tonumber(first[2]) > now_ms then
     return
   end
-  local dead = redis.call('ZRANGEBYSCORE', K_INSTANCES, '-inf', NOW_MS, 'LIMIT', '0', '10')
+  local dead = redis.call('ZRANGEBYSCORE', K_INSTANCES, '-inf', now_arg(), 'LIMIT', '0', '10')
   local budget = PRUNE_BATCH
   for _, instance in ipairs(dead) do
     local members = redis.call('ZRANGEBYLEX', K_BYINST, '[' .. instance .. '|',
@@ -602,13 +671,14 @@ local function newcomer_fits(used, weight, limit)
   return AHEAD_ALL and fits(used, AHEAD, weight, limit)
 end
 
--- Grants a request that has not queued (or no longer is): the solo lease
+-- Grants a request that has not queued (or no longer is), `waiter` as
+-- acquire.lua takes it with its fields unpacked: the solo lease
 -- when the name has no other and nobody waits, else one of leases. Returns
 -- the token and the expiry.
-local function grant_newcomer(id, ttl, limit, weight, owner, used)
+local function grant_newcomer(waiter, id, ttl, limit, weight, owner, used)
   local token, full
   if used == 0 and USED == 0 and QUEUE_EMPTY and not SOLO then
-    token, full = write_solo(id, ttl, limit, weight, owner)
+    token, full = write_solo(waiter, ttl, num(limit))
   else
     unsolo()
     token, full = write_lease(id, ttl, limit, weight, owner, false, used == 0)
@@ -633,7 +703,7 @@ local function append_leases(reply)
     end
     return reply
   end
-  local live = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. NOW_MS, '+inf', 'LIMIT', '0', '100')
+  local live = redis.call('ZRANGEBYSCORE', K_LEASES, '(' .. now_arg(), '+inf', 'LIMIT', '0', '100')
   reply[#reply + 1] = #live
   for _, id in ipairs(live) do
     local lease = lease_of(redis.call('HGET', K_OWNERS, id))
@@ -658,7 +728,7 @@ local function used_unpruned()
   if SOLO then
     return SOLO.live and SOLO.weight or 0
   end
-  local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', NOW_MS, 'LIMIT', '0', '100')
+  local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now_arg(), 'LIMIT', '0', '100')
   local used = USED
   for _, id in ipairs(expired) do
     local packed = redis.call('HGET', K_OWNERS, id)

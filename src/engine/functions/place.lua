@@ -1,9 +1,9 @@
 -- A waiter's place in line and the leases it waits behind, for acquisitions
--- that report their progress (line.lua: KEYS, ARGV[1..6]). Bounded: at most
+-- that report their progress (line.lua: KEYS, ARGV[1..2]). Bounded: at most
 -- 100 leases. It writes only to take the waiters of dead instances out of
 -- the line.
 --
--- ARGV[7]  the waiter, as the line keeps it (line.lua)
+-- ARGV[3]  the waiter, as the line keeps it (line.lua)
 --
 -- Reply
 --   {position, waiting, n, token_1, expires_in_ms_1, weight_1, owner_1, ..., token_n, ...}
@@ -12,7 +12,7 @@
 --   those that expire first; owner "" when none
 read_state()
 drop_dead_instances()
-local rank = redis.call('ZRANK', K_QUEUE, ARGV[7])
+local rank = redis.call('ZRANK', K_QUEUE, ARGV[3])
 local reply = {rank and (rank + 1) or 0, waiting()}
 append_leases(reply)
 return reply

@@ -1,8 +1,8 @@
 -- End a lease, or leave the line, and serve whoever moves up (line.lua: KEYS,
--- ARGV[1..6]).
+-- ARGV[1..2]).
 --
--- ARGV[7]  lease id (the waiter's id while it waits)
--- ARGV[8]  mode:
+-- ARGV[3]  lease id (the waiter's id while it waits)
+-- ARGV[4]  mode:
 --            "release"  the holder gives the lease back (DELETE)
 --            "leave"    a waiter whose client is gone: leaves the line, and
 --                       releases the lease if it was granted meanwhile
@@ -10,7 +10,7 @@
 --                       meanwhile, or one the name has room for now (the line
 --                       is served first, so a waiter at the head of a free
 --                       name is never refused); else leaves the line
--- ARGV[9]  the waiter, as the line keeps it (line.lua), for "leave" and
+-- ARGV[5]  the waiter, as the line keeps it (line.lua), for "leave" and
 --          "give-up"; "" for "release"
 --
 -- Replies, each ended by finish() (line.lua)
@@ -27,28 +27,33 @@
 --   then the fencing token and owner of the lease released (0 and "" unless
 --   code 1), for the audit line
 --   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
-local id, mode, waiter = ARGV[7], ARGV[8], ARGV[9]
+local id, mode, waiter = ARGV[3], ARGV[4], ARGV[5]
 -- The lease, the fence and the weight in use in one read: a release usually
 -- grants next.
-local packed = read_state(id)
-guard()
-
-if SOLO and SOLO.id == id then
+local read = read_fields(id)
+local solo = read[3]
+local expires, token, solo_id
+if solo then
+  expires, token, solo_id = string.match(solo, '^(%d+)|(%d+)|([^|]*)|')
+end
+if solo_id == id then
   -- The fast path: the name's only lease, and nobody waits (line.lua).
-  if SOLO.live and mode == 'give-up' then
-    return finish({3, SOLO.token, SOLO.expires_at})
+  local live = tonumber(expires) > now_ms
+  if live and mode == 'give-up' then
+    return finish({3, token, expires})
   end
   redis.call('HDEL', K_OWNERS, 'solo')
-  local lease = SOLO
-  SOLO = nil
-  if lease.live then
-    event('released', lease.owner, lease.token, 0)
-    return finish({1, 0, 0, 0, -1, '', lease.token, lease.owner})
+  local owner = string.match(solo, '^%d+|%d+|[^|]*|%d+|[^|]*|%d+|%d+|%d+|%d|(.*)$')
+  if live then
+    event('released', owner, tonumber(token), 0)
+    return finish({1, 0, 0, 0, -1, '', token, owner})
   end
   -- An expired lease is never released, but forgotten.
-  note_expired(lease.owner, lease.token)
+  note_expired(owner, tonumber(token))
   return finish({0, 0, 0, 0, -1, '', 0, ''})
 end
+local packed = take_state(read)
+guard()
 
 -- The weight of the live leases now, and the first to end.
 local function used_now_first()
@@ -78,8 +83,8 @@ if waiter ~= '' then
       -- expiry; the caller answers it from this reply.
       used = used_now_first()
       if newcomer_fits(used, tonumber(weight), tonumber(limit)) then
-        local token, full = grant_newcomer(id, tonumber(ttl), tonumber(limit), tonumber(weight),
-          owner, used)
+        local token, full = grant_newcomer(waiter, id, tonumber(ttl), tonumber(limit),
+          tonumber(weight), owner, used)
         return finish({3, token, full})
       end
     end

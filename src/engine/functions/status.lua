@@ -1,5 +1,5 @@
 -- A lock or semaphore as anyone may see it, never a lease id (line.lua: KEYS,
--- ARGV[1..6]). Bounded: at most 100 leases and 100 waiters. It writes only to
+-- ARGV[1..2]). Bounded: at most 100 leases and 100 waiters. It writes only to
 -- take the waiters of dead instances out of the line.
 --
 -- Reply
