@@ -148,16 +148,16 @@ pub struct LeaseOptions {
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration::parse)]
     pub wait: Duration,
 
-    /// Take a slot of the semaphore NAME, which admits N holders (1-100000)
+    /// Take a lease of the semaphore NAME, which has N permits (1-100000)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub limit: Option<u32>,
 
-    /// With --limit: how many of the N slots this lease takes
+    /// With --limit: how many of the N permits this lease takes (1-N; default 1)
     #[arg(long, value_name = "P", requires = "limit", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub permits: Option<u32>,
 
-    /// Take a shared (read) lease of the lock: any number at once, none beside
-    /// an exclusive one
+    /// Take a shared (read) lease of the lock: any number of shared leases at
+    /// once, none beside an exclusive one
     #[arg(long, conflicts_with = "limit")]
     pub shared: bool,
 
@@ -239,7 +239,7 @@ pub struct AcquireArgs {
 /// The semaphore switch of the calls on one lease or name.
 #[derive(Args, Debug, Clone)]
 pub struct KindOption {
-    /// The semaphore NAME (of N slots) instead of the lock NAME
+    /// The semaphore NAME (of N permits) instead of the lock NAME
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub limit: Option<u32>,
 }
@@ -422,6 +422,34 @@ mod tests {
             parse_args(&["baton", "run", "x", "-c", "true", "--", "false"]),
             Parsed::Usage(_)
         ));
+    }
+
+    #[test]
+    fn shared_is_for_locks_and_permits_for_semaphores() {
+        let Parsed::Client(ClientCommand::Run(run)) =
+            parse_args(&["baton", "run", "--shared", "docs", "--", "true"])
+        else {
+            panic!("parses --shared");
+        };
+        assert!(run.lease.shared && run.lease.limit.is_none());
+        let Parsed::Client(ClientCommand::Acquire(acquire)) =
+            parse_args(&["baton", "acquire", "--limit", "5", "--permits", "3", "pool"])
+        else {
+            panic!("parses --permits");
+        };
+        assert_eq!(
+            (acquire.lease.limit, acquire.lease.permits),
+            (Some(5), Some(3))
+        );
+        for misuse in [
+            &["baton", "run", "--permits", "2", "x", "--", "true"][..],
+            &[
+                "baton", "run", "--shared", "--limit", "2", "x", "--", "true",
+            ],
+            &["baton", "acquire", "--limit", "2", "--permits", "0", "x"],
+        ] {
+            assert!(matches!(parse_args(misuse), Parsed::Usage(_)), "{misuse:?}");
+        }
     }
 
     #[test]

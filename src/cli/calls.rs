@@ -35,11 +35,6 @@ fn kind(option: &KindOption) -> Kind {
 /// As `baton run` before COMMAND.
 pub async fn acquire(args: AcquireArgs) -> Result<(), Failure> {
     let options = &args.lease;
-    if options.shared || options.permits.is_some() {
-        return Err(Failure::usage(
-            "--shared and --permits are not yet supported by the service",
-        ));
-    }
     let kind = if options.limit.is_some() {
         Kind::Semaphore
     } else {
@@ -266,33 +261,55 @@ fn describe_status(kind: Kind, status: &Value, detail: bool) -> String {
             .map(|ms| format!(", expires in {}", human(Duration::from_millis(ms))))
             .unwrap_or_default()
     };
+    // What a lease or a waiter takes, when it is not the kind's plain one.
+    let takes = |v: &Value| match kind {
+        Kind::Lock if v.get("shared") == Some(&Value::Bool(true)) => ", shared".to_owned(),
+        Kind::Lock => String::new(),
+        Kind::Semaphore => match num(v, "permits") {
+            Some(p) if p != 1 => format!(", {p} permits"),
+            _ => String::new(),
+        },
+    };
     let name = str(status, "name").unwrap_or_default();
     let waiting = num(status, "waiting").unwrap_or(0);
+    let held = status.get("held") == Some(&Value::Bool(true));
     let mut out = match kind {
-        Kind::Lock if status.get("held") == Some(&Value::Bool(true)) => format!(
+        Kind::Lock if held && str(status, "mode").as_deref() == Some("shared") => format!(
+            "lock '{name}': held shared by {}; {waiting} waiting\n",
+            num(status, "holders").unwrap_or(0)
+        ),
+        Kind::Lock if held => format!(
             "lock '{name}': held by {} (fencing token {}{}); {waiting} waiting\n",
             str(status, "owner").unwrap_or_else(|| "someone without an owner label".into()),
             num(status, "fencing_token").map_or_else(|| "?".into(), |t| t.to_string()),
             expires(status)
         ),
         Kind::Lock => format!("lock '{name}': free; {waiting} waiting\n"),
-        Kind::Semaphore => format!(
-            "semaphore '{name}': {} of {} slots held; {waiting} waiting\n",
-            num(status, "holders").unwrap_or(0),
-            num(status, "limit").map_or_else(|| "?".into(), |l| l.to_string())
-        ),
+        Kind::Semaphore => {
+            let holders = num(status, "holders").unwrap_or(0);
+            format!(
+                "semaphore '{name}': {} of {} permits used by {holders} {}; {waiting} waiting\n",
+                num(status, "used").unwrap_or(holders),
+                num(status, "limit").map_or_else(|| "?".into(), |l| l.to_string()),
+                if holders == 1 { "lease" } else { "leases" }
+            )
+        }
     };
+    // An exclusive lock's one lease is the line above already.
+    let leases_shown = kind == Kind::Semaphore || str(status, "mode").as_deref() == Some("shared");
     if detail {
         for lease in status
             .get("leases")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
+            .filter(|_| leases_shown)
         {
             out.push_str(&format!(
-                "  held by {} (fencing token {}{})\n",
+                "  held by {} (fencing token {}{}{})\n",
                 str(lease, "owner").unwrap_or_else(|| "-".into()),
                 num(lease, "fencing_token").map_or_else(|| "?".into(), |t| t.to_string()),
+                takes(lease),
                 expires(lease)
             ));
         }
@@ -303,10 +320,11 @@ fn describe_status(kind: Kind, status: &Value, detail: bool) -> String {
             .flatten()
         {
             out.push_str(&format!(
-                "  {}. {} (waited {})\n",
+                "  {}. {} (waited {}{})\n",
                 num(waiter, "position").unwrap_or(0),
                 str(waiter, "owner").unwrap_or_else(|| "-".into()),
-                human(Duration::from_millis(num(waiter, "waited_ms").unwrap_or(0)))
+                human(Duration::from_millis(num(waiter, "waited_ms").unwrap_or(0))),
+                takes(waiter)
             ));
         }
     }
@@ -330,6 +348,32 @@ mod tests {
         assert_eq!(
             describe_status(Kind::Lock, &free, true),
             "lock 'x': free; 0 waiting\n"
+        );
+        let shared = json!({"name": "docs", "held": true, "mode": "shared", "holders": 2,
+            "leases": [
+                {"owner": "r1", "fencing_token": 3, "expires_in_ms": 9_000, "shared": true},
+                {"owner": "r2", "fencing_token": 4, "expires_in_ms": 20_000, "shared": true}],
+            "waiting": 2, "waiters": [
+                {"position": 1, "owner": "w", "waited_ms": 1_000},
+                {"position": 2, "owner": "r3", "waited_ms": 500, "shared": true}]});
+        assert_eq!(
+            describe_status(Kind::Lock, &shared, true),
+            "lock 'docs': held shared by 2; 2 waiting\n  \
+             held by r1 (fencing token 3, shared, expires in 9.0s)\n  \
+             held by r2 (fencing token 4, shared, expires in 20s)\n  \
+             1. w (waited 1.0s)\n  2. r3 (waited 0.5s, shared)\n"
+        );
+        let sem = json!({"name": "pool", "holders": 2, "used": 4, "limit": 5,
+            "leases": [
+                {"owner": "a", "fencing_token": 7, "expires_in_ms": 9_000, "permits": 3},
+                {"owner": "b", "fencing_token": 8, "expires_in_ms": 9_000, "permits": 1}],
+            "waiting": 1, "waiters": [{"position": 1, "owner": "c", "waited_ms": 100, "permits": 2}]});
+        assert_eq!(
+            describe_status(Kind::Semaphore, &sem, true),
+            "semaphore 'pool': 4 of 5 permits used by 2 leases; 1 waiting\n  \
+             held by a (fencing token 7, 3 permits, expires in 9.0s)\n  \
+             held by b (fencing token 8, expires in 9.0s)\n  \
+             1. c (waited 0.1s, 2 permits)\n"
         );
     }
 

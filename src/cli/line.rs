@@ -29,6 +29,10 @@ pub struct Request {
     pub owner: String,
     pub newest_wins: bool,
     pub limit: Option<u32>,
+    /// A shared (read) lease of a lock.
+    pub shared: bool,
+    /// How many of a semaphore's `limit` the lease takes (the service's default: 1).
+    pub permits: Option<u32>,
     /// Print the place in line while waiting.
     pub progress: bool,
 }
@@ -47,6 +51,8 @@ impl Request {
             owner,
             newest_wins: options.newest_wins,
             limit: options.limit,
+            shared: options.shared,
+            permits: options.permits,
             progress: !options.quiet,
         }
     }
@@ -61,6 +67,12 @@ impl Request {
         }
         if let Some(limit) = self.limit {
             body["limit"] = json!(limit);
+        }
+        if self.shared {
+            body["shared"] = json!(true);
+        }
+        if let Some(permits) = self.permits {
+            body["permits"] = json!(permits);
         }
         body
     }
@@ -276,14 +288,18 @@ async fn nap(pause: Duration, signals: &mut Signals, target: &Target) -> Result<
     }
 }
 
-/// ` (held by X)`, ` (2 of 2 slots held)`, from a 409.
+/// ` (held by X)`, ` (held shared by 2)`, ` (3 of 4 permits used)`, from a 409.
 fn holders(answer: &Answer) -> String {
+    if answer.str("mode") == Some("shared") {
+        return format!(" (held shared by {})", answer.u64("holders").unwrap_or(0));
+    }
     if let Some(owner) = answer.str("owner") {
         return format!(" (held by {owner})");
     }
-    match (answer.u64("holders"), answer.u64("limit")) {
-        (Some(holders), Some(limit)) => format!(" ({holders} of {limit} slots held)"),
-        (Some(holders), None) => format!(" ({holders} held)"),
+    let used = answer.u64("used").or_else(|| answer.u64("holders"));
+    match (used, answer.u64("limit")) {
+        (Some(used), Some(limit)) => format!(" ({used} of {limit} permits used)"),
+        (Some(used), None) => format!(" ({used} permits used)"),
         _ => String::new(),
     }
 }
@@ -338,6 +354,17 @@ fn describe_line(status: &Answer, request: &Request, waited: Duration) -> String
         };
     }
     let held = match request.target.kind {
+        Kind::Lock if status.str("mode") == Some("shared") => Some(format!(
+            "held shared by {}",
+            status.u64("holders").unwrap_or(0)
+        ))
+        .map(|held| match soonest(status) {
+            Some(ms) => format!(
+                "{held} (the last expires in {})",
+                human(Duration::from_millis(ms))
+            ),
+            None => held,
+        }),
         Kind::Lock => match status.str("owner") {
             Some(owner) => Some(format!("held by {owner}")),
             None => (status.body.get("held") == Some(&Value::Bool(true))).then(|| "held".into()),
@@ -347,14 +374,26 @@ fn describe_line(status: &Answer, request: &Request, waited: Duration) -> String
             None => held,
         }),
         Kind::Semaphore => status
-            .u64("holders")
-            .map(|holders| match status.u64("limit") {
-                Some(limit) => format!("{holders} of {limit} slots held"),
-                None => format!("{holders} slots held"),
+            .u64("used")
+            .or_else(|| status.u64("holders"))
+            .map(|used| match status.u64("limit") {
+                Some(limit) => format!("{used} of {limit} permits used"),
+                None => format!("{used} permits used"),
             }),
     };
     out.push_str(held.as_deref().unwrap_or("free"));
     out
+}
+
+/// When the last of a status's leases expires (ms), as far as it lists them.
+fn soonest(status: &Answer) -> Option<u64> {
+    status
+        .body
+        .get("leases")
+        .and_then(Value::as_array)?
+        .iter()
+        .filter_map(|l| l.get("expires_in_ms").and_then(Value::as_u64))
+        .max()
 }
 
 #[cfg(test)]
@@ -369,6 +408,8 @@ mod tests {
             owner: "me".into(),
             newest_wins: false,
             limit: None,
+            shared: false,
+            permits: None,
             progress: true,
         }
     }
@@ -397,12 +438,44 @@ mod tests {
         );
         let full = Answer {
             status: 200,
-            body: json!({"name": "line", "holders": 2, "limit": 2, "waiting": 1,
-                "waiters": [{"position": 1, "owner": "me", "waited_ms": 10}]}),
+            body: json!({"name": "line", "holders": 2, "used": 4, "limit": 4, "waiting": 1,
+                "waiters": [{"position": 1, "owner": "me", "waited_ms": 10, "permits": 3}]}),
         };
         assert_eq!(
             describe_line(&full, &request(Kind::Semaphore), Duration::ZERO),
-            "place 1 of 1 in line; 2 of 2 slots held"
+            "place 1 of 1 in line; 4 of 4 permits used"
+        );
+        let shared = Answer {
+            status: 200,
+            body: json!({"name": "line", "held": true, "mode": "shared", "holders": 2,
+                "leases": [{"owner": "r1", "fencing_token": 1, "expires_in_ms": 5_000, "shared": true},
+                    {"owner": "r2", "fencing_token": 2, "expires_in_ms": 9_000, "shared": true}],
+                "waiting": 1, "waiters": [{"position": 1, "owner": "me", "waited_ms": 10}]}),
+        };
+        assert_eq!(
+            describe_line(&shared, &request(Kind::Lock), Duration::ZERO),
+            "place 1 of 1 in line; held shared by 2 (the last expires in 9.0s)"
+        );
+    }
+
+    #[test]
+    fn a_409_names_what_is_in_the_way() {
+        let answer = |body| Answer { status: 409, body };
+        assert_eq!(
+            holders(&answer(
+                json!({"owner": "w", "mode": "exclusive", "holders": 1})
+            )),
+            " (held by w)"
+        );
+        assert_eq!(
+            holders(&answer(
+                json!({"owner": "r2", "mode": "shared", "holders": 2})
+            )),
+            " (held shared by 2)"
+        );
+        assert_eq!(
+            holders(&answer(json!({"holders": 1, "used": 3, "limit": 4}))),
+            " (3 of 4 permits used)"
         );
     }
 
@@ -415,5 +488,11 @@ mod tests {
             r.body(Duration::from_millis(1500)),
             json!({"ttl_ms": 60_000, "wait_ms": 1500, "owner": "me", "newest_wins": true, "limit": 3})
         );
+        r.permits = Some(2);
+        assert_eq!(r.body(Duration::ZERO)["permits"], 2);
+        let mut r = request(Kind::Lock);
+        assert!(r.body(Duration::ZERO).get("shared").is_none());
+        r.shared = true;
+        assert_eq!(r.body(Duration::ZERO)["shared"], true);
     }
 }

@@ -87,11 +87,6 @@ impl Timing {
 /// See the exit statuses of `baton run --help`.
 pub async fn run(args: RunArgs) -> Result<u8, Failure> {
     let lease_options = &args.lease;
-    if lease_options.shared || lease_options.permits.is_some() {
-        return Err(Failure::usage(
-            "--shared and --permits are not yet supported by the service",
-        ));
-    }
     let timing = Timing::new(lease_options.ttl, args.grace)?;
     if lease_options.wait > Duration::from_secs(86_400) {
         return Err(Failure::usage("--wait must be at most 24h"));

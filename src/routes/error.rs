@@ -161,6 +161,9 @@ impl AppError {
                 let ms = expires_in.as_millis() as u64;
                 problem.waiting = Some(*waiting);
                 problem.detail = match mode {
+                    Some(super::locks::Mode::Shared) if *holders == 1 => format!(
+                        "lock '{name}' is held shared by 1 reader; it expires in {ms} ms unless refreshed"
+                    ),
                     Some(super::locks::Mode::Shared) => format!(
                         "lock '{name}' is held shared by {holders} readers; the last of them \
                          expires in {ms} ms unless refreshed"
@@ -183,8 +186,9 @@ impl AppError {
                 ..
             } => {
                 problem.waiting = Some(*waiting);
+                let leases = if *holders == 1 { "lease" } else { "leases" };
                 problem.detail = format!(
-                    "semaphore '{name}' is full: {used} of {limit} permits held by {holders} leases"
+                    "semaphore '{name}' is full: {used} of {limit} permits held by {holders} {leases}"
                 );
                 problem.holders = Some(*holders);
                 problem.used = Some(*used);

@@ -278,7 +278,8 @@ pub mod field {
             .minimum(Some(1))
             .maximum(Some(max))
             .description(Some(format!(
-                "At most this many leases are held at once: 1 to {max}. Required."
+                "At most this many permits are held at once (a lease takes its \
+                 `permits`, 1 by default): 1 to {max}. Required."
             )))
             .build()
     }
@@ -293,9 +294,10 @@ pub mod field {
             .maximum(Some(max))
             .default(Some(1.into()))
             .description(Some(
-                "How many of the `limit` this lease counts as: 1 (default) to `limit`. \
-                 Waiters are admitted first come, first served, so a large request at the \
-                 head of the line is never overtaken by smaller ones.",
+                "How many of the `limit` this lease counts as: 1 (default) to `limit`; \
+                 more than `limit` is answered 400 (`invalid-request`), since it could \
+                 never be held. Waiters are admitted first come, first served, so a large \
+                 request at the head of the line is never overtaken by smaller ones.",
             ))
             .build()
     }

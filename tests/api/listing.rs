@@ -184,6 +184,107 @@ async fn semaphores_with_holders_are_listed_by_prefix_in_pages() {
 }
 
 #[tokio::test]
+async fn listings_show_shared_holders_and_permits_as_the_status_does() {
+    let app = TestApp::spawn().await;
+    for owner in ["reader-1", "reader-2"] {
+        let body = format!(r#"{{"shared": true, "owner": "{owner}", "ttl_ms": 60000}}"#);
+        assert_eq!(app.post("/locks/mixed%2Fdocs", &body).await.status(), 201);
+    }
+    app.acquire_lock("mixed%2Fdeploy", r#"{"owner": "writer", "ttl_ms": 60000}"#)
+        .await;
+    let _writer_2 = app.post_in_background(
+        "/locks/mixed%2Fdocs",
+        r#"{"owner": "writer-2", "wait_ms": 20000}"#,
+    );
+    for (owner, permits) in [("big", 3), ("small", 1)] {
+        let body = format!(r#"{{"limit": 5, "permits": {permits}, "owner": "{owner}"}}"#);
+        assert_eq!(
+            app.post("/semaphores/mixed%2Fpool", &body).await.status(),
+            201
+        );
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while crate::helpers::waiting(&app, "/locks/mixed%2Fdocs").await == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer never queued"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+
+    let locks: Value = app
+        .get("/locks?prefix=mixed%2F")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let semaphores: Value = app
+        .get("/semaphores?prefix=mixed%2F")
+        .await
+        .json()
+        .await
+        .unwrap();
+
+    let deploy = &locks["locks"][0];
+    assert_eq!(deploy["name"], "mixed/deploy", "{locks}");
+    assert_eq!(deploy["mode"], "exclusive");
+    assert_eq!(
+        (&deploy["owner"], &deploy["holders"]),
+        (&"writer".into(), &1.into())
+    );
+    assert_eq!(deploy["leases"][0]["shared"], false);
+    let docs = &locks["locks"][1];
+    assert_eq!(docs["name"], "mixed/docs", "{locks}");
+    assert_eq!(
+        (&docs["mode"], &docs["holders"]),
+        (&"shared".into(), &2.into())
+    );
+    let readers: Vec<(&Value, &Value)> = docs["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (&l["owner"], &l["shared"]))
+        .collect();
+    assert_eq!(
+        readers,
+        [
+            (&"reader-1".into(), &true.into()),
+            (&"reader-2".into(), &true.into())
+        ]
+    );
+    assert!(
+        docs.get("owner").is_none(),
+        "a shared lock has no one holder: {docs}"
+    );
+    assert_eq!(docs["waiting"], 1);
+    assert_eq!(docs["waiters"][0]["owner"], "writer-2");
+    let pool = &semaphores["semaphores"][0];
+    assert_eq!(pool["name"], "mixed/pool", "{semaphores}");
+    assert_eq!(
+        (&pool["holders"], &pool["used"], &pool["limit"]),
+        (&2.into(), &4.into(), &5.into())
+    );
+    let permits: Vec<&Value> = pool["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| &l["permits"])
+        .collect();
+    assert_eq!(permits, [&Value::from(3), &Value::from(1)]);
+    // Each entry is the status of its name.
+    for (list, path) in [
+        (deploy, "/locks/mixed%2Fdeploy"),
+        (docs, "/locks/mixed%2Fdocs"),
+        (pool, "/semaphores/mixed%2Fpool"),
+    ] {
+        let status: Value = app.get(path).await.json().await.unwrap();
+        for field in ["mode", "holders", "used", "limit", "waiting"] {
+            assert_eq!(list.get(field), status.get(field), "{field} of {path}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn force_releasing_a_semaphore_frees_every_slot_and_wakes_a_waiter() {
     let app = TestApp::spawn().await;
     let mut leases = Vec::new();

@@ -1,7 +1,9 @@
 // Drives baton's dashboard (GET /) in Debian's headless Chromium with
 // playwright-core, on a service with API tokens: the page asks for a token,
 // loads from the service alone, and shows a lock taken, queued for and
-// released through the API within 1 s each, without a reload.
+// released through the API within 1 s each, without a reload; a shared lock
+// with two readers (each marked shared, a writer and a reader queued behind
+// them), and a semaphore whose leases and waiters take several permits.
 //
 // Env: BATON_URL (the running service), BATON_TOKEN (one of its API tokens),
 // SCREENSHOT (PNG path to write), CHROMIUM (default /usr/bin/chromium).
@@ -58,6 +60,8 @@ async function main() {
   const run = `${process.pid}-${Date.now()}`;
   const lockName = `dash-lock-${run}`;
   const semName = `dash-sem-${run}`;
+  const sharedName = `dash-shared-${run}`;
+  const permitsName = `dash-permits-${run}`;
   const firstOwner = `https://ci.example.com/jobs/${run}`;
   const queuedOwner = 'queued-job';
 
@@ -106,10 +110,16 @@ async function main() {
     const first = await api('POST', `/locks/${lockName}`, { ttl_ms: 60000, owner: firstOwner });
     check(first.status === 201, 'the lock is taken through the API', JSON.stringify(first));
     let ms = await timeUntil(page, ([sel, owner]) => {
-      const a = document.querySelector(`${sel} td.holder a`);
+      const a = document.querySelector(`${sel} td.holders li a`);
       return a && a.textContent === owner && a.getAttribute('href') === owner;
     }, [row('lock', lockName), firstOwner], 5000);
     check(ms !== null && ms <= WITHIN_MS, `the held lock shows with its owner as a link within ${WITHIN_MS} ms (${ms} ms)`);
+
+    const exclusive = await page.locator(`${row('lock', lockName)} td.mode .mode`).innerText();
+    const marks = await page.locator(`${row('lock', lockName)} td.holders li`).evaluateAll((lis) => lis.map((li) =>
+      `${li.dataset.shared}:${li.querySelector('.tag').textContent}`));
+    check(exclusive === 'exclusive' && marks.join() === 'false:exclusive',
+      'a plain lock shows as exclusive, its holder marked exclusive', `${exclusive}; ${marks}`);
 
     // Its countdown moves on its own.
     const leftBefore = await page.locator(`${row('lock', lockName)} .left`).innerText();
@@ -131,10 +141,60 @@ async function main() {
     const sem = await api('POST', `/semaphores/${semName}`, { limit: 3, ttl_ms: 60000, owner: 'worker-1' });
     check(sem.status === 201, 'a semaphore slot is taken through the API', JSON.stringify(sem));
     ms = await timeUntil(page, (sel) => {
-      const cell = document.querySelector(`${sel} td.holders`);
+      const cell = document.querySelector(`${sel} td.used .permits`);
       return cell && cell.textContent.trim() === '1 / 3';
     }, row('semaphore', semName), 5000);
-    check(ms !== null && ms <= WITHIN_MS, `the semaphore shows 1 / 3 holders within ${WITHIN_MS} ms (${ms} ms)`);
+    check(ms !== null && ms <= WITHIN_MS, `the semaphore shows 1 / 3 permits used within ${WITHIN_MS} ms (${ms} ms)`);
+
+    // A shared lock: two readers hold it at once, each marked shared.
+    const readers = [];
+    for (const owner of ['reader-1', 'reader-2']) {
+      readers.push(await api('POST', `/locks/${sharedName}`, { ttl_ms: 60000, owner, shared: true }));
+    }
+    check(readers.every((r) => r.status === 201 && r.body.shared === true),
+      'two readers take the shared lock through the API', JSON.stringify(readers));
+    ms = await timeUntil(page, (sel) => {
+      const mode = document.querySelector(`${sel} td.mode .mode`);
+      const lis = [...document.querySelectorAll(`${sel} td.holders li`)];
+      return mode && mode.textContent === 'shared' && lis.length === 2
+        && lis.every((li) => li.dataset.shared === 'true' && li.querySelector('.tag').textContent === 'shared')
+        && lis.map((li) => li.querySelector('.owner').textContent).join() === 'reader-1,reader-2';
+    }, row('lock', sharedName), 5000);
+    check(ms !== null && ms <= WITHIN_MS, `the shared lock shows mode shared and both readers, each marked shared, within ${WITHIN_MS} ms (${ms} ms)`);
+    const holdersText = await page.locator(`${row('lock', sharedName)} td.mode`).innerText();
+    check(/2 holders/.test(holdersText), 'the shared lock counts 2 holders', holdersText);
+    // A writer queued behind them, and a reader behind the writer.
+    const writer = api('POST', `/locks/${sharedName}`, { ttl_ms: 60000, wait_ms: 20000, owner: 'writer' });
+    ms = await timeUntil(page, (sel) => document.querySelectorAll(`${sel} ol.line li`).length === 1, row('lock', sharedName), 5000);
+    check(ms !== null, `the writer shows in the shared lock's line (${ms} ms)`);
+    const lateReader = api('POST', `/locks/${sharedName}`, { ttl_ms: 60000, wait_ms: 20000, owner: 'reader-3', shared: true });
+    ms = await timeUntil(page, (sel) => {
+      const lis = [...document.querySelectorAll(`${sel} ol.line li`)];
+      return lis.length === 2
+        && lis[0].dataset.shared === 'false' && lis[0].querySelector('.tag').textContent === 'exclusive'
+        && lis[1].dataset.shared === 'true' && lis[1].querySelector('.tag').textContent === 'shared'
+        && lis[1].querySelector('.owner').textContent === 'reader-3';
+    }, row('lock', sharedName), 5000);
+    check(ms !== null && ms <= WITHIN_MS, `the line shows the writer, then the reader behind it marked shared, within ${WITHIN_MS} ms (${ms} ms)`);
+
+    // A semaphore with permits: 3 + 1 of 5 used, a waiter for 2 more.
+    const big = await api('POST', `/semaphores/${permitsName}`, { limit: 5, permits: 3, ttl_ms: 60000, owner: 'big-1' });
+    const small = await api('POST', `/semaphores/${permitsName}`, { limit: 5, ttl_ms: 60000, owner: 'small-1' });
+    check(big.status === 201 && big.body.permits === 3 && small.status === 201 && small.body.permits === 1,
+      'leases of 3 and 1 permits of 5 are taken through the API', JSON.stringify([big, small]));
+    const big2 = api('POST', `/semaphores/${permitsName}`, { limit: 5, permits: 2, ttl_ms: 60000, wait_ms: 20000, owner: 'big-2' });
+    ms = await timeUntil(page, (sel) => {
+      const used = document.querySelector(`${sel} td.used .permits`);
+      const leases = [...document.querySelectorAll(`${sel} td.holders li`)]
+        .map((li) => `${li.querySelector('.owner').textContent}:${li.dataset.permits}:${li.querySelector('.tag').textContent}`);
+      const waiters = [...document.querySelectorAll(`${sel} ol.line li`)]
+        .map((li) => `${li.querySelector('.owner').textContent}:${li.dataset.permits}:${li.querySelector('.tag').textContent}`);
+      const count = document.querySelector(`${sel} td.used .lease-count`);
+      return used && used.textContent === '4 / 5' && count && count.textContent === '2 leases'
+        && leases.join() === 'big-1:3:3 permits,small-1:1:1 permit'
+        && waiters.join() === 'big-2:2:2 permits';
+    }, row('semaphore', permitsName), 5000);
+    check(ms !== null && ms <= WITHIN_MS, `the semaphore shows 4 / 5 permits used, each lease's and the waiter's permits, within ${WITHIN_MS} ms (${ms} ms)`);
 
     await page.screenshot({ path: SCREENSHOT, fullPage: false });
 
@@ -142,7 +202,7 @@ async function main() {
     const released = await api('DELETE', `/locks/${lockName}/${first.body.id}`);
     check(released.status === 204, 'the lock is released through the API', String(released.status));
     ms = await timeUntil(page, ([sel, owner]) => {
-      const holder = document.querySelector(`${sel} td.holder`);
+      const holder = document.querySelector(`${sel} td.holders li .owner`);
       const badge = document.querySelector(`${sel} td.waiting .badge`);
       return holder && holder.textContent === owner && badge && badge.dataset.waiting === '0';
     }, [row('lock', lockName), queuedOwner], 5000);
@@ -155,6 +215,35 @@ async function main() {
     ms = await timeUntil(page, (sel) => !document.querySelector(sel), row('lock', lockName), 5000);
     check(ms !== null && ms <= WITHIN_MS, `the released lock leaves the page within ${WITHIN_MS} ms (${ms} ms)`);
     if (sem.body && sem.body.id) await api('DELETE', `/semaphores/${semName}/${sem.body.id}`);
+
+    // The readers leave: the writer holds the lock alone, the late reader waits on.
+    for (const r of readers) if (r.body && r.body.id) await api('DELETE', `/locks/${sharedName}/${r.body.id}`);
+    ms = await timeUntil(page, (sel) => {
+      const mode = document.querySelector(`${sel} td.mode .mode`);
+      const lis = [...document.querySelectorAll(`${sel} td.holders li`)];
+      const line = [...document.querySelectorAll(`${sel} ol.line li`)];
+      return mode && mode.textContent === 'exclusive' && lis.length === 1 && lis[0].dataset.shared === 'false'
+        && lis[0].querySelector('.owner').textContent === 'writer'
+        && line.length === 1 && line[0].dataset.shared === 'true';
+    }, row('lock', sharedName), 5000);
+    check(ms !== null && ms <= WITHIN_MS, `once the readers leave, the writer shows alone and exclusive, the late reader still in line, within ${WITHIN_MS} ms (${ms} ms)`);
+    const wrote = await writer;
+    if (wrote.body && wrote.body.id) await api('DELETE', `/locks/${sharedName}/${wrote.body.id}`);
+    const late = await lateReader;
+    check(wrote.status === 201 && wrote.body.shared === false && late.status === 201 && late.body.shared === true,
+      'the writer, then the late reader, got the lock', JSON.stringify([wrote.status, late.status]));
+    if (late.body && late.body.id) await api('DELETE', `/locks/${sharedName}/${late.body.id}`);
+
+    // The big lease leaves: the waiter for 2 permits gets in (1 + 2 of 5).
+    if (big.body && big.body.id) await api('DELETE', `/semaphores/${permitsName}/${big.body.id}`);
+    ms = await timeUntil(page, (sel) => {
+      const used = document.querySelector(`${sel} td.used .permits`);
+      return used && used.textContent === '3 / 5' && !document.querySelector(`${sel} ol.line li`);
+    }, row('semaphore', permitsName), 5000);
+    check(ms !== null && ms <= WITHIN_MS, `the waiter for 2 permits shows admitted (3 / 5) within ${WITHIN_MS} ms (${ms} ms)`);
+    const got = await big2;
+    check(got.status === 201 && got.body.permits === 2, 'the waiter for 2 permits got its lease', JSON.stringify(got));
+    for (const l of [small, got]) if (l.body && l.body.id) await api('DELETE', `/semaphores/${permitsName}/${l.body.id}`);
 
     const shown = await page.locator('#events li[data-name]').evaluateAll((items, name) => items
       .filter((li) => li.dataset.name === name).map((li) => li.dataset.event), lockName);

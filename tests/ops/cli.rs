@@ -1,10 +1,15 @@
-//! `baton --help`, `--version`, `healthcheck`, and the exit codes of bad
-//! settings and flags.
+//! `baton --help`, `--version`, `healthcheck`, the exit codes of bad
+//! settings and flags, and `baton run --shared` / `acquire --permits`
+//! against two instances.
 
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 use crate::harness::{baton, run, Service};
-use crate::helpers::{free_port, shared_redis};
+use crate::helpers::{free_port, shared_redis, unique_prefix};
 
 const LIMIT: Duration = Duration::from_secs(10);
 
@@ -140,10 +145,14 @@ fn a_misused_subcommand_exits_64_with_clap_s_suggestion() {
         LIMIT,
     );
     assert_eq!(out.status.code(), Some(64));
-    let out = run(baton().args(["run", "--shared", "x", "--", "true"]), LIMIT);
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(64));
-    assert!(stderr.contains("not yet supported"), "{stderr}");
+    // --shared is for a lock, --permits for a semaphore (--limit).
+    for misuse in [
+        &["run", "--shared", "--limit", "2", "x", "--", "true"][..],
+        &["run", "--permits", "2", "x", "--", "true"],
+    ] {
+        let out = run(baton().args(misuse), LIMIT);
+        assert_eq!(out.status.code(), Some(64), "{misuse:?}");
+    }
 }
 
 #[test]
@@ -349,4 +358,195 @@ async fn healthcheck_exits_0_when_the_service_answers_and_1_when_not() {
     let sick = run(baton().env("BATON_LISTEN", &addr).arg("healthcheck"), LIMIT);
     assert_eq!(sick.status.code(), Some(1));
     server.join().unwrap();
+}
+
+/// A `baton run` in the background against `url`, its output piped.
+fn run_in_background(url: &str, args: &[&str], script: &str) -> Child {
+    baton()
+        .args(["run", "--url", url, "--ttl", "20s", "--wait", "30s"])
+        .args(args)
+        .args(["-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("baton run starts")
+}
+
+/// Waits (at most 15 s) until `done` holds.
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !done() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits for a child to exit 0 within 15 s; its stderr otherwise.
+async fn exits_0(mut child: Child, what: &str) {
+    eventually(&format!("{what} exits"), || {
+        child.try_wait().expect("try_wait").is_some()
+    })
+    .await;
+    let out = child.wait_with_output().expect("output");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn token_in(file: &Path) -> u64 {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("a fencing token in {}", file.display()))
+}
+
+async fn status_of(url: &str) -> Value {
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
+#[tokio::test]
+async fn two_shared_runs_overlap_across_instances_while_a_plain_run_waits_for_both() {
+    let redis = shared_redis();
+    let prefix = unique_prefix();
+    let env = [
+        ("BATON_REDIS_URL", redis.url()),
+        ("BATON_KEY_PREFIX", prefix),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let a = Service::start(&env).await;
+    let b = Service::start(&env).await;
+    let dir: PathBuf = std::env::temp_dir().join(format!("baton-shared-run-{}", free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.display().to_string();
+    let status_url = format!("{}/locks/docs%2Fsite", b.base);
+    // Each command writes its token, then holds until told to end.
+    let hold = |me: &str| {
+        format!(
+            "echo \"$BATON_FENCING_TOKEN\" > {d}/{me}.tmp && mv {d}/{me}.tmp {d}/{me}; \
+             until [ -e {d}/end ]; do sleep 0.05; done"
+        )
+    };
+
+    // Two readers, one on each instance: both run at once.
+    let reader_1 = run_in_background(&a.base, &["--shared", "docs/site"], &hold("r1"));
+    let reader_2 = run_in_background(&b.base, &["--shared", "docs/site"], &hold("r2"));
+    eventually("both readers run at once", || {
+        dir.join("r1").exists() && dir.join("r2").exists()
+    })
+    .await;
+    let status = status_of(&status_url).await;
+    assert_eq!(status["mode"], "shared", "{status}");
+    assert_eq!(status["holders"], 2, "{status}");
+    let text = run(
+        baton().args(["status", "--url", &a.base, "docs/site"]),
+        LIMIT,
+    );
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("held shared by 2"), "{text}");
+
+    // A plain (exclusive) run waits for both; a reader behind it waits too.
+    let writer = run_in_background(
+        &a.base,
+        &["docs/site"],
+        &format!("echo \"$BATON_FENCING_TOKEN\" > {d}/w"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while status_of(&status_url).await["waiting"] != 1 {
+        assert!(Instant::now() < deadline, "the writer never queued");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reader_3 = run_in_background(
+        &b.base,
+        &["--shared", "docs/site"],
+        &format!("echo \"$BATON_FENCING_TOKEN\" > {d}/r3"),
+    );
+    while status_of(&status_url).await["waiting"] != 2 {
+        assert!(Instant::now() < deadline, "the third reader never queued");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = status_of(&status_url).await;
+    assert_eq!(status["waiters"][0].get("shared"), None, "{status}");
+    assert_eq!(status["waiters"][1]["shared"], true, "{status}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !dir.join("w").exists() && !dir.join("r3").exists(),
+        "nothing runs beside the readers but readers admitted together"
+    );
+
+    // The readers end: the writer runs, then the reader behind it.
+    std::fs::write(dir.join("end"), "").unwrap();
+    exits_0(reader_1, "reader 1").await;
+    exits_0(reader_2, "reader 2").await;
+    exits_0(writer, "the writer").await;
+    exits_0(reader_3, "reader 3").await;
+    let (r1, r2, w, r3) = (
+        token_in(&dir.join("r1")),
+        token_in(&dir.join("r2")),
+        token_in(&dir.join("w")),
+        token_in(&dir.join("r3")),
+    );
+    assert!(r1.max(r2) < w && w < r3, "tokens {r1} {r2} {w} {r3}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn acquire_with_permits_takes_that_many_of_the_limit() {
+    let redis = shared_redis();
+    let prefix = unique_prefix();
+    let service = Service::start(&[
+        ("BATON_REDIS_URL", &redis.url()),
+        ("BATON_KEY_PREFIX", &prefix),
+    ])
+    .await;
+    let acquire = |permits: &str| {
+        run(
+            baton().args([
+                "acquire",
+                "--url",
+                &service.base,
+                "--limit",
+                "5",
+                "--permits",
+                permits,
+                "--wait",
+                "0",
+                "--output",
+                "json",
+                "pool",
+            ]),
+            LIMIT,
+        )
+    };
+    let first = acquire("3");
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let lease: Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(
+        (lease["permits"].as_u64(), lease["limit"].as_u64()),
+        (Some(3), Some(5))
+    );
+    let second = acquire("3");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(75), "{stderr}");
+    assert!(stderr.contains("3 of 5 permits used"), "{stderr}");
+    assert_eq!(acquire("2").status.code(), Some(0));
+    // More permits than the limit: the service's 400, bad usage.
+    assert_eq!(acquire("6").status.code(), Some(64));
+    let out = run(
+        baton().args(["status", "--url", &service.base, "--limit", "5", "pool"]),
+        LIMIT,
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("5 of 5 permits used by 2 leases") && text.contains("3 permits"),
+        "{text}"
+    );
 }

@@ -17,13 +17,19 @@ printf '    %s\n' "${out//$'\n'/$'\n'    }"
 
 check() { if grep -q -- "$2" <<<"$out"; then pass "$1"; else fail "$1 (no '$2')"; fi; }
 check "alice acquires" '"owner":"alice","fencing_token"'
-check "status shows the holder" '"held":true,"owner":"alice"'
+check "status shows the holder" '"held":true,"mode":"exclusive","owner":"alice"'
 check "bob is refused after waiting" '"type":"/problems/lock-held"'
 check "alice refreshes" '"ttl_ms":120000'
 check "alice releases" 'release: 204'
-check "bob was woken and holds it" '"held":true,"owner":"bob"'
+check "bob was woken and holds it" '"held":true,"mode":"exclusive","owner":"bob"'
 check "two semaphore slots, then full" '"type":"/problems/semaphore-full"'
 check "semaphore status lists two holders" '"holders":2'
+check "two readers hold the shared lock" '"owner":"reader-2",.*"shared":true'
+check "a writer is refused beside the readers" '"type":"/problems/lock-held".*"mode":"shared","holders":2'
+check "the shared lock's status lists both readers" '"held":true,"mode":"shared","holders":2,"leases":\[{"owner":"reader-1",[^]]*"shared":true},{"owner":"reader-2",[^]]*"shared":true}\]'
+check "a lease takes 6 permits of 8" '"limit":8,"permits":6'
+check "4 more permits are refused" '"type":"/problems/semaphore-full".*"used":6,"limit":8'
+check "the semaphore's status counts permits" '"holders":1,"used":6,"limit":8,"leases":\[{"owner":"big-build",[^]]*"permits":6}'
 if grep -q '"id"' <<<"$(grep '"held"' <<<"$out")"; then
   fail "status shows a lease id"
 else

@@ -72,8 +72,8 @@ suite() { # LABEL WL...
   "${WL[@]}" >/dev/null 2>&1; r1=$?
   "${WL[@]}" --ttl soon x -- true >/dev/null 2>&1; r2=$?
   "${WL[@]}" --ttl 3 --grace 5 x -- true >/dev/null 2>&1; r3=$?
-  "${WL[@]}" --shared x -- true >/dev/null 2>&1; r4=$?
-  check "bad usage exits 64 (no NAME, bad duration, --grace that cannot fit --ttl, --shared not yet supported)" \
+  "${WL[@]}" --permits 2 x -- true >/dev/null 2>&1; r4=$?
+  check "bad usage exits 64 (no NAME, bad duration, --grace that cannot fit --ttl, --permits without --limit)" \
     '[ "$r1$r2$r3$r4" = 64646464 ]' "statuses $r1 $r2 $r3 $r4"
 
   "${WL[@]}" --wait 4 pre-cmd -- /nonexistent/cmd 2>"$T/pre1.err"; r1=$?
