@@ -70,14 +70,6 @@ impl Demand {
         }
     }
 
-    /// A semaphore lease of one permit of `limit`.
-    pub fn one_of(limit: Limit) -> Self {
-        Self {
-            weight: 1,
-            limit: u64::from(limit.get()),
-        }
-    }
-
     /// A semaphore lease of `permits` of `limit`.
     ///
     /// # Errors
@@ -120,13 +112,6 @@ impl Demand {
     /// A lock's lease that others may hold beside it (a reader).
     pub fn is_shared(self) -> bool {
         self.weight < Self::LOCK_CAPACITY
-    }
-
-    /// A semaphore lease's limit; `None` for a lock's.
-    pub fn semaphore_limit(self) -> Option<Limit> {
-        (self.limit != Self::LOCK_CAPACITY)
-            .then(|| Limit::new(self.limit).ok())
-            .flatten()
     }
 
     /// A semaphore lease's permits (its weight).

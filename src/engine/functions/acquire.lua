@@ -47,17 +47,9 @@ if not known and read[1] and read[4] ~= '1' then
       note_expired(expired.owner, expired.token)
     end
     local ttl, limit = string.match(waiter, '^[^|]*|%d+|[^|]*|(%d+)|(%d+)|')
-    local token = next_token()
-    local full = now_ms + ttl
-    local t = num(token)
-    solo = num(full) .. '|' .. t .. '|' .. waiter
-    if limit ~= read[6] then
-      redis.call('HSET', K_OWNERS, 'solo', solo, 'fence', t, 'limit', limit)
-    else
-      redis.call('HSET', K_OWNERS, 'solo', solo, 'fence', t)
-    end
-    UNTIL = tonumber(read[2] or '0')
-    keep_leases(full, false)
+    UNTIL, LIMIT_RAW = tonumber(read[2] or '0'), read[6]
+    local token, full
+    token, full, solo = write_solo(waiter, ttl, limit)
     if EVENTS ~= '' then
       SOLO = parse_solo(solo)
       event('acquired', SOLO.owner, token)

@@ -436,20 +436,22 @@ end
 
 -- Writes the name's only lease as its solo field (leases and queue are
 -- empty: see read_state()), for `waiter` (as acquire.lua takes it) with its
--- ttl and limit (as strings). Returns the token and the expiry.
+-- ttl and limit (as strings); FENCE, UNTIL and LIMIT_RAW are known. Returns
+-- the token, the expiry and the field's value (SOLO is not set: a fast path
+-- needs none).
 local function write_solo(waiter, ttl, limit)
   local token = next_token()
   local full = now_ms + ttl
   local t = num(token)
+  local solo = num(full) .. '|' .. t .. '|' .. waiter
   if limit ~= LIMIT_RAW then
-    redis.call('HSET', K_OWNERS, 'solo', num(full) .. '|' .. t .. '|' .. waiter, 'fence', t,
-      'limit', limit)
+    redis.call('HSET', K_OWNERS, 'solo', solo, 'fence', t, 'limit', limit)
   else
-    redis.call('HSET', K_OWNERS, 'solo', num(full) .. '|' .. t .. '|' .. waiter, 'fence', t)
+    redis.call('HSET', K_OWNERS, 'solo', solo, 'fence', t)
   end
-  SOLO, LIMIT_RAW = parse_solo(num(full) .. '|' .. t .. '|' .. waiter), limit
+  LIMIT_RAW = limit
   keep_leases(full, false)
-  return token, full
+  return token, full, solo
 end
 
 -- A lease that expired before anyone released it: for the audit log and
@@ -678,7 +680,9 @@ end
 local function grant_newcomer(waiter, id, ttl, limit, weight, owner, used)
   local token, full
   if used == 0 and USED == 0 and QUEUE_EMPTY and not SOLO then
-    token, full = write_solo(waiter, ttl, num(limit))
+    local solo
+    token, full, solo = write_solo(waiter, ttl, num(limit))
+    SOLO = parse_solo(solo)
   else
     unsolo()
     token, full = write_lease(id, ttl, limit, weight, owner, false, used == 0)
