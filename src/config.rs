@@ -94,10 +94,12 @@ pub struct Settings {
     #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:8080", value_parser = listen_address)]
     pub listen: String,
 
-    /// The Redis to use: redis://[user:password@]host[:port][/db], rediss://…,
-    /// redis+unix:///path[?db=N&pass=…]; a comma-separated list in cluster and sentinel modes
+    // Its help is an attribute, not a doc comment: rustdoc would read the
+    // brackets (optional parts) as links.
     #[arg(
         long,
+        help = "The Redis to use: redis://[user:password@]host[:port][/db], rediss://…, \
+                redis+unix:///path[?db=N&pass=…]; a comma-separated list in cluster and sentinel modes",
         env = "BATON_REDIS_URL",
         default_value = "redis://127.0.0.1:6379",
         hide_env_values = true

@@ -22,7 +22,7 @@ pub struct Keys {
 }
 
 /// The suffixes of one name's keys, in the order every script takes them
-/// (`lua/line.lua` documents each).
+/// (`functions/line.lua` documents each).
 const LINE_KEYS: [&str; 6] = ["leases", "owners", "queue", "byinst", "instances", "notes"];
 
 impl Keys {

@@ -118,8 +118,8 @@ impl Leases {
         .await
     }
 
-    /// Acquires a lease on `name` (judged against `limit`; a lock's is
-    /// [`Limit::ONE`]): at once, or by joining the line while it is busy and
+    /// Acquires a lease on `name` (its `demand`'s weight judged against its
+    /// limit, see [`Demand`]): at once, or by joining the line while it is busy and
     /// `request.wait` is above zero. A request that joined comes
     /// back as [`Acquiring::Queued`], whose [`Queued::outcome`] waits for its
     /// turn; what a waiting request keeps while it waits is that small value,

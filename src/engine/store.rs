@@ -153,7 +153,7 @@ impl Store {
     }
 
     /// Runs one operation of baton's library (an `FCALL`, see
-    /// [`super::scripts`]), within the call timeout, on the node that holds
+    /// [`super::functions`]), within the call timeout, on the node that holds
     /// its keys; where the library is missing (a fresh or restarted Redis, a
     /// new cluster node), loads it and calls again.
     ///
