@@ -14,7 +14,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::Config;
 
 use crate::domain::Kind;
-use crate::routes::kind::acquire_schema_name;
+use crate::routes::kind_doc::acquire_schema_name;
 use crate::routes::{self, AppError, Problem, ProblemType};
 
 #[derive(OpenApi)]

@@ -1,7 +1,7 @@
 //! The routes of a kind (`/locks`, `/semaphores`), written once over the
 //! [`Kind`] value: acquire, refresh, release, check, status, listing and
-//! force-release, each one handler that takes the kind, and their OpenAPI
-//! operations, generated per kind with its nouns, bodies and problem types.
+//! force-release, each one handler that takes the kind, and the bodies they
+//! answer with. Their OpenAPI operations are [`super::kind_doc`]'s.
 
 use std::future::Future;
 
@@ -15,29 +15,22 @@ use axum::Extension;
 use futures_util::future::{self, Either};
 use futures_util::{FutureExt, TryFutureExt};
 use serde::Serialize;
-use utoipa::openapi::header::Header;
-use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterIn};
-use utoipa::openapi::request_body::{RequestBody, RequestBodyBuilder};
-use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, SchemaType, Type};
-use utoipa::openapi::{Content, Object, OpenApi, Ref, RefOr, Required, ResponseBuilder, Schema};
-use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 
 use super::extract::{parse_json, read_body};
 use super::lease::{created, found, released, IdPath, NamePath, Refresh};
 use super::listing::{parse_list_query, ListQuery};
 use super::locks::{AcquireLock, LockLeaseBody, LockStatusBody};
-use super::problem::ProblemType;
 use super::semaphores::{AcquireSemaphore, SemaphoreLeaseBody, SemaphoreStatusBody};
-use super::{progress, Access, AppError, AppState, Json, JsonBody};
+use super::{kind_doc, progress, Access, AppError, AppState, Json, JsonBody};
 use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner};
 use crate::engine::{Acquiring, Lease, Refusal, Status};
 use crate::http::Parked;
 use crate::telemetry::RequestContext;
 
-/// The routes of `kind`, documented: `/{kind}s/{name}` (acquire, status,
-/// force-release), `/{kind}s/{name}/{id}` (refresh, release, check) and
-/// `/{kind}s` (listing).
+/// The routes of `kind`, documented ([`kind_doc::document`]):
+/// `/{kind}s/{name}` (acquire, status, force-release), `/{kind}s/{name}/{id}`
+/// (refresh, release, check) and `/{kind}s` (listing).
 pub fn router(kind: Kind) -> OpenApiRouter<AppState> {
     let plural = kind.plural();
     let mut router = OpenApiRouter::new()
@@ -61,7 +54,7 @@ pub fn router(kind: Kind) -> OpenApiRouter<AppState> {
             &format!("/{plural}"),
             get(move |state, query| list(state, kind, query)),
         );
-    document(kind, router.get_openapi_mut());
+    kind_doc::document(kind, router.get_openapi_mut());
     router
 }
 
@@ -326,299 +319,4 @@ impl Serialize for Listing {
         }
         map.end()
     }
-}
-
-/// The schemas of one body: its own name, then it and those it refers to.
-struct Body {
-    name: String,
-    schemas: Vec<(String, RefOr<Schema>)>,
-}
-
-impl Body {
-    fn of<T: ToSchema>() -> Self {
-        let mut schemas = vec![(T::name().into_owned(), T::schema())];
-        T::schemas(&mut schemas);
-        Self {
-            name: T::name().into_owned(),
-            schemas,
-        }
-    }
-
-    fn reference(&self) -> Ref {
-        Ref::from_schema_name(&self.name)
-    }
-}
-
-/// What the document says of a kind that is its own (its nouns are the
-/// [`Kind`]'s): its acquire operation's words and request body, its lease
-/// and status bodies, the answer when it stays busy.
-struct KindDoc {
-    acquire_summary: &'static str,
-    acquire_description: &'static str,
-    acquire_body: RequestBody,
-    acquire: Body,
-    lease: Body,
-    status: Body,
-}
-
-impl KindDoc {
-    fn of(kind: Kind) -> Self {
-        match kind {
-            Kind::Lock => {
-                let acquire = Body::of::<AcquireLock>();
-                let may_be_empty = OneOfBuilder::new()
-                    .item(acquire.reference())
-                    .item(Object::with_type(Type::Null));
-                Self {
-                    acquire_summary: "Acquire a lock",
-                    acquire_description: "Takes the lock if it is free. If it is held and \
-                        `wait_ms` is above 0, waits\nuntil it is released or expires (woken by \
-                        the release itself, within\nmilliseconds) for at most `wait_ms`.",
-                    acquire_body: RequestBodyBuilder::new()
-                        .description(Some("May be empty: all defaults"))
-                        .content("application/json", Content::new(Some(may_be_empty)))
-                        .build(),
-                    acquire,
-                    lease: Body::of::<LockLeaseBody>(),
-                    status: Body::of::<LockStatusBody>(),
-                }
-            }
-            Kind::Semaphore => {
-                let acquire = Body::of::<AcquireSemaphore>();
-                Self {
-                    acquire_summary: "Acquire a semaphore slot",
-                    acquire_description: "Takes one of `limit` slots. Slots go first come, \
-                        first served: if the\nsemaphore is full (or earlier waiters are in line) \
-                        and `wait_ms` is above\n0, the request queues and waits for its turn, \
-                        for at most `wait_ms`.",
-                    acquire_body: RequestBodyBuilder::new()
-                        .content("application/json", Content::new(Some(acquire.reference())))
-                        .required(Some(Required::True))
-                        .build(),
-                    acquire,
-                    lease: Body::of::<SemaphoreLeaseBody>(),
-                    status: Body::of::<SemaphoreStatusBody>(),
-                }
-            }
-        }
-    }
-}
-
-/// The schema name of `kind`'s acquire body (the served document bounds its
-/// `wait_ms` by the configured maximum).
-pub fn acquire_schema_name(kind: Kind) -> String {
-    KindDoc::of(kind).acquire.name
-}
-
-/// Adds the operations and schemas of `kind` to `doc`.
-#[allow(clippy::too_many_lines)]
-fn document(kind: Kind, doc: &mut OpenApi) {
-    let KindDoc {
-        acquire_summary,
-        acquire_description,
-        acquire_body,
-        acquire,
-        lease,
-        status,
-    } = KindDoc::of(kind);
-    let (noun, plural) = (kind.as_str(), kind.plural());
-    let nouns = capitalized(plural);
-    let name_path = format!("/{plural}/{{name}}");
-    let lease_path = format!("/{plural}/{{name}}/{{id}}");
-    let operation = |id: String, summary: String, description: &str| {
-        OperationBuilder::new()
-            .operation_id(Some(id))
-            .summary(Some(summary))
-            .description(Some(description))
-    };
-    let name = || NamePath::into_params(|| Some(ParameterIn::Path));
-    let name_and_id = || {
-        let mut parameters = name();
-        parameters.extend(IdPath::into_params(|| Some(ParameterIn::Path)));
-        parameters
-    };
-    let problem = |problem: ProblemType| Ref::from_response_name(problem.component_name());
-    let json = |body: &Body| Content::new(Some(body.reference()));
-    let lease_response = |description: &str| {
-        ResponseBuilder::new()
-            .description(description)
-            .content("application/json", json(&lease))
-            .build()
-    };
-    let released = || ResponseBuilder::new().description("Released").build();
-    let paths = &mut doc.paths;
-
-    // /{kind}s/{name}: acquire, status, force-release.
-    let location = Header::builder()
-        .schema(Some(Object::with_type(Type::String)))
-        .description(Some(format!("The lease: /{plural}/{{name}}/{{id}}")))
-        .build();
-    let acquired = ResponseBuilder::new()
-        .description("Acquired")
-        .header("Location", location)
-        .content("application/json", json(&lease))
-        .build();
-    let progress = ResponseBuilder::new()
-        .description(
-            "With `Accept: text/event-stream` and a `wait_ms`: server-sent progress events, \
-             `queued` (`{\"position\", \"waiting\", \"holders\": [{\"owner\"?, \"expires_in_ms\"}]}`) \
-             on joining the line and whenever the position or the holders change, then one \
-             `acquired` (the lease body) or `problem` (the problem body)",
-        )
-        .content(
-            "text/event-stream",
-            Content::new(Some(Object::with_type(Type::String))),
-        )
-        .build();
-    paths.add_path_operation(
-        &name_path,
-        vec![HttpMethod::Post],
-        operation(
-            format!("acquire_{noun}"),
-            acquire_summary.to_owned(),
-            acquire_description,
-        )
-        .parameters(Some(name()))
-        .request_body(Some(acquire_body))
-        .response("200", progress)
-        .response("201", acquired)
-        .response("409", problem(ProblemType::busy(kind))),
-    );
-    paths.add_path_operation(
-        &name_path,
-        vec![HttpMethod::Get],
-        operation(
-            format!("{noun}_status"),
-            format!("{} status", capitalized(noun)),
-            &format!(
-                "Who holds the {noun} (owner labels, fencing tokens, time left, in the \
-                 order the leases were granted) and the line waiting for it (`waiting`, and \
-                 the first `waiters` in the order they will be served). Never a lease id."
-            ),
-        )
-        .parameters(Some(name()))
-        .response(
-            "200",
-            ResponseBuilder::new()
-                .description("Status")
-                .content("application/json", json(&status))
-                .build(),
-        ),
-    );
-    paths.add_path_operation(
-        &name_path,
-        vec![HttpMethod::Delete],
-        operation(
-            format!("force_release_{noun}"),
-            format!("Force-release a {noun}"),
-            &format!(
-                "Frees the {noun} whoever holds it (every lease of it: an administrator's \
-                 action) and wakes its waiters, who keep their places in line. Needs an admin \
-                 token when the service has tokens."
-            ),
-        )
-        .parameters(Some(name()))
-        .response("204", released())
-        .response("403", problem(ProblemType::Forbidden))
-        .response("404", problem(ProblemType::not_held(kind))),
-    );
-
-    // /{kind}s/{name}/{id}: refresh, release, check.
-    let refresh_body = OneOfBuilder::new()
-        .item(Ref::from_schema_name(Refresh::name()))
-        .item(Object::with_type(Type::Null));
-    let refresh_body = RequestBodyBuilder::new()
-        .description(Some("May be empty: the lease's own ttl"))
-        .content("application/json", Content::new(Some(refresh_body)))
-        .build();
-    let lease_operation = |verb: &str, summary: &str, description: &str| {
-        operation(
-            format!("{verb}_{noun}"),
-            format!("{summary} a {noun} lease"),
-            description,
-        )
-        .parameters(Some(name_and_id()))
-        .response("404", problem(ProblemType::LeaseNotFound))
-    };
-    paths.add_path_operation(
-        &lease_path,
-        vec![HttpMethod::Patch],
-        lease_operation(
-            "refresh",
-            "Refresh",
-            "Extends a lease that is still held, by `ttl_ms` from now (default: its own ttl). \
-             An expired lease is gone: 404, and it is not brought back.",
-        )
-        .request_body(Some(refresh_body))
-        .response("200", lease_response("Refreshed")),
-    );
-    paths.add_path_operation(
-        &lease_path,
-        vec![HttpMethod::Delete],
-        lease_operation(
-            "release",
-            "Release",
-            "Gives the lease back and wakes the next waiter in line.",
-        )
-        .response("204", released()),
-    );
-    paths.add_path_operation(
-        &lease_path,
-        vec![HttpMethod::Get],
-        lease_operation("check", "Check", "The lease, if it is still held.")
-            .response("200", lease_response("Still held")),
-    );
-
-    // /{kind}s: the listing.
-    let listing = format!("{}List", capitalized(noun));
-    let page = Content::new(Some(Ref::from_schema_name(&listing)));
-    paths.add_path_operation(
-        format!("/{plural}"),
-        vec![HttpMethod::Get],
-        operation(
-            format!("list_{plural}"),
-            format!("List {plural} in use"),
-            &format!(
-                "One page of the {plural} in use (at most `limit`, sorted by name), \
-                 optionally only those whose names start with `prefix`. While more remain, \
-                 the answer has a `next_cursor` to pass back as `?cursor=`; across the pages, \
-                 every {noun} that stays in use is listed once."
-            ),
-        )
-        .parameters(Some(ListQuery::into_params(|| Some(ParameterIn::Query))))
-        .response(
-            "200",
-            ResponseBuilder::new()
-                .description(format!("{nouns} in use"))
-                .content("application/json", page)
-                .build(),
-        ),
-    );
-    let cursor = ObjectBuilder::new()
-        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
-        .description(Some(
-            "Pass as `?cursor=` for the next page; absent on the last page.",
-        ));
-    let listing_schema = ObjectBuilder::new()
-        .description(Some(format!(
-            "One page of the {plural} in use, sorted by name."
-        )))
-        .property(plural, ArrayBuilder::new().items(status.reference()))
-        .required(plural)
-        .property("next_cursor", cursor);
-
-    let schemas = &mut doc.components.get_or_insert_with(Default::default).schemas;
-    schemas.extend(
-        [acquire, lease, status, Body::of::<Refresh>()]
-            .into_iter()
-            .flat_map(|body| body.schemas),
-    );
-    schemas.insert(listing, Schema::from(listing_schema).into());
-}
-
-fn capitalized(word: &str) -> String {
-    let mut chars = word.chars();
-    chars.next().map_or_else(String::new, |first| {
-        first.to_uppercase().chain(chars).collect()
-    })
 }

@@ -11,6 +11,7 @@ mod extract;
 pub mod health;
 mod json;
 pub mod kind;
+pub mod kind_doc;
 pub mod lease;
 mod listing;
 pub mod locks;
