@@ -111,7 +111,14 @@ impl Demand {
 
     /// A lock's lease that others may hold beside it (a reader).
     pub fn is_shared(self) -> bool {
-        self.weight < Self::LOCK_CAPACITY
+        !Self::is_exclusive_weight(self.weight)
+    }
+
+    /// Whether `weight` (one lock lease's, or all of a lock's leases'
+    /// together) is the lock's whole capacity: an exclusive lease's. Less is
+    /// shared.
+    pub const fn is_exclusive_weight(weight: u64) -> bool {
+        weight >= Self::LOCK_CAPACITY
     }
 
     /// A semaphore lease's permits (its weight).
@@ -152,6 +159,14 @@ mod tests {
         assert_eq!(Demand::from_stored(2, 5).map(Demand::permits), Ok(2));
         assert!(Demand::from_stored(6, 5).is_err());
         assert!(Demand::from_stored(2, Demand::LOCK_CAPACITY).is_err());
+    }
+
+    #[test]
+    fn only_a_whole_lock_s_weight_is_exclusive() {
+        assert!(Demand::is_exclusive_weight(Demand::EXCLUSIVE.weight()));
+        assert!(!Demand::is_exclusive_weight(Demand::SHARED.weight()));
+        // Shared leases together never take a whole lock.
+        assert!(!Demand::is_exclusive_weight(Demand::LOCK_CAPACITY - 1));
     }
 
     #[test]

@@ -92,14 +92,10 @@ impl AppError {
                 name,
                 owner: busy.owner.map(crate::domain::Owner::into_string),
                 expires_in: busy.next_expiry_in.unwrap_or_default(),
-                mode: match (
+                mode: super::locks::Mode::of(
                     busy.holders,
-                    busy.used >= crate::domain::Demand::LOCK_CAPACITY,
-                ) {
-                    (0, _) => None,
-                    (_, true) => Some(super::locks::Mode::Exclusive),
-                    (_, false) => Some(super::locks::Mode::Shared),
-                },
+                    crate::domain::Demand::is_exclusive_weight(busy.used),
+                ),
                 holders: busy.holders,
                 waiting: busy.waiting,
             },

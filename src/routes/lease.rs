@@ -1,8 +1,8 @@
 //! What the `/locks` and `/semaphores` routes share: the `{name}` and `{id}`
 //! path parameters (each pattern stated once), the refresh body, the
 //! conversion of an acquisition's fields into a domain [`AcquireRequest`],
-//! the body fields' schemas, and the helpers the handlers of
-//! [`super::kind`] are made of.
+//! the fields every lease, holder and waiter body shows, and the helpers
+//! the handlers of [`super::kind`] are made of.
 
 use std::future::Future;
 
@@ -13,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{AppError, Json};
-use crate::domain::{AcquireRequest, LeaseId, Name, Owner, Ttl, WaitTime};
+use super::{field, AppError, Json};
+use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Ttl, WaitTime};
 use crate::engine;
 
 /// The `{name}` path parameter.
@@ -133,11 +133,11 @@ macro_rules! acquire_body {
         $(#[$meta])*
         pub struct $body {
             $($fields)*
-            #[schema(schema_with = $crate::routes::lease::field::ttl_ms)]
+            #[schema(schema_with = $crate::routes::field::ttl_ms)]
             pub ttl_ms: Option<u64>,
-            #[schema(schema_with = $crate::routes::lease::field::wait_ms)]
+            #[schema(schema_with = $crate::routes::field::wait_ms)]
             pub wait_ms: Option<u64>,
-            #[schema(schema_with = $crate::routes::lease::field::owner)]
+            #[schema(schema_with = $crate::routes::field::owner)]
             pub owner: Option<String>,
             /// When `true` and the request waits in line, every queued request on
             /// this name that also asked `newest_wins` leaves the line (409
@@ -225,97 +225,6 @@ pub async fn released(
     }
 }
 
-/// The schemas of the body fields both kinds take, stated once from the
-/// domain's limits (`#[schema(schema_with = ...)]`).
-pub mod field {
-    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, SchemaType, Type};
-    use utoipa::openapi::Object;
-
-    use crate::config::DEFAULT_MAX_WAIT_MS;
-    use crate::domain::{printable_pattern, Limit, Ttl, MAX_OWNER_LEN};
-
-    fn millis(minimum: u64, maximum: u64, description: &str) -> ObjectBuilder {
-        ObjectBuilder::new()
-            .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
-            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
-            .minimum(Some(minimum))
-            .maximum(Some(maximum))
-            .description(Some(description))
-    }
-
-    /// `ttl_ms` of an acquisition.
-    pub fn ttl_ms() -> Object {
-        let (max, default) = (Ttl::MAX_MS, Ttl::DEFAULT_MS);
-        let text = format!("Lease lifetime in ms unless refreshed: 1 to {max}, default {default}.");
-        millis(1, max, &text).default(Some(default.into())).build()
-    }
-
-    /// `ttl_ms` of a refresh.
-    pub fn refresh_ttl_ms() -> Object {
-        let max = Ttl::MAX_MS;
-        let text =
-            format!("New lifetime from now, in ms: 1 to {max}; default: the lease's own ttl.");
-        millis(1, max, &text).build()
-    }
-
-    /// `wait_ms`; the served document states the configured maximum.
-    pub fn wait_ms() -> Object {
-        let text = format!(
-            "How long to wait in line, in ms: 0 (default) to the server's maximum \
-             (`BATON_MAX_WAIT_MS`, {DEFAULT_MAX_WAIT_MS} unless configured otherwise)."
-        );
-        millis(0, DEFAULT_MAX_WAIT_MS, &text)
-            .default(Some(0.into()))
-            .build()
-    }
-
-    /// A semaphore's `limit`.
-    pub fn limit() -> Object {
-        let max = Limit::MAX;
-        ObjectBuilder::new()
-            .schema_type(Type::Integer)
-            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
-            .minimum(Some(1))
-            .maximum(Some(max))
-            .description(Some(format!(
-                "At most this many permits are held at once (a lease takes its \
-                 `permits`, 1 by default): 1 to {max}. Required."
-            )))
-            .build()
-    }
-
-    /// A semaphore acquisition's `permits`.
-    pub fn permits() -> Object {
-        let max = Limit::MAX;
-        ObjectBuilder::new()
-            .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
-            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
-            .minimum(Some(1))
-            .maximum(Some(max))
-            .default(Some(1.into()))
-            .description(Some(
-                "How many of the `limit` this lease counts as: 1 (default) to `limit`; \
-                 more than `limit` is answered 400 (`invalid-request`), since it could \
-                 never be held. Waiters are admitted first come, first served, so a large \
-                 request at the head of the line is never overtaken by smaller ones.",
-            ))
-            .build()
-    }
-
-    /// `owner`.
-    pub fn owner() -> Object {
-        ObjectBuilder::new()
-            .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
-            .max_length(Some(MAX_OWNER_LEN))
-            .pattern(Some(printable_pattern()))
-            .description(Some(format!(
-                "Who holds the lease, shown in status (e.g. a CI job URL); at most \
-                 {MAX_OWNER_LEN} characters, all printable (no control or format characters)."
-            )))
-            .build()
-    }
-}
-
 /// Implements `From<engine::Lease>` for a kind's lease body: the fields both
 /// kinds show, plus the body's own, each computed from the lease.
 macro_rules! lease_body {
@@ -337,6 +246,70 @@ macro_rules! lease_body {
     };
 }
 pub(crate) use lease_body;
+
+/// Implements `From<engine::Holder>` for a kind's holder body (one lease in
+/// a status, without its id): the fields both kinds show, plus the body's
+/// own, computed from the holder.
+macro_rules! holder_body {
+    ($body:ty, $field:ident = |$holder:ident| $value:expr) => {
+        impl From<$crate::engine::Holder> for $body {
+            fn from(holder: $crate::engine::Holder) -> Self {
+                let $field = {
+                    let $holder = &holder;
+                    $value
+                };
+                Self {
+                    owner: holder.owner.map($crate::domain::Owner::into_string),
+                    fencing_token: holder.fencing_token,
+                    expires_in_ms: holder.expires_in.as_millis() as u64,
+                    $field,
+                }
+            }
+        }
+    };
+}
+pub(crate) use holder_body;
+
+/// One queued request in a status, without its lease id.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WaiterBody {
+    /// 1 for the next to be served.
+    pub position: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// How long it has waited so far.
+    pub waited_ms: u64,
+    /// A lock's waiter that asked for a shared lease: `true` (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared: Option<bool>,
+    /// A semaphore's waiter: the permits it asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u64>,
+}
+
+impl WaiterBody {
+    /// A waiter of a `kind`: a lock's says whether it is shared, a
+    /// semaphore's how many permits it asks for.
+    pub fn of(kind: Kind, waiter: engine::Waiter) -> Self {
+        let shared_lock = !Demand::is_exclusive_weight(waiter.weight);
+        let (shared, permits) = match kind {
+            Kind::Lock => (shared_lock.then_some(true), None),
+            Kind::Semaphore => (None, Some(waiter.weight)),
+        };
+        Self {
+            position: waiter.position,
+            owner: waiter.owner.map(Owner::into_string),
+            waited_ms: waiter.waited.as_millis() as u64,
+            shared,
+            permits,
+        }
+    }
+
+    /// The waiters of a `kind`'s status, in the order they will be served.
+    pub fn all(kind: Kind, waiters: Vec<engine::Waiter>) -> Vec<Self> {
+        waiters.into_iter().map(|w| Self::of(kind, w)).collect()
+    }
+}
 
 /// RFC 3339 UTC with milliseconds, from milliseconds since the Unix epoch.
 pub fn rfc3339_ms(epoch_ms: u64) -> String {
@@ -365,41 +338,5 @@ mod tests {
         };
         let refused = crate::domain::Printable::Name.refused_class();
         assert_eq!(schema.pattern, Some(format!("^[^{refused}]+$")));
-    }
-}
-
-/// One queued request in a status, without its lease id.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct WaiterBody {
-    /// 1 for the next to be served.
-    pub position: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    /// How long it has waited so far.
-    pub waited_ms: u64,
-    /// A lock's waiter that asked for a shared lease: `true` (absent otherwise).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shared: Option<bool>,
-    /// A semaphore's waiter: the permits it asked for.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub permits: Option<u64>,
-}
-
-impl WaiterBody {
-    /// A waiter of a `kind`: a lock's says whether it is shared, a
-    /// semaphore's how many permits it asks for.
-    pub fn of(kind: crate::domain::Kind, waiter: engine::Waiter) -> Self {
-        let demand_of_lock = waiter.weight < crate::domain::Demand::LOCK_CAPACITY;
-        let (shared, permits) = match kind {
-            crate::domain::Kind::Lock => (demand_of_lock.then_some(true), None),
-            crate::domain::Kind::Semaphore => (None, Some(waiter.weight)),
-        };
-        Self {
-            position: waiter.position,
-            owner: waiter.owner.map(Owner::into_string),
-            waited_ms: waiter.waited.as_millis() as u64,
-            shared,
-            permits,
-        }
     }
 }

@@ -4,8 +4,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::lease::WaiterBody;
-use super::lease::{acquire_body, lease_body};
+use super::lease::{acquire_body, holder_body, lease_body, WaiterBody};
 use super::AppError;
 use crate::domain::{AcquireRequest, Demand, Kind, Owner};
 use crate::engine::Status;
@@ -78,6 +77,11 @@ pub struct LockHolderBody {
     pub shared: bool,
 }
 
+holder_body!(
+    LockHolderBody,
+    shared = |holder| !Demand::is_exclusive_weight(holder.weight)
+);
+
 /// How a held lock is held.
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -86,6 +90,18 @@ pub enum Mode {
     Exclusive,
     /// By shared (read) leases, any number of them.
     Shared,
+}
+
+impl Mode {
+    /// How a lock with `holders` leases is held, `exclusive` or not: `None`
+    /// while it is free.
+    pub fn of(holders: u64, exclusive: bool) -> Option<Self> {
+        match (holders, exclusive) {
+            (0, _) => None,
+            (_, true) => Some(Self::Exclusive),
+            (_, false) => Some(Self::Shared),
+        }
+    }
 }
 
 /// A lock as anyone may see it; the lease id is never shown.
@@ -134,17 +150,12 @@ impl From<Status> for LockStatusBody {
         let exclusive = status
             .leases
             .iter()
-            .find(|l| l.weight >= Demand::LOCK_CAPACITY)
+            .find(|l| Demand::is_exclusive_weight(l.weight))
             .cloned();
-        let mode = match (&exclusive, status.holders) {
-            (Some(_), _) => Some(Mode::Exclusive),
-            (None, 0) => None,
-            (None, _) => Some(Mode::Shared),
-        };
         Self {
             name: status.name.to_string(),
             held: status.holders > 0,
-            mode,
+            mode: Mode::of(status.holders, exclusive.is_some()),
             fencing_token: exclusive.as_ref().map(|h| h.fencing_token),
             expires_in_ms: exclusive.as_ref().map(|h| h.expires_in.as_millis() as u64),
             owner: exclusive.and_then(|h| h.owner).map(Owner::into_string),
@@ -153,20 +164,11 @@ impl From<Status> for LockStatusBody {
                 status
                     .leases
                     .into_iter()
-                    .map(|l| LockHolderBody {
-                        owner: l.owner.map(Owner::into_string),
-                        fencing_token: l.fencing_token,
-                        expires_in_ms: l.expires_in.as_millis() as u64,
-                        shared: l.weight < Demand::LOCK_CAPACITY,
-                    })
+                    .map(LockHolderBody::from)
                     .collect()
             }),
             waiting: status.waiting,
-            waiters: status
-                .waiters
-                .into_iter()
-                .map(|w| WaiterBody::of(Kind::Lock, w))
-                .collect(),
+            waiters: WaiterBody::all(Kind::Lock, status.waiters),
         }
     }
 }

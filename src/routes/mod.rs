@@ -8,6 +8,7 @@ pub mod dashboard;
 mod error;
 pub mod events;
 mod extract;
+mod field;
 pub mod health;
 mod json;
 pub mod kind;

@@ -71,7 +71,7 @@ struct QueuedBehind {
 /// A lock's lease says whether it is shared, a semaphore's its permits.
 fn shown(kind: Kind, weight: u64) -> (Option<bool>, Option<u64>) {
     match kind {
-        Kind::Lock => (Some(weight < Demand::LOCK_CAPACITY), None),
+        Kind::Lock => (Some(!Demand::is_exclusive_weight(weight)), None),
         Kind::Semaphore => (None, Some(weight)),
     }
 }

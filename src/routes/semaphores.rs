@@ -4,10 +4,10 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::lease::{acquire_body, lease_body};
-use super::lease::{field, WaiterBody};
+use super::field;
+use super::lease::{acquire_body, holder_body, lease_body, WaiterBody};
 use super::AppError;
-use crate::domain::{AcquireRequest, Demand, Kind, Limit, Owner, Permits};
+use crate::domain::{AcquireRequest, Demand, Kind, Limit, Permits};
 use crate::engine::Status;
 
 acquire_body! {
@@ -87,6 +87,8 @@ pub struct SlotBody {
     pub permits: u64,
 }
 
+holder_body!(SlotBody, permits = |holder| holder.weight);
+
 /// A semaphore as anyone may see it.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(example = json!({
@@ -126,22 +128,9 @@ impl From<Status> for SemaphoreStatusBody {
             holders: status.holders,
             used: (status.holders > 0).then_some(status.used),
             waiting: status.waiting,
-            waiters: status
-                .waiters
-                .into_iter()
-                .map(|w| WaiterBody::of(Kind::Semaphore, w))
-                .collect(),
+            waiters: WaiterBody::all(Kind::Semaphore, status.waiters),
             limit: status.limit.map(Limit::get),
-            leases: status
-                .leases
-                .into_iter()
-                .map(|l| SlotBody {
-                    owner: l.owner.map(Owner::into_string),
-                    fencing_token: l.fencing_token,
-                    expires_in_ms: l.expires_in.as_millis() as u64,
-                    permits: l.weight,
-                })
-                .collect(),
+            leases: status.leases.into_iter().map(SlotBody::from).collect(),
         }
     }
 }
