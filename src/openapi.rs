@@ -9,7 +9,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{OpenApi as Document, RefOr, Schema};
+use utoipa::openapi::{RefOr, Schema};
 use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::Config;
 
@@ -43,7 +43,7 @@ pub struct ApiDoc;
 struct ProblemsAndBearer;
 
 impl Modify for ProblemsAndBearer {
-    fn modify(&self, openapi: &mut Document) {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         for &kind in ProblemType::ALL {
             components
@@ -65,7 +65,7 @@ impl Modify for ProblemsAndBearer {
 }
 
 /// The OpenAPI document of the whole API, as the service serves it.
-pub fn document() -> Document {
+pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
     doc.merge(routes::api().into_openapi());
     doc
@@ -93,7 +93,7 @@ pub fn document_json_with_max_wait(max_wait_ms: u64) -> String {
 }
 
 /// Bounds `wait_ms` in the acquire body of every kind by `max_wait_ms`.
-fn bound_wait(doc: &mut Document, max_wait_ms: u64) {
+fn bound_wait(doc: &mut utoipa::openapi::OpenApi, max_wait_ms: u64) {
     let Some(components) = doc.components.as_mut() else {
         return;
     };
