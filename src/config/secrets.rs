@@ -1,0 +1,39 @@
+//! Bearer tokens: a comma-separated list in a variable, or a file of them
+//! (a container secret) added to it.
+
+use super::ConfigError;
+
+/// `" a, b ,,c"` -> `["a", "b", "c"]`.
+pub(super) fn token_list(raw: &str) -> Result<Vec<String>, String> {
+    Ok(raw
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The tokens of a secret file: comma- or newline-separated, blanks ignored.
+pub(super) fn read_tokens(
+    path: &std::path::Path,
+    setting: &str,
+) -> Result<Vec<String>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|err| ConfigError {
+        setting: setting.to_owned(),
+        value: Some(path.display().to_string()),
+        expected: format!("a readable file of tokens ({err})"),
+    })?;
+    let tokens = token_list(&text.replace(['\n', '\r'], ",")).map_err(|expected| ConfigError {
+        setting: setting.to_owned(),
+        value: Some(path.display().to_string()),
+        expected,
+    })?;
+    if tokens.is_empty() {
+        return Err(ConfigError {
+            setting: setting.to_owned(),
+            value: Some(path.display().to_string()),
+            expected: "a file with at least one token".to_owned(),
+        });
+    }
+    Ok(tokens)
+}
