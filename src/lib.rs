@@ -9,19 +9,25 @@
 //! - [`startup`]: the router, its layers, and the run loop with graceful shutdown.
 //! - [`openapi`]: the OpenAPI document built from the routes, and Swagger UI.
 //! - [`routes`]: resources only: one module per resource, and what the two
-//!   kinds share ([`routes::kind`], [`routes::lease`]); handlers parse requests
-//!   into [`domain`] types, call the [`engine`], and answer JSON or
-//!   problem+json (one table of problem types: [`routes::ProblemType`]).
-//! - [`engine`]: the Redis core, one Lua script per operation, and the waiters
-//!   woken by pub/sub instead of polling.
+//!   kinds share (their handlers, [`routes::kind`]; their OpenAPI operations,
+//!   [`routes::kind_doc`]; their path parameters and body parts,
+//!   [`routes::lease`]); handlers parse requests into [`domain`] types, call
+//!   the [`engine`], and answer JSON or problem+json (one table of problem
+//!   types: [`routes::ProblemType`]).
+//! - [`engine`]: the Redis core, one function of baton's Redis Functions
+//!   library per operation, and the waiters woken by pub/sub instead of
+//!   polling.
 //! - [`http`], beside [`engine`] (neither uses the other): the HTTP plumbing.
 //!   The connection server ([`http::server`]: HTTP/1.1 and HTTP/2 on one port,
-//!   connection limits), the outermost layer that keeps a waiting request
-//!   small ([`http::Parked`]), and the deadline and request-metrics layers.
+//!   connection limits), the outermost layer that reads a request whole and
+//!   keeps a waiting request small ([`http::ResolveParked`], [`http::Parked`]),
+//!   and the deadline and request-metrics layers.
 //! - [`telemetry`]: logs, the audit trail, request spans, Redis outages and
 //!   Prometheus metrics, a file each; [`shutdown`]: SIGINT and SIGTERM.
-//! - [`config`]: settings from the `BATON_*` environment variables and flags;
-//!   [`domain`]: types that cannot hold an invalid value.
+//! - [`config`]: settings from the `BATON_*` environment variables and flags
+//!   (declared once, read through one parser, their values, secrets and
+//!   Redis URLs each in a room); [`domain`]: types that cannot hold an
+//!   invalid value.
 //!
 //! Beside the stack, [`cli`] is the client (`baton run`, `acquire`, ...): it
 //! uses only [`config`] (for the one command line) and [`domain`], and talks to

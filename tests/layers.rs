@@ -1,9 +1,10 @@
 //! The crate is a strict stack: `main` -> `startup` -> `routes` (and
 //! `openapi` over it) -> `engine` and `http` (the HTTP plumbing), which do
 //! not use each other -> `telemetry` -> `domain`, `config`. Each module may
-//! use only modules below it, so there is no cycle and nothing reaches up. This test reads every `crate::` and `super::` path in `src/`
-//! and fails on a use that breaks the order, and on a module missing from the
-//! order.
+//! use only modules below it, so there is no cycle and nothing reaches up.
+//! This test reads every `crate::` and `super::` path in `src/`, in folder
+//! modules to any depth, and fails on a use that breaks the order, and on a
+//! module missing from the order.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -172,19 +173,24 @@ fn a_use_that_reaches_up_or_sideways_is_found() {
             "routes/error.rs",
             "use crate::engine; use crate::openapi::ApiDoc;",
         ),
-        file("config.rs", "use crate::domain::Name;"),
+        file("config/settings.rs", "use crate::domain::Name;"),
         file("startup.rs", "use crate::{openapi, routes::api};"),
         file("http/parked.rs", "use crate::routes::AppError;"),
         file("http/deadline.rs", "use crate::engine::Error;"),
+        file(
+            "http/server/connection.rs",
+            "use crate::startup::Application;",
+        ),
     ]);
     assert_eq!(
         found,
         [
             "engine/lock.rs uses routes",
             "routes/error.rs uses openapi",
-            "config.rs uses domain",
+            "config/settings.rs uses domain",
             "http/parked.rs uses routes",
             "http/deadline.rs uses engine",
+            "http/server/connection.rs uses startup",
         ]
     );
 }
