@@ -7,9 +7,11 @@ use std::ffi::OsString;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, FromArgMatches};
 
+use super::error::ConfigError;
 use super::redis_url::{check_urls, redact_url};
 use super::secrets::read_tokens;
-use super::{variables, Cli, ConfigError, Settings};
+use super::settings::{Cli, Settings};
+use super::variables::variables;
 
 /// What the command line asked for.
 pub enum Invocation {
@@ -169,7 +171,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::{LogFormat, RedisMode};
+    use crate::config::redis_url::RedisMode;
+    use crate::config::settings::LogFormat;
 
     fn settings(vars: &[(&str, &str)]) -> Result<Settings, ConfigError> {
         let vars: HashMap<String, String> = vars

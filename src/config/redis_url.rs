@@ -3,7 +3,7 @@
 
 use clap::ValueEnum;
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 /// How the service reaches Redis.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,7 +1,7 @@
 //! Bearer tokens: a comma-separated list in a variable, or a file of them
 //! (a container secret) added to it.
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 /// `" a, b ,,c"` -> `["a", "b", "c"]`.
 pub(super) fn token_list(raw: &str) -> Result<Vec<String>, String> {

@@ -3,7 +3,7 @@
 
 use clap::CommandFactory;
 
-use super::Cli;
+use super::settings::Cli;
 
 /// Variables that are not settings of the service but that the client
 /// subcommands and baton's own scripts read (scripts/run.sh, scripts/with-lock);
