@@ -26,7 +26,7 @@ pub(in crate::engine) struct Snapshot {
     pub waiters: Vec<Waiter>,
 }
 
-/// `n, (token, expires_in_ms, owner) x n`: the live leases that expire first
+/// `n, (token, expires_in_ms, weight, owner) x n`: the live leases that expire first
 /// (`append_leases` in `line.lua`), those first.
 pub(in crate::engine) fn holders(reply: &mut Cursor) -> Result<Vec<Holder>, Error> {
     let n = reply.count()?;

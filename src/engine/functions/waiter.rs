@@ -21,7 +21,7 @@ pub(in crate::engine) struct Entry<'a> {
 }
 
 impl Entry<'_> {
-    /// `id|tag|instance|ttl_ms|limit|newest|owner`; the owner comes last, so
+    /// `id|tag|instance|ttl_ms|limit|weight|newest|owner`; the owner comes last, so
     /// it may hold `|`.
     pub(in crate::engine) fn encode(&self) -> String {
         format!(
