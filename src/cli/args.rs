@@ -60,6 +60,18 @@ pub enum ClientCommand {
         /// A subcommand's page instead of baton's (`baton man run`)
         subcommand: Option<String>,
     },
+    /// (internal) The guard of a `baton run`: stops COMMAND should baton run be killed
+    #[command(name = "__guard", hide = true)]
+    Guard,
+    /// (internal) COMMAND of a `baton run`, started once its guard knows its group
+    #[command(name = "__exec", hide = true)]
+    Exec {
+        /// The pipe to wait on
+        fd: i32,
+        /// COMMAND and its arguments
+        #[arg(last = true, required = true)]
+        command: Vec<OsString>,
+    },
 }
 
 /// Subcommands parsed without the service's variables (a bad
@@ -74,6 +86,8 @@ const CLIENT_COMMANDS: &[&str] = &[
     "healthcheck",
     "completions",
     "man",
+    "__guard",
+    "__exec",
 ];
 
 const EXIT_STATUSES: &str = "Exit status:
@@ -92,9 +106,19 @@ gets SIGTERM, then SIGKILL after --grace, so early that it has ended before the
 lease can lapse: SIGTERM goes out --grace plus one refresh round trip (ttl/10,
 0.5s to 5s) before the earliest possible expiry. SIGINT, SIGTERM, SIGHUP: the
 group is stopped the same way, the lease released, and baton exits 128+N.
-Inside a `baton run` of NAME, a nested `baton run` of the same NAME runs its
-command at once under the lease already held.
-A DURATION is seconds, or with a unit: 90, 1.5, 30s, 10m, 1h.
+Should baton itself be killed (SIGKILL of it or of its process group), a
+guard process in a session of its own stops the group the same way and then
+releases the lease: COMMAND never runs on beside the next holder.
+Inside a `baton run` of NAME (BATON_LOCK_NAME and BATON_LEASE_ID set), a
+nested `baton run` of the same NAME runs its command at once only when the
+service confirms that lease is still held, of the same kind, and covers what
+the nested run asks (an exclusive lease covers --shared, not the other way
+round; a semaphore lease covers as many --permits as it has); else it waits
+in line like any other. COMMAND also gets BATON_KIND (lock or semaphore) and,
+for a semaphore, BATON_LIMIT.
+A DURATION is seconds, or with a unit: 90, 1.5, 30s, 10m, 1h. While
+acquiring, a service that answers 5xx is retried until --wait runs out (at
+most 60s in a row); a URL where nothing answers at all fails at once (69).
 
 Exit status:
   its own  COMMAND ran under the lock and exited
@@ -166,7 +190,8 @@ pub struct LeaseOptions {
     #[arg(long)]
     pub newest_wins: bool,
 
-    /// Print only warnings and errors
+    /// Print only warnings and errors, and nothing at all when the lock was
+    /// simply not had (exit 75 says it)
     #[arg(short, long)]
     pub quiet: bool,
 }
@@ -205,8 +230,13 @@ pub enum LeaseOutput {
     Text,
     /// The service's JSON
     Json,
-    /// BATON_LOCK_NAME=, BATON_LEASE_ID=, BATON_FENCING_TOKEN= lines, e.g. for $GITHUB_ENV
+    /// BATON_LOCK_NAME=, BATON_LEASE_ID=, BATON_FENCING_TOKEN=, BATON_KIND=
+    /// (and BATON_LIMIT=) lines, values as they are: for $GITHUB_ENV or a
+    /// GitLab dotenv file, not for a shell to source
     Env,
+    /// The same variables as `export KEY='value'` lines, quoted for a shell:
+    /// for `eval "$(baton acquire --output shell NAME)"` or `. FILE`
+    Shell,
 }
 
 /// How the other calls print what they got.
@@ -239,7 +269,8 @@ pub struct AcquireArgs {
 /// The semaphore switch of the calls on one lease or name.
 #[derive(Args, Debug, Clone)]
 pub struct KindOption {
-    /// The semaphore NAME (of N permits) instead of the lock NAME
+    /// The semaphore NAME (of N permits) instead of the lock NAME (for the
+    /// NAME of BATON_LOCK_NAME, BATON_KIND says which)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub limit: Option<u32>,
 }
@@ -305,7 +336,9 @@ pub struct StatusArgs {
     #[arg(long, value_enum, default_value_t)]
     pub output: Output,
 
-    /// The lock or semaphore
+    /// The lock or semaphore (without --limit: the semaphore when the lock
+    /// is not in use and the semaphore is)
+    #[arg(env = "BATON_LOCK_NAME")]
     pub name: String,
 }
 

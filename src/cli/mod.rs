@@ -10,13 +10,16 @@ mod docs;
 mod duration;
 mod exit;
 mod group;
+mod guard;
 mod healthcheck;
 mod http;
+mod launch;
 mod line;
 mod messages;
 mod owner;
 mod run;
 mod signals;
+mod variables;
 
 use std::process::ExitCode;
 
@@ -25,6 +28,15 @@ pub use exit::Failure;
 
 /// Runs a client subcommand to its exit status.
 pub fn main(command: ClientCommand) -> ExitCode {
+    // The two halves of `baton run` that outlive it or become COMMAND run
+    // without an async runtime.
+    let command = match command {
+        ClientCommand::Guard => return ExitCode::from(guard::watch()),
+        ClientCommand::Exec { fd, command } => {
+            return finish(Err(launch::exec_when_told(fd, &command)))
+        }
+        command => command,
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -53,22 +65,38 @@ pub fn main(command: ClientCommand) -> ExitCode {
                 if healthcheck::healthy(&args.listen).await {
                     Ok(0)
                 } else {
-                    eprintln!("baton: {} does not answer /healthz with 200", args.listen);
-                    Ok(1)
+                    Err(Failure::new(
+                        1,
+                        format!("{} does not answer /healthz with 200", args.listen),
+                    ))
                 }
             }
-            ClientCommand::Completions { shell } => {
-                docs::completions(shell);
-                Ok(0)
-            }
+            ClientCommand::Completions { shell } => docs::completions(shell).map(|()| 0),
             ClientCommand::Man { subcommand } => docs::man(subcommand.as_deref()).map(|()| 0),
+            ClientCommand::Guard | ClientCommand::Exec { .. } => unreachable!("run above"),
         }
     });
+    finish(outcome)
+}
+
+/// The exit status of an outcome, after its last line on stderr.
+fn finish(outcome: Result<u8, Failure>) -> ExitCode {
     match outcome {
         Ok(status) => ExitCode::from(status),
         Err(failure) => {
-            messages::error(&failure.message);
+            // With --quiet, not getting the lock is said by exit 75 alone.
+            let not_had = failure.status == exit::NOT_ACQUIRED && messages::quiet();
+            if !failure.message.is_empty() && !not_had {
+                messages::error(&failure.message);
+            }
             ExitCode::from(failure.status)
         }
     }
+}
+
+/// Prints what `baton --help` (or `--version`) says, ending with a newline: 0,
+/// also when a closed pipe cut it short; 74 when stdout cannot be written.
+pub fn print_help(text: &str) -> ExitCode {
+    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    finish(messages::show(format!("{text}{newline}")).map(|()| 0))
 }
