@@ -12,10 +12,18 @@
 //! earliest possible expiry less a refresh round trip), so COMMAND's group
 //! has ended before the lease can lapse. Once no process of the group runs,
 //! it releases the lease, so that the next holder need not wait out the ttl.
+//!
+//! It steps in the same way while baton run lives but has fallen silent (it
+//! was stopped, by Ctrl-Z or SIGSTOP, or stalls): when half the grace has
+//! passed after the moment baton run itself would have sent SIGTERM without
+//! a newer `kill-by`. Once baton run said `stopping` (it sent SIGTERM
+//! itself), the guard only backs its SIGKILL up, quietly, should the group
+//! still run just after it was due.
 //! As with flock(1), whose lock lives as long as any process holding it: the
 //! next holder never runs beside what the last one started.
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -43,8 +51,12 @@ pub enum Message {
     },
     /// COMMAND's process group, before COMMAND may start.
     Group { pgid: i32 },
-    /// SIGKILL must have gone out by then ([`clock`] time, in ms).
+    /// SIGKILL must have gone out by then ([`clock`] time, in ms): sent
+    /// after each refresh.
     KillBy { at_ms: u64 },
+    /// baton run has sent SIGTERM to the group itself and sends SIGKILL at
+    /// this time ([`clock`], ms), unless the group has ended before.
+    Stopping { kill_at_ms: u64 },
     /// baton run ends on its own: nothing is left to do.
     Done,
 }
@@ -122,53 +134,147 @@ impl Guard {
     }
 }
 
-/// `baton __guard`: watches the pipe on stdin until baton run is done, or
-/// gone (then stops COMMAND's group and releases the lease). Exit 0 either
-/// way; what went wrong is said on stderr.
-pub fn watch() -> u8 {
-    let mut lease: Option<(String, Option<String>, String)> = None;
-    let mut grace = Duration::ZERO;
-    let mut pgid: Option<i32> = None;
-    let mut kill_by: Option<Duration> = None;
-    for line in BufReader::new(std::io::stdin().lock()).lines() {
-        let Ok(line) = line else { break };
-        match serde_json::from_str::<Message>(&line) {
-            Ok(Message::Done) => return 0,
-            Ok(Message::Lease {
+/// What the guard knows, from baton run's messages.
+#[derive(Debug, Default)]
+struct Watch {
+    /// The service, the token and the lease's path.
+    lease: Option<(String, Option<String>, String)>,
+    grace: Duration,
+    pgid: Option<i32>,
+    kill_by: Option<Duration>,
+    /// baton run has sent SIGTERM itself.
+    stopping: bool,
+    /// The guard has backed baton run's SIGKILL up.
+    killed: bool,
+}
+
+impl Watch {
+    /// Takes `message` in; `false` for `done`.
+    fn take(&mut self, message: Message) -> bool {
+        match message {
+            Message::Done => return false,
+            Message::Lease {
                 url,
                 token,
                 path,
                 grace_ms,
-            }) => {
-                lease = Some((url, token, path));
-                grace = Duration::from_millis(grace_ms);
+            } => {
+                self.lease = Some((url, token, path));
+                self.grace = Duration::from_millis(grace_ms);
             }
-            Ok(Message::Group { pgid: group }) => pgid = Some(group),
-            Ok(Message::KillBy { at_ms }) => kill_by = Some(Duration::from_millis(at_ms)),
+            Message::Group { pgid } => self.pgid = Some(pgid),
+            Message::KillBy { at_ms } => self.kill_by = Some(Duration::from_millis(at_ms)),
+            Message::Stopping { kill_at_ms } => {
+                self.stopping = true;
+                self.kill_by = Some(Duration::from_millis(kill_at_ms));
+            }
+        }
+        true
+    }
+
+    /// When baton run, alive but silent, is late: half the grace after it
+    /// would have sent SIGTERM, or just after its own SIGKILL once it said
+    /// `stopping`. None before COMMAND's group is known.
+    fn late_at(&self) -> Option<Duration> {
+        if self.killed {
+            return None;
+        }
+        self.pgid?;
+        let by = self.kill_by?;
+        Some(if self.stopping {
+            by + Duration::from_millis(100)
+        } else {
+            by.saturating_sub(self.grace / 2)
+        })
+    }
+
+    /// Stops COMMAND's group, then releases the lease.
+    fn take_over(self, why: &str) -> u8 {
+        if let Some(pgid) = self.pgid {
+            if group::runs(pgid) && !stop(pgid, why, self.grace, self.kill_by) {
+                warn(format!(
+                    "guard: COMMAND's group {pgid} did not end after SIGKILL; its lease is left \
+                     to expire"
+                ));
+                return 0;
+            }
+        }
+        if let Some((url, token, path)) = self.lease {
+            release(&url, token.as_deref(), &path);
+        }
+        0
+    }
+}
+
+/// `baton __guard`: watches the pipe on stdin until baton run is done; when
+/// it is gone or late, stops COMMAND's group and releases the lease. Exit 0
+/// either way; what went wrong is said on stderr.
+pub fn watch() -> u8 {
+    let mut watch = Watch::default();
+    let mut pipe = BufReader::new(std::io::stdin().lock());
+    loop {
+        let late_at = watch.late_at();
+        if late_at.is_some_and(|at| clock::now() >= at) {
+            match watch.pgid {
+                Some(pgid) if watch.stopping => {
+                    if group::runs(pgid) {
+                        group::signal(pgid, libc::SIGKILL);
+                    }
+                    watch.killed = true;
+                }
+                _ => return watch.take_over("baton run has not kept its lease in time (stopped?)"),
+            }
+            continue;
+        }
+        // Lines come whole (one write each, shorter than PIPE_BUF).
+        if pipe.buffer().is_empty() && !readable(pipe.get_ref(), late_at) {
+            continue;
+        }
+        let mut line = String::new();
+        match pipe.read_line(&mut line) {
+            Ok(0) | Err(_) => return watch.take_over("baton run ended without stopping COMMAND"),
+            Ok(_) => {}
+        }
+        match serde_json::from_str::<Message>(&line) {
+            Ok(message) => {
+                if !watch.take(message) {
+                    return 0;
+                }
+            }
             Err(err) => warn(format!("guard: a message it cannot read ({err})")),
         }
     }
-    // The pipe ended without `done`: baton run is gone.
-    if let Some(pgid) = pgid {
-        if group::runs(pgid) && !stop(pgid, grace, kill_by) {
-            warn(format!(
-                "guard: COMMAND's group {pgid} did not end after SIGKILL; its lease is left \
-                 to expire"
-            ));
-            return 0;
-        }
-    }
-    if let Some((url, token, path)) = lease {
-        release(&url, token.as_deref(), &path);
-    }
-    0
+}
+
+/// Whether `pipe` has something to read (or has ended) before `until`, or
+/// a quarter second, whichever comes first ([`clock`] time goes on in a
+/// suspension; poll's timeout may not).
+fn readable(pipe: &impl AsRawFd, until: Option<Duration>) -> bool {
+    let wait = until.map_or(Duration::from_millis(250), |at| {
+        at.saturating_sub(clock::now())
+            .min(Duration::from_millis(250))
+    });
+    let mut fds = [libc::pollfd {
+        fd: pipe.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: one valid pollfd, for the length given.
+    let ready = unsafe {
+        libc::poll(
+            fds.as_mut_ptr(),
+            1,
+            i32::try_from(wait.as_millis()).unwrap_or(250),
+        )
+    };
+    ready > 0
 }
 
 /// SIGTERM to the group now, SIGKILL after `grace` or at `kill_by`, whichever
 /// comes first; whether the group has ended (within 10 s of the SIGKILL).
-fn stop(pgid: i32, grace: Duration, kill_by: Option<Duration>) -> bool {
+fn stop(pgid: i32, why: &str, grace: Duration, kill_by: Option<Duration>) -> bool {
     warn(format!(
-        "guard: baton run ended without stopping COMMAND: sending SIGTERM to its group {pgid}"
+        "guard: {why}: sending SIGTERM to COMMAND's group {pgid}"
     ));
     group::signal(pgid, libc::SIGTERM);
     let now = clock::now();
@@ -250,6 +356,7 @@ mod tests {
             },
             Message::Group { pgid: 42 },
             Message::KillBy { at_ms: 7 },
+            Message::Stopping { kill_at_ms: 9 },
             Message::Done,
         ] {
             let line = serde_json::to_string(&message).unwrap();
@@ -260,5 +367,32 @@ mod tests {
             serde_json::to_string(&Message::Done).unwrap(),
             r#"{"message":"done"}"#
         );
+    }
+
+    #[test]
+    fn the_guard_steps_in_half_a_grace_after_baton_run_would_have() {
+        let mut watch = Watch::default();
+        let ms = Duration::from_millis;
+        watch.take(Message::Lease {
+            url: "http://x".into(),
+            token: None,
+            path: "/locks/a/b".into(),
+            grace_ms: 4000,
+        });
+        watch.take(Message::KillBy { at_ms: 60_000 });
+        assert_eq!(watch.late_at(), None, "not before COMMAND's group is known");
+        watch.take(Message::Group { pgid: 42 });
+        assert_eq!(watch.late_at(), Some(ms(58_000)));
+        watch.take(Message::KillBy { at_ms: 80_000 });
+        assert_eq!(watch.late_at(), Some(ms(78_000)));
+        watch.take(Message::Stopping { kill_at_ms: 70_000 });
+        assert_eq!(watch.late_at(), Some(ms(70_100)));
+        watch.killed = true;
+        assert_eq!(
+            watch.late_at(),
+            None,
+            "once backed up, it waits for the end"
+        );
+        assert!(!watch.take(Message::Done));
     }
 }

@@ -411,7 +411,9 @@ impl Held {
                 group::signal(pgid, libc::SIGTERM);
                 let at = clock::now() + self.timing.grace;
                 *kill_at = Some(at);
-                self.tell_guard(&Message::KillBy { at_ms: millis(at) });
+                self.tell_guard(&Message::Stopping {
+                    kill_at_ms: millis(at),
+                });
             }
         };
         let status = loop {

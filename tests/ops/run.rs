@@ -237,98 +237,152 @@ fn running(pid: i32) -> bool {
     }
 }
 
-#[tokio::test]
-async fn sigkill_of_baton_run_s_group_stops_command_s_group_before_the_lease_can_lapse() {
-    let service = service().await;
-    let dir = scratch("killed");
-    // COMMAND and a grandchild, both deaf to SIGTERM (so only a SIGKILL ends
-    // them), each writing its pid; COMMAND also writes its lease id, for the
-    // test to follow the lease.
-    let script = r#"trap "" TERM
-        printf '%s' "$BATON_LEASE_ID" > "$D/id"
-        sleep 600 & echo $! > "$D/grandchild"
-        echo $$ > "$D/command"
-        wait"#;
-    let log = std::fs::File::create(dir.join("baton.log")).unwrap();
-    let mut outer = {
+/// A `baton run` whose COMMAND and grandchild are both deaf to SIGTERM (so
+/// only a SIGKILL ends them), in a process group of its own as a CI runner
+/// starts a step.
+struct Holding {
+    outer: std::process::Child,
+    dir: PathBuf,
+    command: i32,
+    grandchild: i32,
+    /// The lease's URL (COMMAND wrote its lease id, for the test to follow it).
+    lease: String,
+}
+
+impl Holding {
+    async fn start(service: &Service, name: &str, ttl: &str) -> Self {
         use std::os::unix::process::CommandExt;
-        baton()
-            .args([
-                "run",
-                "--url",
-                &service.base,
-                "--ttl",
-                "30s",
-                "--grace",
-                "2s",
-            ])
-            .args(["killed", "-c", script])
+        let dir = scratch(name);
+        let script = r#"trap "" TERM
+            printf '%s' "$BATON_LEASE_ID" > "$D/id"
+            sleep 600 & echo $! > "$D/grandchild"
+            echo $$ > "$D/command"
+            wait"#;
+        let log = std::fs::File::create(dir.join("baton.log")).unwrap();
+        let outer = baton()
+            .args(["run", "--url", &service.base, "--ttl", ttl, "--grace", "2s"])
+            .args([name, "-c", script])
             .env("D", &dir)
             .stdout(Stdio::null())
             .stderr(log)
-            // A group of its own, as a CI runner starts a step.
             .process_group(0)
             .spawn()
-            .expect("baton run starts")
-    };
-    let deadline = Instant::now() + LIMIT;
-    while read(&dir.join("command")).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "COMMAND never started: {}",
-            read(&dir.join("baton.log"))
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let pid = |file: &str| -> i32 { read(&dir.join(file)).parse().expect("a pid") };
-    let (command, grandchild) = (pid("command"), pid("grandchild"));
-    let lease = format!("{}/locks/killed/{}", service.base, read(&dir.join("id")));
-    let (status, body) = get(&lease).await;
-    assert_eq!(status, 200, "{body}");
-
-    // The runner's hard timeout: SIGKILL to baton run's whole group.
-    let outer_pid = i32::try_from(outer.id()).unwrap();
-    // SAFETY: killpg of the group our own child leads.
-    assert_eq!(unsafe { libc::killpg(outer_pid, libc::SIGKILL) }, 0);
-    let _ = outer.wait();
-
-    // The lease ends before it could have lapsed: whatever it ends by, the
-    // last expires_at it had is the bound (refreshes stopped with baton run).
-    let mut expires_at: Option<SystemTime> = None;
-    let ended = loop {
-        let (status, body) = get(&lease).await;
-        match status {
-            200 => {
-                let at = humantime::parse_rfc3339(body["expires_at"].as_str().unwrap()).unwrap();
-                expires_at = Some(at);
-                if SystemTime::now() > at {
-                    break false;
-                }
-            }
-            404 => break true,
-            other => panic!("{other}: {body}"),
+            .expect("baton run starts");
+        let deadline = Instant::now() + LIMIT;
+        while read(&dir.join("command")).is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "COMMAND never started: {}",
+                read(&dir.join("baton.log"))
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let gone_at = SystemTime::now();
-    let (command_ran, grandchild_ran) = (running(command), running(grandchild));
-    // Whatever happened, nothing of the test stays behind.
-    for pid in [command, grandchild] {
-        // SAFETY: kill(2) of a pid this test's COMMAND wrote; no memory effects.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let pid = |file: &str| -> i32 { read(&dir.join(file)).parse().expect("a pid") };
+        let lease = format!("{}/locks/{name}/{}", service.base, read(&dir.join("id")));
+        let (status, body) = get(&lease).await;
+        assert_eq!(status, 200, "{body}");
+        Self {
+            outer,
+            command: pid("command"),
+            grandchild: pid("grandchild"),
+            dir,
+            lease,
+        }
     }
-    let log = read(&dir.join("baton.log"));
-    assert!(ended, "the lease still held at {expires_at:?}; {log}");
+
+    /// Signals baton run's whole group.
+    fn signal(&self, signal: i32) {
+        let pgid = i32::try_from(self.outer.id()).unwrap();
+        // SAFETY: killpg of the group our own child leads.
+        assert_eq!(unsafe { libc::killpg(pgid, signal) }, 0);
+    }
+
+    /// Waits until the lease ends, and checks that it ended before it could
+    /// have lapsed (the last `expires_at` it had: refreshes stopped) and that
+    /// neither COMMAND nor the grandchild ran any more by then.
+    async fn ends_in_time_with_command_gone(&self) {
+        let mut expires_at: Option<SystemTime> = None;
+        let ended = loop {
+            let (status, body) = get(&self.lease).await;
+            match status {
+                200 => {
+                    let at =
+                        humantime::parse_rfc3339(body["expires_at"].as_str().unwrap()).unwrap();
+                    expires_at = Some(at);
+                    if SystemTime::now() > at {
+                        break false;
+                    }
+                }
+                404 => break true,
+                other => panic!("{other}: {body}"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let gone_at = SystemTime::now();
+        let (command_ran, grandchild_ran) = (running(self.command), running(self.grandchild));
+        let log = read(&self.dir.join("baton.log"));
+        assert!(ended, "the lease still held at {expires_at:?}; {log}");
+        assert!(
+            expires_at.is_none_or(|at| gone_at < at),
+            "the lease ended at its expiry, not before it; {log}"
+        );
+        assert!(
+            !command_ran && !grandchild_ran,
+            "COMMAND ({command_ran}) or its grandchild ({grandchild_ran}) still ran when the lease ended; {log}"
+        );
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        // Whatever happened, nothing of the test stays behind.
+        for pid in [self.command, self.grandchild] {
+            // SAFETY: kill(2) of a pid this test's COMMAND wrote; no memory effects.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        let _ = self.outer.kill();
+        let _ = self.outer.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[tokio::test]
+async fn sigkill_of_baton_run_s_group_stops_command_s_group_before_the_lease_can_lapse() {
+    let service = service().await;
+    let holding = Holding::start(&service, "killed", "30s").await;
+    // The runner's hard timeout: SIGKILL to baton run's whole group.
+    holding.signal(libc::SIGKILL);
+    holding.ends_in_time_with_command_gone().await;
+    // The guard said what it did.
+    let log = read(&holding.dir.join("baton.log"));
     assert!(
-        expires_at.is_none_or(|at| gone_at < at),
-        "the lease ended at its expiry, not before it; {log}"
-    );
-    assert!(
-        !command_ran && !grandchild_ran,
-        "COMMAND ({command_ran}) or its grandchild ({grandchild_ran}) still ran when the lease ended; {log}"
+        log.contains("guard: COMMAND's group has ended; the lease is released"),
+        "{log}"
     );
     // The next holder gets the lock at once.
     let (status, body) = post(&format!("{}/locks/killed", service.base), "").await;
     assert_eq!(status, 201, "{body}");
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_stopped_baton_run_does_not_let_command_outlive_its_lease() {
+    let service = service().await;
+    let holding = Holding::start(&service, "stopped", "6s").await;
+    // Ctrl-Z or SIGSTOP: baton run stops refreshing, COMMAND (in its own
+    // group) goes on.
+    holding.signal(libc::SIGSTOP);
+    holding.ends_in_time_with_command_gone().await;
+    holding.signal(libc::SIGCONT);
+    let mut holding = holding;
+    let deadline = Instant::now() + LIMIT;
+    let status = loop {
+        if let Some(status) = holding.outer.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "baton run never ended");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Lost (76), or COMMAND's own end by SIGKILL (137): never a success.
+    let log = read(&holding.dir.join("baton.log"));
+    assert!(matches!(status.code(), Some(76 | 137)), "{status:?}; {log}");
 }
