@@ -2,6 +2,10 @@
 //! `list`, `healthcheck`, `completions` and `man`, beside the service's own
 //! command line. It talks to a baton service over HTTP only; nothing of the
 //! server runs in a client process.
+//!
+//! Two hidden subcommands are halves of `baton run`: `__guard` (the process
+//! that stops COMMAND should baton run be killed or stopped, [`guard`]) and
+//! `__exec` (COMMAND, started once the guard knows its group, [`launch`]).
 
 mod args;
 mod calls;
