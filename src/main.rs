@@ -12,6 +12,7 @@ fn main() -> ExitCode {
     let settings = match baton::cli::parse(std::env::args_os().collect()) {
         Parsed::Serve(settings) => *settings,
         Parsed::Client(command) => return baton::cli::main(command),
+        Parsed::Internal(half) => return baton::cli::internal(half),
         Parsed::Print(text) => return baton::cli::print_help(&text),
         Parsed::Usage(err) => {
             let _ = err.print();

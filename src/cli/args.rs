@@ -18,6 +18,8 @@ pub enum Parsed {
     Serve(Box<Settings>),
     /// A client subcommand.
     Client(ClientCommand),
+    /// A half of `baton run`.
+    Internal(Internal),
     /// `--help`, `--version`, `help`: print this on stdout and exit 0.
     Print(String),
     /// A client subcommand used wrongly: clap's message, exit 64.
@@ -60,18 +62,33 @@ pub enum ClientCommand {
         /// A subcommand's page instead of baton's (`baton man run`)
         subcommand: Option<String>,
     },
-    /// (internal) The guard of a `baton run`: stops COMMAND should baton run be killed
-    #[command(name = "__guard", hide = true)]
+}
+
+/// The halves of `baton run` that are processes of their own: not on the
+/// command line people use (nor in its help and completions), started by
+/// `baton run` alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Internal {
+    /// `baton __guard`: the guard of a `baton run` ([`super::guard`]).
     Guard,
-    /// (internal) COMMAND of a `baton run`, started once its guard knows its group
-    #[command(name = "__exec", hide = true)]
-    Exec {
-        /// The pipe to wait on
-        fd: i32,
-        /// COMMAND and its arguments
-        #[arg(last = true, required = true)]
-        command: Vec<OsString>,
-    },
+    /// `baton __exec FD -- COMMAND...`: COMMAND, started once the guard knows
+    /// its group ([`super::launch`]).
+    Exec { fd: i32, command: Vec<OsString> },
+}
+
+impl Internal {
+    /// The internal half `args` (the whole command line) starts, if any.
+    fn parse(args: &[OsString]) -> Option<Self> {
+        let word = |i: usize| args.get(i).and_then(|a| a.to_str());
+        match (word(1)?, args.len()) {
+            ("__guard", 2) => Some(Self::Guard),
+            ("__exec", 5..) if word(3) == Some("--") => Some(Self::Exec {
+                fd: word(2)?.parse().ok()?,
+                command: args[4..].to_vec(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Subcommands parsed without the service's variables (a bad
@@ -86,8 +103,6 @@ const CLIENT_COMMANDS: &[&str] = &[
     "healthcheck",
     "completions",
     "man",
-    "__guard",
-    "__exec",
 ];
 
 const EXIT_STATUSES: &str = "Exit status:
@@ -384,6 +399,9 @@ pub fn command() -> clap::Command {
 
 /// Reads the command line (and, to serve, the environment).
 pub fn parse(args: Vec<OsString>) -> Parsed {
+    if let Some(internal) = Internal::parse(&args) {
+        return Parsed::Internal(internal);
+    }
     let client = args
         .get(1)
         .and_then(|a| a.to_str())
@@ -483,6 +501,42 @@ mod tests {
         ] {
             assert!(matches!(parse_args(misuse), Parsed::Usage(_)), "{misuse:?}");
         }
+    }
+
+    #[test]
+    fn the_halves_of_baton_run_are_parsed_apart_and_hidden() {
+        let Parsed::Internal(Internal::Exec { fd, command: run }) =
+            parse_args(&["baton", "__exec", "7", "--", "make", "--help"])
+        else {
+            panic!("parses __exec");
+        };
+        assert_eq!((fd, run), (7, vec!["make".into(), "--help".into()]));
+        assert!(matches!(
+            parse_args(&["baton", "__guard"]),
+            Parsed::Internal(Internal::Guard)
+        ));
+        for not_one in [
+            &["baton", "__exec", "x", "--", "make"][..],
+            &["baton", "__exec", "7", "make"],
+            &["baton", "__exec", "7", "--"],
+            &["baton", "__guard", "x"],
+        ] {
+            assert!(
+                !matches!(parse_args(not_one), Parsed::Internal(_)),
+                "{not_one:?}"
+            );
+        }
+        let mut script = Vec::new();
+        clap_complete::generate(
+            clap_complete::Shell::Bash,
+            &mut command(),
+            "baton",
+            &mut script,
+        );
+        let script = String::from_utf8(script).unwrap();
+        assert!(
+            script.contains("acquire") && !script.contains("__guard") && !script.contains("__exec")
+        );
     }
 
     #[test]

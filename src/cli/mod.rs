@@ -27,20 +27,20 @@ mod variables;
 
 use std::process::ExitCode;
 
-pub use args::{command, parse, ClientCommand, Parsed};
+pub use args::{command, parse, ClientCommand, Internal, Parsed};
 pub use exit::Failure;
+
+/// Runs a half of `baton run` to its end, without an async runtime (the
+/// guard makes its own for its one call; `__exec` becomes COMMAND).
+pub fn internal(half: Internal) -> ExitCode {
+    match half {
+        Internal::Guard => ExitCode::from(guard::watch()),
+        Internal::Exec { fd, command } => finish(Err(launch::exec_when_told(fd, &command))),
+    }
+}
 
 /// Runs a client subcommand to its exit status.
 pub fn main(command: ClientCommand) -> ExitCode {
-    // The two halves of `baton run` that outlive it or become COMMAND run
-    // without an async runtime.
-    let command = match command {
-        ClientCommand::Guard => return ExitCode::from(guard::watch()),
-        ClientCommand::Exec { fd, command } => {
-            return finish(Err(launch::exec_when_told(fd, &command)))
-        }
-        command => command,
-    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -77,7 +77,6 @@ pub fn main(command: ClientCommand) -> ExitCode {
             }
             ClientCommand::Completions { shell } => docs::completions(shell).map(|()| 0),
             ClientCommand::Man { subcommand } => docs::man(subcommand.as_deref()).map(|()| 0),
-            ClientCommand::Guard | ClientCommand::Exec { .. } => unreachable!("run above"),
         }
     });
     finish(outcome)
