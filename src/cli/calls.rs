@@ -36,9 +36,7 @@ fn kind_of(option: &KindOption, name: &str) -> Result<Option<Kind>, Failure> {
     if option.limit.is_some() {
         return Ok(Some(Kind::Semaphore));
     }
-    Ok(LeaseVariables::from_env()?
-        .filter(|lease| lease.name == name)
-        .map(|lease| lease.kind))
+    Ok(LeaseVariables::from_env(name)?.map(|lease| lease.kind))
 }
 
 /// `baton acquire`: prints the lease.

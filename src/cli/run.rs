@@ -127,7 +127,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
     let request = Request::new(&target, timing.ttl, lease_options);
     // Inside a `baton run` of this very name: run at once if the lease held
     // there covers this run.
-    if let Some(outer) = LeaseVariables::from_env()?.filter(|v| v.name == args.name) {
+    if let Some(outer) = LeaseVariables::from_env(&args.name)? {
         if covered(&service, &request, &outer).await? {
             say(format!(
                 "{target} is held already by the baton run around this one: running COMMAND at once"

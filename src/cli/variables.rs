@@ -27,22 +27,26 @@ pub struct LeaseVariables {
 }
 
 impl LeaseVariables {
-    /// The lease in this process's environment, if there is one.
+    /// The lease of `name` in this process's environment, if there is one.
     ///
     /// # Errors
-    /// `BATON_KIND` or `BATON_LIMIT` set to something else than they can be (64).
-    pub fn from_env() -> Result<Option<Self>, Failure> {
-        Self::from_lookup(|key| std::env::var(key).ok())
+    /// `BATON_KIND` or `BATON_LIMIT` set to something else than they can be
+    /// (64), for that name.
+    pub fn from_env(name: &str) -> Result<Option<Self>, Failure> {
+        Self::from_lookup(name, |key| std::env::var(key).ok())
     }
 
-    /// The lease that `var` (a lookup of variables) describes, if any: it
-    /// needs a name and an id.
+    /// The lease of `name` that `var` (a lookup of variables) describes, if
+    /// any: it needs that name and an id.
     ///
     /// # Errors
     /// As [`Self::from_env`].
-    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, Failure> {
+    pub fn from_lookup(
+        name: &str,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<Self>, Failure> {
         let set = |key: &str| var(key).filter(|v| !v.is_empty());
-        let (Some(name), Some(id)) = (set(NAME), set(ID)) else {
+        let (Some(name), Some(id)) = (set(NAME).filter(|n| n == name), set(ID)) else {
             return Ok(None);
         };
         let kind = match set(KIND).as_deref() {
@@ -124,13 +128,15 @@ mod tests {
 
     fn from(vars: &[(&str, &str)]) -> Result<Option<LeaseVariables>, Failure> {
         let vars: HashMap<&str, &str> = vars.iter().copied().collect();
-        LeaseVariables::from_lookup(|k| vars.get(k).map(|v| (*v).to_owned()))
+        LeaseVariables::from_lookup("x", |k| vars.get(k).map(|v| (*v).to_owned()))
     }
 
     #[test]
-    fn a_lease_needs_a_name_and_an_id() {
+    fn a_lease_needs_the_name_and_an_id() {
         assert_eq!(from(&[]), Ok(None));
         assert_eq!(from(&[(NAME, "x"), (ID, "")]), Ok(None));
+        // Another name's variables, however odd, are not this one's.
+        assert_eq!(from(&[(NAME, "y"), (ID, "i"), (KIND, "mutex")]), Ok(None));
         let lease = from(&[(NAME, "x"), (ID, "i"), (FENCING_TOKEN, "7")])
             .unwrap()
             .unwrap();
