@@ -1,6 +1,7 @@
 //! The `baton` binary: command line -> a client subcommand (`baton::cli`), or
 //! settings -> telemetry -> Application::build -> serve until SIGINT or SIGTERM.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use baton::cli::Parsed;
@@ -11,20 +12,15 @@ fn main() -> ExitCode {
     let settings = match baton::cli::parse(std::env::args_os().collect()) {
         Parsed::Serve(settings) => *settings,
         Parsed::Client(command) => return baton::cli::main(command),
-        Parsed::Print(text) => {
-            print!("{text}");
-            if !text.ends_with('\n') {
-                println!();
-            }
-            return ExitCode::SUCCESS;
-        }
+        Parsed::Internal(half) => return baton::cli::internal(half),
+        Parsed::Print(text) => return baton::cli::print_help(&text),
         Parsed::Usage(err) => {
             let _ = err.print();
             return ExitCode::from(64);
         }
         Parsed::BadSetting(line) => {
             // One line, before any logging: nothing is served.
-            eprintln!("baton: bad setting: {line}");
+            let _ = writeln!(std::io::stderr(), "baton: bad setting: {line}");
             return ExitCode::from(2);
         }
     };

@@ -18,6 +18,8 @@ pub enum Parsed {
     Serve(Box<Settings>),
     /// A client subcommand.
     Client(ClientCommand),
+    /// A half of `baton run`.
+    Internal(Internal),
     /// `--help`, `--version`, `help`: print this on stdout and exit 0.
     Print(String),
     /// A client subcommand used wrongly: clap's message, exit 64.
@@ -62,6 +64,33 @@ pub enum ClientCommand {
     },
 }
 
+/// The halves of `baton run` that are processes of their own: not on the
+/// command line people use (nor in its help and completions), started by
+/// `baton run` alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Internal {
+    /// `baton __guard`: the guard of a `baton run` ([`super::guard`]).
+    Guard,
+    /// `baton __exec FD -- COMMAND...`: COMMAND, started once the guard knows
+    /// its group ([`super::launch`]).
+    Exec { fd: i32, command: Vec<OsString> },
+}
+
+impl Internal {
+    /// The internal half `args` (the whole command line) starts, if any.
+    fn parse(args: &[OsString]) -> Option<Self> {
+        let word = |i: usize| args.get(i).and_then(|a| a.to_str());
+        match (word(1)?, args.len()) {
+            ("__guard", 2) => Some(Self::Guard),
+            ("__exec", 5..) if word(3) == Some("--") => Some(Self::Exec {
+                fd: word(2)?.parse().ok()?,
+                command: args[4..].to_vec(),
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// Subcommands parsed without the service's variables (a bad
 /// `BATON_MAX_WAIT_MS` in a CI job's environment does not stop a client).
 const CLIENT_COMMANDS: &[&str] = &[
@@ -92,9 +121,19 @@ gets SIGTERM, then SIGKILL after --grace, so early that it has ended before the
 lease can lapse: SIGTERM goes out --grace plus one refresh round trip (ttl/10,
 0.5s to 5s) before the earliest possible expiry. SIGINT, SIGTERM, SIGHUP: the
 group is stopped the same way, the lease released, and baton exits 128+N.
-Inside a `baton run` of NAME, a nested `baton run` of the same NAME runs its
-command at once under the lease already held.
-A DURATION is seconds, or with a unit: 90, 1.5, 30s, 10m, 1h.
+Should baton itself be killed (SIGKILL of it or of its process group), a
+guard process in a session of its own stops the group the same way and then
+releases the lease: COMMAND never runs on beside the next holder.
+Inside a `baton run` of NAME (BATON_LOCK_NAME and BATON_LEASE_ID set), a
+nested `baton run` of the same NAME runs its command at once only when the
+service confirms that lease is still held, of the same kind, and covers what
+the nested run asks (an exclusive lease covers --shared, not the other way
+round; a semaphore lease covers as many --permits as it has); else it waits
+in line like any other. COMMAND also gets BATON_KIND (lock or semaphore) and,
+for a semaphore, BATON_LIMIT.
+A DURATION is seconds, or with a unit: 90, 1.5, 30s, 10m, 1h. While
+acquiring, a service that answers 5xx is retried until --wait runs out (at
+most 60s in a row); a URL where nothing answers at all fails at once (69).
 
 Exit status:
   its own  COMMAND ran under the lock and exited
@@ -166,7 +205,8 @@ pub struct LeaseOptions {
     #[arg(long)]
     pub newest_wins: bool,
 
-    /// Print only warnings and errors
+    /// Print only warnings and errors, and nothing at all when the lock was
+    /// simply not had (exit 75 says it)
     #[arg(short, long)]
     pub quiet: bool,
 }
@@ -205,8 +245,13 @@ pub enum LeaseOutput {
     Text,
     /// The service's JSON
     Json,
-    /// BATON_LOCK_NAME=, BATON_LEASE_ID=, BATON_FENCING_TOKEN= lines, e.g. for $GITHUB_ENV
+    /// BATON_LOCK_NAME=, BATON_LEASE_ID=, BATON_FENCING_TOKEN=, BATON_KIND=
+    /// (and BATON_LIMIT=) lines, values as they are: for $GITHUB_ENV or a
+    /// GitLab dotenv file, not for a shell to source
     Env,
+    /// The same variables as `export KEY='value'` lines, quoted for a shell:
+    /// for `eval "$(baton acquire --output shell NAME)"` or `. FILE`
+    Shell,
 }
 
 /// How the other calls print what they got.
@@ -239,7 +284,8 @@ pub struct AcquireArgs {
 /// The semaphore switch of the calls on one lease or name.
 #[derive(Args, Debug, Clone)]
 pub struct KindOption {
-    /// The semaphore NAME (of N permits) instead of the lock NAME
+    /// The semaphore NAME (of N permits) instead of the lock NAME (for the
+    /// NAME of BATON_LOCK_NAME, BATON_KIND says which)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub limit: Option<u32>,
 }
@@ -305,7 +351,9 @@ pub struct StatusArgs {
     #[arg(long, value_enum, default_value_t)]
     pub output: Output,
 
-    /// The lock or semaphore
+    /// The lock or semaphore (without --limit: the semaphore when the lock
+    /// is not in use and the semaphore is)
+    #[arg(env = "BATON_LOCK_NAME")]
     pub name: String,
 }
 
@@ -351,6 +399,9 @@ pub fn command() -> clap::Command {
 
 /// Reads the command line (and, to serve, the environment).
 pub fn parse(args: Vec<OsString>) -> Parsed {
+    if let Some(internal) = Internal::parse(&args) {
+        return Parsed::Internal(internal);
+    }
     let client = args
         .get(1)
         .and_then(|a| a.to_str())
@@ -450,6 +501,42 @@ mod tests {
         ] {
             assert!(matches!(parse_args(misuse), Parsed::Usage(_)), "{misuse:?}");
         }
+    }
+
+    #[test]
+    fn the_halves_of_baton_run_are_parsed_apart_and_hidden() {
+        let Parsed::Internal(Internal::Exec { fd, command: run }) =
+            parse_args(&["baton", "__exec", "7", "--", "make", "--help"])
+        else {
+            panic!("parses __exec");
+        };
+        assert_eq!((fd, run), (7, vec!["make".into(), "--help".into()]));
+        assert!(matches!(
+            parse_args(&["baton", "__guard"]),
+            Parsed::Internal(Internal::Guard)
+        ));
+        for not_one in [
+            &["baton", "__exec", "x", "--", "make"][..],
+            &["baton", "__exec", "7", "make"],
+            &["baton", "__exec", "7", "--"],
+            &["baton", "__guard", "x"],
+        ] {
+            assert!(
+                !matches!(parse_args(not_one), Parsed::Internal(_)),
+                "{not_one:?}"
+            );
+        }
+        let mut script = Vec::new();
+        clap_complete::generate(
+            clap_complete::Shell::Bash,
+            &mut command(),
+            "baton",
+            &mut script,
+        );
+        let script = String::from_utf8(script).unwrap();
+        assert!(
+            script.contains("acquire") && !script.contains("__guard") && !script.contains("__exec")
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `baton acquire`, `refresh`, `release`, `status` and `list`: one call each
 //! (retried while a failure may pass), for jobs that take a lock in one step
-//! and release it in a later one.
+//! and release it in a later one: the lease goes from step to step in the
+//! variables of [`super::variables`], a semaphore's as a lock's.
 
 use std::time::Duration;
 
@@ -11,28 +12,38 @@ use super::args::{
     AcquireArgs, KindOption, LeaseOutput, ListArgs, Output, RefreshArgs, ReleaseArgs, StatusArgs,
 };
 use super::duration::{human, millis};
-use super::exit::{Failure, LOST, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
+use super::exit::{
+    signal_status, Failure, LOST, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE,
+};
 use super::http::{Answer, Service, Target};
 use super::line::{self, Request};
-use super::messages::say;
+use super::messages::{print, say, show, NotPrinted};
 use super::signals::Signals;
+use super::variables::LeaseVariables;
 use crate::domain::Kind;
 
 /// How long one call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn kind(option: &KindOption) -> Kind {
+/// What a call on `name` is about: the semaphore with `--limit`; else the
+/// kind that the variables of a lease give for that very name (`baton
+/// acquire --output env` of a semaphore, a `baton run` around this); else
+/// `None`: the lock, unless said otherwise.
+///
+/// # Errors
+/// Unreadable lease variables (64).
+fn kind_of(option: &KindOption, name: &str) -> Result<Option<Kind>, Failure> {
     if option.limit.is_some() {
-        Kind::Semaphore
-    } else {
-        Kind::Lock
+        return Ok(Some(Kind::Semaphore));
     }
+    Ok(LeaseVariables::from_env(name)?.map(|lease| lease.kind))
 }
 
 /// `baton acquire`: prints the lease.
 ///
 /// # Errors
-/// As `baton run` before COMMAND.
+/// As `baton run` before COMMAND; the lease could not be printed (it is
+/// released then: nobody has its id).
 pub async fn acquire(args: AcquireArgs) -> Result<(), Failure> {
     let options = &args.lease;
     let kind = if options.limit.is_some() {
@@ -49,24 +60,49 @@ pub async fn acquire(args: AcquireArgs) -> Result<(), Failure> {
     let token = lease
         .fencing_token
         .map_or_else(|| "?".to_owned(), |t| t.to_string());
-    match args.output {
-        LeaseOutput::Json => println!("{}", lease.body),
-        LeaseOutput::Env => {
-            println!("BATON_LOCK_NAME={}", target.name);
-            println!("BATON_LEASE_ID={}", lease.id);
-            println!("BATON_FENCING_TOKEN={token}");
-        }
-        LeaseOutput::Text => {
-            println!(
-                "acquired {target}: lease {}, fencing token {token}, expires at {}",
-                lease.id,
-                lease
-                    .body
-                    .get("expires_at")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-            );
-        }
+    let variables = LeaseVariables {
+        name: target.name.to_string(),
+        id: lease.id.clone(),
+        fencing_token: lease.fencing_token,
+        kind,
+        limit: options.limit,
+    };
+    let printed = match args.output {
+        LeaseOutput::Json => print(format!("{}\n", lease.body)),
+        LeaseOutput::Env => print(variables.env_lines()),
+        LeaseOutput::Shell => print(variables.shell_lines()),
+        LeaseOutput::Text => print(format!(
+            "acquired {target}: lease {}, fencing token {token}, expires at {}\n",
+            lease.id,
+            lease
+                .body
+                .get("expires_at")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+        )),
+    };
+    if let Err(not_printed) = printed {
+        // Nobody got the lease id, so nobody could release it: do it now.
+        let path = target.lease_path(&lease.id);
+        let released = matches!(
+            call(&service, Method::DELETE, &path, None).await,
+            Ok(answer) if answer.status == 204
+        );
+        let what = if released {
+            "released it"
+        } else {
+            "it frees itself when its ttl runs out"
+        };
+        return Err(match not_printed {
+            NotPrinted::Closed => Failure::new(
+                signal_status(libc::SIGPIPE),
+                format!("acquired {target}, but nobody read the lease (a closed pipe): {what}"),
+            ),
+            NotPrinted::Failed(err) => Failure::new(
+                super::exit::IO_ERROR,
+                format!("acquired {target}, but cannot write the lease ({err}): {what}"),
+            ),
+        });
     }
     say(format!(
         "acquired {target} (fencing token {token}); it expires unless refreshed within {}",
@@ -80,7 +116,8 @@ pub async fn acquire(args: AcquireArgs) -> Result<(), Failure> {
 /// # Errors
 /// The lease is gone (76), or the call failed.
 pub async fn refresh(args: RefreshArgs) -> Result<(), Failure> {
-    let target = Target::new(kind(&args.kind), &args.name)?;
+    let kind = kind_of(&args.kind, &args.name)?.unwrap_or(Kind::Lock);
+    let target = Target::new(kind, &args.name)?;
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
     let body = args.ttl.map(|ttl| json!({"ttl_ms": millis(ttl)}));
     let answer = call(
@@ -91,16 +128,13 @@ pub async fn refresh(args: RefreshArgs) -> Result<(), Failure> {
     )
     .await?;
     match answer.status {
-        200 => {
-            match args.output {
-                Output::Json => println!("{}", answer.body),
-                Output::Text => println!(
-                    "refreshed {target}: expires at {}",
-                    answer.str("expires_at").unwrap_or("?")
-                ),
-            }
-            Ok(())
-        }
+        200 => match args.output {
+            Output::Json => show(format!("{}\n", answer.body)),
+            Output::Text => show(format!(
+                "refreshed {target}: expires at {}\n",
+                answer.str("expires_at").unwrap_or("?")
+            )),
+        },
         _ => Err(failure(&answer, &target)),
     }
 }
@@ -111,7 +145,8 @@ pub async fn refresh(args: RefreshArgs) -> Result<(), Failure> {
 /// The lease is gone (76), or the call failed.
 pub async fn release(args: ReleaseArgs) -> Result<(), Failure> {
     super::messages::set_quiet(args.quiet);
-    let target = Target::new(kind(&args.kind), &args.name)?;
+    let kind = kind_of(&args.kind, &args.name)?.unwrap_or(Kind::Lock);
+    let target = Target::new(kind, &args.name)?;
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
     let answer = call(
         &service,
@@ -129,22 +164,54 @@ pub async fn release(args: ReleaseArgs) -> Result<(), Failure> {
     }
 }
 
-/// `baton status`
+/// `baton status`: of the lock NAME, or the semaphore NAME with `--limit` or
+/// when the lease variables say so; without either, of the semaphore when
+/// the lock is not in use and the semaphore is.
 ///
 /// # Errors
 /// The call failed.
 pub async fn status(args: StatusArgs) -> Result<(), Failure> {
-    let target = Target::new(kind(&args.kind), &args.name)?;
+    let said = kind_of(&args.kind, &args.name)?;
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let answer = call(&service, Method::GET, &target.path(), None).await?;
-    if answer.status != 200 {
-        return Err(failure(&answer, &target));
-    }
+    let get = |kind| {
+        let service = &service;
+        let name = &args.name;
+        async move {
+            let target = Target::new(kind, name)?;
+            let answer = call(service, Method::GET, &target.path(), None).await?;
+            if answer.status == 200 {
+                Ok((target, answer.body))
+            } else {
+                Err(failure(&answer, &target))
+            }
+        }
+    };
+    let (target, body) = match said {
+        Some(kind) => get(kind).await?,
+        None => {
+            let in_use = |status: &Value| {
+                let count = |key| status.get(key).and_then(Value::as_u64).unwrap_or(0);
+                status.get("held") == Some(&Value::Bool(true))
+                    || count("holders") > 0
+                    || count("waiting") > 0
+            };
+            let lock = get(Kind::Lock).await?;
+            if in_use(&lock.1) {
+                lock
+            } else {
+                let semaphore = get(Kind::Semaphore).await?;
+                if in_use(&semaphore.1) {
+                    semaphore
+                } else {
+                    lock
+                }
+            }
+        }
+    };
     match args.output {
-        Output::Json => println!("{}", answer.body),
-        Output::Text => print!("{}", describe_status(target.kind, &answer.body, true)),
+        Output::Json => show(format!("{body}\n")),
+        Output::Text => show(describe_status(target.kind, &body, true)),
     }
-    Ok(())
 }
 
 /// `baton list`: every page.
@@ -152,7 +219,11 @@ pub async fn status(args: StatusArgs) -> Result<(), Failure> {
 /// # Errors
 /// The call failed.
 pub async fn list(args: ListArgs) -> Result<(), Failure> {
-    let kind = kind(&args.kind);
+    let kind = if args.kind.limit.is_some() {
+        Kind::Semaphore
+    } else {
+        Kind::Lock
+    };
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
     let key = kind.plural();
     let encode = |s: &str| {
@@ -189,14 +260,14 @@ pub async fn list(args: ListArgs) -> Result<(), Failure> {
         }
     }
     match args.output {
-        Output::Json => println!("{}", json!({ key: entries })),
-        Output::Text => {
-            for entry in &entries {
-                print!("{}", describe_status(kind, entry, false));
-            }
-        }
+        Output::Json => show(format!("{}\n", json!({ key: entries }))),
+        Output::Text => show(
+            entries
+                .iter()
+                .map(|entry| describe_status(kind, entry, false))
+                .collect::<String>(),
+        ),
     }
-    Ok(())
 }
 
 fn lease_path(target: &Target, id: &str) -> Result<String, Failure> {
@@ -206,8 +277,9 @@ fn lease_path(target: &Target, id: &str) -> Result<String, Failure> {
     Ok(target.lease_path(id))
 }
 
-/// One call, tried three times while a failure may pass.
-async fn call(
+/// One call, tried three times while a failure may pass (not when nothing
+/// serves at `--url`).
+pub(super) async fn call(
     service: &Service,
     method: Method,
     path: &str,
@@ -218,7 +290,14 @@ async fn call(
         match service.call(method.clone(), path, body, CALL_TIMEOUT).await {
             Ok(answer) if answer.status != 429 && answer.status < 500 => return Ok(answer),
             Ok(answer) => why = answer.describe(),
-            Err(no_answer) => why = no_answer,
+            // Nothing serves at --url: trying again will not change that.
+            Err(no_answer) if service.is_not_there(&no_answer) => {
+                return Err(Failure::new(
+                    UNAVAILABLE,
+                    format!("{no_answer} (check --url or BATON_URL)"),
+                ));
+            }
+            Err(no_answer) => why = no_answer.why,
         }
         if attempt < 3 {
             tokio::time::sleep(Duration::from_secs(1)).await;

@@ -1,20 +1,25 @@
 //! `baton completions SHELL` (clap_complete) and `baton man [SUBCOMMAND]`
 //! (clap_mangen), both made from the command line's own declarations.
 
-use std::io::Write;
-
 use super::args::command;
 use super::exit::{Failure, USAGE};
+use super::messages::show;
 
 /// Prints the completion script for `shell`.
-pub fn completions(shell: clap_complete::Shell) {
-    clap_complete::generate(shell, &mut command(), "baton", &mut std::io::stdout());
+///
+/// # Errors
+/// stdout cannot be written (a closed pipe ends it quietly).
+pub fn completions(shell: clap_complete::Shell) -> Result<(), Failure> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command(), "baton", &mut script);
+    show(script)
 }
 
 /// Prints the manual page of baton, or of one of its subcommands.
 ///
 /// # Errors
-/// An unknown subcommand (64), or stdout closed.
+/// An unknown subcommand (64), or stdout cannot be written (a closed pipe
+/// ends it quietly).
 pub fn man(subcommand: Option<&str>) -> Result<(), Failure> {
     let mut full = command();
     full.build();
@@ -31,6 +36,6 @@ pub fn man(subcommand: Option<&str>) -> Result<(), Failure> {
     let mut out = Vec::new();
     clap_mangen::Man::new(page)
         .render(&mut out)
-        .and_then(|()| std::io::stdout().write_all(&out))
-        .map_err(|err| Failure::new(USAGE, format!("cannot write the page: {err}")))
+        .map_err(|err| Failure::new(USAGE, format!("cannot render the page: {err}")))?;
+    show(out)
 }

@@ -15,10 +15,13 @@ pub const LOST: u8 = 76;
 pub const REFUSED: u8 = 77;
 /// A newer `--newest-wins` request took this one's place in line.
 pub const SUPERSEDED: u8 = 79;
+/// What was to be printed could not be written (not a closed pipe). EX_IOERR.
+pub const IO_ERROR: u8 = 74;
 /// COMMAND not found, as a shell says it.
 pub const NOT_FOUND: u8 = 127;
 
-/// Why a client command stops: its exit status and one line for stderr.
+/// Why a client command stops: its exit status and one line for stderr
+/// (none when the message is empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     pub status: u8,
@@ -35,6 +38,11 @@ impl Failure {
 
     pub fn usage(message: impl Into<String>) -> Self {
         Self::new(USAGE, message)
+    }
+
+    /// An end with `status` and nothing to say (the status says it).
+    pub fn silent(status: u8) -> Self {
+        Self::new(status, "")
     }
 }
 

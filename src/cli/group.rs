@@ -1,5 +1,6 @@
 //! COMMAND's process group: whether any process of it still runs, and
-//! signals to all of it.
+//! signals to all of it, from `baton run` (the group's parent) or from its
+//! guard (not a parent of any of it).
 //!
 //! A process of the group whose parent exits is handed to `baton run` (a
 //! child subreaper) instead of init, so that it can be reaped here: a zombie
@@ -43,6 +44,51 @@ pub fn alive(pgid: i32) -> bool {
     std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Whether a process of the group still runs, asked by a process that is
+/// not the parent of any of it (the guard): a zombie of the group has ended
+/// (whoever its parent is now reaps it), so it does not count.
+pub fn runs(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the group exists.
+    if unsafe { libc::killpg(pgid, 0) } != 0
+        && std::io::Error::last_os_error().raw_os_error() != Some(libc::EPERM)
+    {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+        .filter_map(|stat| ProcStat::parse(&stat))
+        .any(|stat| stat.pgrp == pgid && !matches!(stat.state, 'Z' | 'X'))
+}
+
+/// What `/proc/PID/stat` says of a process's state and group.
+#[derive(Debug, PartialEq, Eq)]
+struct ProcStat {
+    state: char,
+    pgrp: i32,
+}
+
+impl ProcStat {
+    /// `PID (COMM) STATE PPID PGRP ...`; COMM may hold spaces and `)`, so
+    /// the fields are those after its last `)`.
+    fn parse(stat: &str) -> Option<Self> {
+        let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+        let state = fields.next()?.chars().next()?;
+        let _ppid = fields.next()?;
+        let pgrp = fields.next()?.parse().ok()?;
+        Some(Self { state, pgrp })
+    }
+}
+
 /// Waits until no process of the group runs any more.
 pub async fn gone(pgid: i32) {
     while alive(pgid) {
@@ -70,6 +116,33 @@ pub fn find_program(program: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_stat_is_read_after_the_command_name() {
+        assert_eq!(
+            ProcStat::parse("42 (a) b) (c) S 1 40 40 0 -1"),
+            Some(ProcStat {
+                state: 'S',
+                pgrp: 40
+            })
+        );
+        assert_eq!(
+            ProcStat::parse("7 (sh) Z 1 7 7"),
+            Some(ProcStat {
+                state: 'Z',
+                pgrp: 7
+            })
+        );
+        assert_eq!(ProcStat::parse("garbage"), None);
+    }
+
+    #[test]
+    fn this_process_s_group_runs() {
+        // SAFETY: getpgrp has no failure and no memory effects.
+        let own = unsafe { libc::getpgrp() };
+        assert!(runs(own));
+        assert!(!runs(i32::MAX - 7));
+    }
 
     #[test]
     fn programs_are_found_on_path_or_by_their_path() {

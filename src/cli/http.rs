@@ -4,6 +4,8 @@
 //! its status and its JSON body. Neither the token nor a URL (which can hold
 //! a lease id) ever appears in a message.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Method;
@@ -65,6 +67,14 @@ impl Answer {
         self.body.get(key).and_then(Value::as_str)
     }
 
+    /// The body as `T`: what the client reads of it, in one place.
+    ///
+    /// # Errors
+    /// The body is not a `T`.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        T::deserialize(&self.body)
+    }
+
     pub fn u64(&self, key: &str) -> Option<u64> {
         self.body.get(key).and_then(Value::as_u64)
     }
@@ -84,12 +94,28 @@ impl Answer {
     }
 }
 
+/// Why a call got no answer (no URL in it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoAnswer {
+    pub why: String,
+    /// No connection could be made at all: refused, no such host, no route.
+    pub connect: bool,
+}
+
+impl std::fmt::Display for NoAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
 /// The service at `--url`, with the token to send.
 #[derive(Clone)]
 pub struct Service {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+    /// Whether the service has answered a call of this process yet.
+    answered: Arc<AtomicBool>,
 }
 
 impl Service {
@@ -114,7 +140,15 @@ impl Service {
             http,
             base,
             token: token.filter(|t| !t.is_empty()).map(str::to_owned),
+            answered: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// Whether `no_answer` means that nothing serves at `--url` (a mistyped
+    /// URL, a service not started): no connection, and no answer ever
+    /// before. Not worth waiting for, unlike a service that answers 503.
+    pub fn is_not_there(&self, no_answer: &NoAnswer) -> bool {
+        no_answer.connect && !self.answered.load(Ordering::Relaxed)
     }
 
     /// The service's URL, for messages.
@@ -122,7 +156,7 @@ impl Service {
         &self.base
     }
 
-    /// One request: `Err` says why there was no answer (no URL in it).
+    /// One request: `Err` says why there was no answer.
     ///
     /// # Errors
     /// No answer within `timeout`, or no connection.
@@ -132,7 +166,7 @@ impl Service {
         path: &str,
         body: Option<&Value>,
         timeout: Duration,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, NoAnswer> {
         let mut request = self
             .http
             .request(method, format!("{}{path}", self.base))
@@ -145,6 +179,7 @@ impl Service {
             request = request.json(body);
         }
         let unreachable = |err: reqwest::Error| {
+            let connect = err.is_connect();
             let err = err.without_url();
             let mut why = err.to_string();
             let mut source = std::error::Error::source(&err);
@@ -155,9 +190,13 @@ impl Service {
             if err.is_timeout() {
                 why = format!("no answer within {}", super::duration::human(timeout));
             }
-            format!("cannot reach {}: {why}", self.base)
+            NoAnswer {
+                why: format!("cannot reach {}: {why}", self.base),
+                connect,
+            }
         };
         let response = request.send().await.map_err(unreachable)?;
+        self.answered.store(true, Ordering::Relaxed);
         let status = response.status().as_u16();
         let bytes = response.bytes().await.map_err(unreachable)?;
         let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);

@@ -1,7 +1,8 @@
 //! Acquiring: one POST that waits in the service's line, repeated while that
 //! makes sense (a wait longer than the service's maximum is waited in steps of
 //! its `max_wait_ms`; a proxy that cuts long requests off is noticed; failures
-//! that may pass are retried for up to 60 s in a row), with the place in line
+//! that may pass are retried for up to 60 s in a row, but a URL where nothing
+//! has ever answered fails at once), with the place in line
 //! and the holder printed every 5 s meanwhile.
 
 use std::time::Duration;
@@ -221,7 +222,14 @@ pub async fn acquire(
                     ),
                 ));
             }
-            Err(why) => Retry::NoAnswer(why),
+            // Nothing serves at --url: no wait makes it appear.
+            Err(why) if service.is_not_there(&why) => {
+                return Err(Failure::new(
+                    UNAVAILABLE,
+                    format!("{why} (check --url or BATON_URL)"),
+                ));
+            }
+            Err(why) => Retry::NoAnswer(why.why),
         };
         // A waiting request cut off early (no answer, or a gateway's 502/504
         // after 10 s or more): a proxy's timeout, most likely. Wait in

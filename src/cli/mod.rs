@@ -2,6 +2,10 @@
 //! `list`, `healthcheck`, `completions` and `man`, beside the service's own
 //! command line. It talks to a baton service over HTTP only; nothing of the
 //! server runs in a client process.
+//!
+//! Two hidden subcommands are halves of `baton run`: `__guard` (the process
+//! that stops COMMAND should baton run be killed or stopped, [`guard`]) and
+//! `__exec` (COMMAND, started once the guard knows its group, [`launch`]).
 
 mod args;
 mod calls;
@@ -10,18 +14,30 @@ mod docs;
 mod duration;
 mod exit;
 mod group;
+mod guard;
 mod healthcheck;
 mod http;
+mod launch;
 mod line;
 mod messages;
 mod owner;
 mod run;
 mod signals;
+mod variables;
 
 use std::process::ExitCode;
 
-pub use args::{command, parse, ClientCommand, Parsed};
+pub use args::{command, parse, ClientCommand, Internal, Parsed};
 pub use exit::Failure;
+
+/// Runs a half of `baton run` to its end, without an async runtime (the
+/// guard makes its own for its one call; `__exec` becomes COMMAND).
+pub fn internal(half: Internal) -> ExitCode {
+    match half {
+        Internal::Guard => ExitCode::from(guard::watch()),
+        Internal::Exec { fd, command } => finish(Err(launch::exec_when_told(fd, &command))),
+    }
+}
 
 /// Runs a client subcommand to its exit status.
 pub fn main(command: ClientCommand) -> ExitCode {
@@ -53,22 +69,37 @@ pub fn main(command: ClientCommand) -> ExitCode {
                 if healthcheck::healthy(&args.listen).await {
                     Ok(0)
                 } else {
-                    eprintln!("baton: {} does not answer /healthz with 200", args.listen);
-                    Ok(1)
+                    Err(Failure::new(
+                        1,
+                        format!("{} does not answer /healthz with 200", args.listen),
+                    ))
                 }
             }
-            ClientCommand::Completions { shell } => {
-                docs::completions(shell);
-                Ok(0)
-            }
+            ClientCommand::Completions { shell } => docs::completions(shell).map(|()| 0),
             ClientCommand::Man { subcommand } => docs::man(subcommand.as_deref()).map(|()| 0),
         }
     });
+    finish(outcome)
+}
+
+/// The exit status of an outcome, after its last line on stderr.
+fn finish(outcome: Result<u8, Failure>) -> ExitCode {
     match outcome {
         Ok(status) => ExitCode::from(status),
         Err(failure) => {
-            messages::error(&failure.message);
+            // With --quiet, not getting the lock is said by exit 75 alone.
+            let not_had = failure.status == exit::NOT_ACQUIRED && messages::quiet();
+            if !failure.message.is_empty() && !not_had {
+                messages::error(&failure.message);
+            }
             ExitCode::from(failure.status)
         }
     }
+}
+
+/// Prints what `baton --help` (or `--version`) says, ending with a newline: 0,
+/// also when a closed pipe cut it short; 74 when stdout cannot be written.
+pub fn print_help(text: &str) -> ExitCode {
+    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    finish(messages::show(format!("{text}{newline}")).map(|()| 0))
 }

@@ -8,27 +8,38 @@
 //! surely lasts until `ok + ttl`, `ok` being when the last successful refresh
 //! (or the acquiring request) was sent; SIGTERM goes out `grace + rtt` before
 //! that, `rtt` being the longest a refresh may take (ttl/10, 0.5 s to 5 s).
+//! Should baton run be killed (SIGKILL) and not keep it, its
+//! [guard](super::guard) does.
+//!
+//! A nested `baton run` of the same name (inside COMMAND) goes ahead at once
+//! only when the service confirms that the lease of the variables is still
+//! held and covers what the nested run asks; else it waits in line.
 
 use std::ffi::OsString;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use reqwest::Method;
+use serde::Deserialize;
 use serde_json::json;
 
 use super::args::RunArgs;
 use super::clock;
 use super::duration::{human, millis};
-use super::exit::{signal_status, Failure, LOST, NOT_FOUND, UNAVAILABLE};
+use super::exit::{signal_status, Failure, LOST, NOT_FOUND, REFUSED, UNAVAILABLE};
 use super::group;
+use super::guard::{Guard, Message};
 use super::http::{Service, Target};
+use super::launch;
 use super::line::{self, Lease, Request};
 use super::messages::{say, signal_name, warn};
 use super::signals::Signals;
-use crate::domain::Kind;
+use super::variables::{self, LeaseVariables};
+use crate::domain::{Kind, LeaseId};
 
 /// Between SIGTERM and SIGKILL, unless the ttl is too short for it.
 const DEFAULT_GRACE: Duration = Duration::from_secs(5);
@@ -79,6 +90,11 @@ impl Timing {
     fn stop_at(self, ok: Duration) -> Duration {
         ok + self.ttl - self.grace - self.rtt
     }
+
+    /// When SIGKILL must have gone out if the lease was last known good at `ok`.
+    fn kill_by(self, ok: Duration) -> Duration {
+        self.stop_at(ok) + self.grace
+    }
 }
 
 /// `baton run`: COMMAND's status, or why it did not run or was stopped.
@@ -107,20 +123,23 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
     };
     let target = Target::new(kind, &args.name)?;
 
-    // Inside a `baton run` of this very name: the lease is held already.
-    let outer = std::env::var("BATON_LOCK_NAME").ok();
-    let held = std::env::var("BATON_LEASE_ID").is_ok_and(|id| !id.is_empty());
-    if held && outer.as_deref() == Some(args.name.as_str()) {
-        say(format!(
-            "{target} is held already by the baton run around this one: running COMMAND at once"
-        ));
-        let err = std::process::Command::new(&program)
-            .args(&program_args)
-            .exec();
-        return Err(Failure::new(
-            NOT_FOUND,
-            format!("cannot run {}: {err}", program.to_string_lossy()),
-        ));
+    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
+    let request = Request::new(&target, timing.ttl, lease_options);
+    // Inside a `baton run` of this very name: run at once if the lease held
+    // there covers this run.
+    if let Some(outer) = LeaseVariables::from_env(&args.name)? {
+        if covered(&service, &request, &outer).await? {
+            say(format!(
+                "{target} is held already by the baton run around this one: running COMMAND at once"
+            ));
+            let err = std::process::Command::new(&program)
+                .args(&program_args)
+                .exec();
+            return Err(Failure::new(
+                NOT_FOUND,
+                format!("cannot run {}: {err}", program.to_string_lossy()),
+            ));
+        }
     }
     if group::find_program(Path::new(&program)).is_none() {
         return Err(Failure::new(
@@ -132,8 +151,6 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
         ));
     }
 
-    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let request = Request::new(&target, timing.ttl, lease_options);
     let mut signals = Signals::catch()
         .map_err(|err| Failure::new(UNAVAILABLE, format!("cannot catch signals: {err}")))?;
     let started = clock::now();
@@ -145,14 +162,137 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
             .map_or_else(|| "?".to_owned(), |t| t.to_string()),
         human(lease.received.saturating_sub(started))
     ));
+    let path = target.lease_path(&lease.id);
+    let guard = Guard::start(&Message::Lease {
+        url: service.url().to_owned(),
+        token: args.connection.token.clone(),
+        path: path.clone(),
+        grace_ms: millis(timing.grace),
+    });
     let held = Held {
         service,
-        path: target.lease_path(&lease.id),
+        path,
         target,
         timing,
+        limit: lease_options.limit,
+        guard: Mutex::new(None),
     };
-    held.supervise(lease, &program, &program_args, &mut signals)
-        .await
+    match guard {
+        Ok(guard) => {
+            *held
+                .guard
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(guard)
+        }
+        Err(err) => {
+            held.release(1, true).await;
+            return Err(Failure::new(
+                UNAVAILABLE,
+                format!("cannot start the guard that stops COMMAND should baton run be killed ({err}); released the lease"),
+            ));
+        }
+    }
+    let status = held
+        .supervise(lease, &program, &program_args, &mut signals)
+        .await;
+    if let Some(guard) = held
+        .guard
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+    {
+        guard.done();
+    }
+    status
+}
+
+/// What the service says of a held lease (`GET /locks/{name}/{id}`).
+#[derive(Debug, Deserialize)]
+struct HeldLease {
+    #[serde(default)]
+    shared: bool,
+    permits: Option<u32>,
+}
+
+/// Whether the lease of a `baton run` around this one (its variables, for
+/// this name) covers `request`: the service must confirm that it is still
+/// held, of the same kind (a lease id is of one kind only), and at least
+/// what `request` asks (an exclusive lease covers a shared ask, not the
+/// other way round; a semaphore lease covers as many permits as it has).
+///
+/// # Errors
+/// The service refused the token (77), or cannot be asked (69).
+async fn covered(
+    service: &Service,
+    request: &Request,
+    outer: &LeaseVariables,
+) -> Result<bool, Failure> {
+    let target = &request.target;
+    let not_covered = |why: &str| {
+        say(format!(
+            "{} names {target}, but {why}: waiting in line like any other",
+            variables::NAME
+        ));
+        Ok(false)
+    };
+    if LeaseId::parse(&outer.id).is_err() {
+        return not_covered(&format!("{} is not a lease id", variables::ID));
+    }
+    let path = target.lease_path(&outer.id);
+    let answer = super::calls::call(service, Method::GET, &path, None).await?;
+    match answer.status {
+        200 => {}
+        404 => {
+            return not_covered(&format!(
+                "its lease is no longer held{}",
+                if outer.kind == target.kind {
+                    String::new()
+                } else {
+                    format!(" or is a {}'s", outer.kind)
+                }
+            ))
+        }
+        401 | 403 => {
+            return Err(Failure::new(
+                REFUSED,
+                format!(
+                    "the service refused the request: {} (check --token or BATON_TOKEN)",
+                    answer.describe()
+                ),
+            ))
+        }
+        _ => {
+            return Err(Failure::new(
+                UNAVAILABLE,
+                format!(
+                    "cannot check the lease of the baton run around this one: {} (check --url or BATON_URL)",
+                    answer.describe()
+                ),
+            ))
+        }
+    }
+    let held: HeldLease = answer.parse().map_err(|err| {
+        Failure::new(
+            UNAVAILABLE,
+            format!("cannot read the lease the service showed: {err}"),
+        )
+    })?;
+    match target.kind {
+        Kind::Lock if held.shared && !request.shared => {
+            not_covered("its lease is shared, and this run asks for the lock alone")
+        }
+        Kind::Lock => Ok(true),
+        Kind::Semaphore => {
+            let (has, asks) = (held.permits.unwrap_or(1), request.permits.unwrap_or(1));
+            if has < asks {
+                not_covered(&format!(
+                    "its lease has {has} permits, and this run asks for {asks}"
+                ))
+            } else {
+                Ok(true)
+            }
+        }
+    }
 }
 
 /// A lease being held while COMMAND runs.
@@ -162,6 +302,10 @@ struct Held {
     /// The lease's path (it holds the lease id: never shown).
     path: String,
     timing: Timing,
+    /// A semaphore's limit.
+    limit: Option<u32>,
+    /// The guard, told COMMAND's group and each new deadline for SIGKILL.
+    guard: Mutex<Option<Guard>>,
 }
 
 impl Held {
@@ -173,25 +317,47 @@ impl Held {
         signals: &mut Signals,
     ) -> Result<u8, Failure> {
         group::become_subreaper();
-        let mut command = tokio::process::Command::new(program);
+        let variables = LeaseVariables {
+            name: self.target.name.to_string(),
+            id: lease.id.clone(),
+            fencing_token: lease.fencing_token,
+            kind: self.target.kind,
+            limit: self.limit,
+        };
+        // The grant happened between sending and receiving; after a long
+        // wait, refresh at once.
+        let ok = lease
+            .sent
+            .max(lease.received.saturating_sub(self.timing.rtt));
+        self.tell_guard(&Message::KillBy {
+            at_ms: millis(self.timing.kill_by(ok)),
+        });
+        let (go, mut go_writer) = match launch::pipe() {
+            Ok(pipe) => pipe,
+            Err(err) => {
+                self.release(1, false).await;
+                return Err(Failure::new(
+                    UNAVAILABLE,
+                    format!("cannot make a pipe to start COMMAND: {err}"),
+                ));
+            }
+        };
+        let mut command = launch::command(program, program_args, &go);
+        // A limit left from an outer semaphore's run does not describe this
+        // lease. A nested baton run asks the same service about this lease
+        // (the token is not handed on: give it as BATON_TOKEN for that).
         command
-            .args(program_args)
-            .env("BATON_LOCK_NAME", self.target.name.as_str())
-            .env(
-                "BATON_FENCING_TOKEN",
-                lease
-                    .fencing_token
-                    .map(|t| t.to_string())
-                    .unwrap_or_default(),
-            )
-            .env("BATON_LEASE_ID", &lease.id)
-            .process_group(0);
+            .env_remove(variables::LIMIT)
+            .envs(variables.pairs())
+            .env("BATON_URL", self.service.url());
         // Outside the terminal's foreground group, reading the terminal would
         // stop COMMAND (SIGTTIN) for good: a terminal as stdin becomes /dev/null.
         if std::io::stdin().is_terminal() {
             command.stdin(Stdio::null());
         }
-        let mut child = match command.spawn() {
+        let spawned = command.spawn();
+        drop(go);
+        let mut child = match spawned {
             Ok(child) => child,
             Err(err) => {
                 self.release(1, false).await;
@@ -205,12 +371,13 @@ impl Held {
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .unwrap_or_default();
+        // The guard knows the group before COMMAND may start.
+        self.tell_guard(&Message::Group { pgid });
+        if let Err(err) = go_writer.write_all(b"g") {
+            warn(format!("cannot start COMMAND: {err}"));
+        }
+        drop(go_writer);
 
-        // The grant happened between sending and receiving; after a long
-        // wait, refresh at once.
-        let ok = lease
-            .sent
-            .max(lease.received.saturating_sub(self.timing.rtt));
         let next = if lease.received - lease.sent > self.timing.rtt {
             lease.received
         } else {
@@ -242,7 +409,11 @@ impl Held {
                 *killed = true;
             } else {
                 group::signal(pgid, libc::SIGTERM);
-                *kill_at = Some(clock::now() + self.timing.grace);
+                let at = clock::now() + self.timing.grace;
+                *kill_at = Some(at);
+                self.tell_guard(&Message::Stopping {
+                    kill_at_ms: millis(at),
+                });
             }
         };
         let status = loop {
@@ -288,6 +459,18 @@ impl Held {
         Ok(exit_status(status.as_ref()))
     }
 
+    /// Tells the guard `message` (if it runs).
+    fn tell_guard(&self, message: &Message) {
+        if let Some(guard) = self
+            .guard
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_mut()
+        {
+            guard.tell(message);
+        }
+    }
+
     /// Refreshes the lease every ttl/3 (every second while refreshes fail);
     /// returns why the lease is lost, early enough to stop COMMAND.
     async fn keep(&self, mut ok: Duration, mut next: Duration) -> String {
@@ -327,6 +510,9 @@ impl Held {
                     }
                     ok = sent;
                     next = sent + timing.ttl / 3;
+                    self.tell_guard(&Message::KillBy {
+                        at_ms: millis(timing.kill_by(ok)),
+                    });
                 }
                 Ok(answer) if answer.status == 404 => {
                     return format!("the service no longer has it ({})", answer.describe());
@@ -334,7 +520,7 @@ impl Held {
                 other => {
                     let why = match other {
                         Ok(answer) => answer.describe(),
-                        Err(why) => why,
+                        Err(no_answer) => no_answer.why,
                     };
                     if warned.is_none_or(|at| now - at >= Duration::from_secs(5)) {
                         warn(format!(
@@ -379,7 +565,7 @@ impl Held {
                     break;
                 }
                 Ok(answer) => why = answer.describe(),
-                Err(no_answer) => why = no_answer,
+                Err(no_answer) => why = no_answer.why,
             }
             if attempt < tries {
                 tokio::time::sleep(Duration::from_secs(1)).await;

@@ -2,7 +2,10 @@
 //!
 //! Names are what CI systems write (`review/app-1`, `org/repo:prod`,
 //! `Deploy prod-refs/heads/main`): any printable characters, spaces included.
-//! In a URL path they are percent-encoded, a `/` as `%2F`.
+//! In a URL path they are percent-encoded, a `/` as `%2F`. The names `.` and
+//! `..` are the one exception: URL clients resolve them as dot segments
+//! (`%2E` included, as the WHATWG URL standard says), so no client could
+//! address them reliably.
 
 use std::fmt;
 
@@ -43,10 +46,17 @@ pub struct Name(String);
 
 impl Name {
     /// # Errors
-    /// When the name is empty, too long or has a character that is not printable.
+    /// When the name is empty, `.` or `..`, too long or has a character that
+    /// is not printable.
     pub fn parse(raw: &str) -> Result<Self, Invalid> {
         if raw.is_empty() {
             return Err(Invalid("must not be empty".into()));
+        }
+        if raw == "." || raw == ".." {
+            return Err(Invalid(format!(
+                "must not be `{raw}`: URL clients resolve `.` and `..` as dot segments \
+                 (even as %2E), so no client could address it"
+            )));
         }
         check_name_chars(raw)?;
         Ok(Self(raw.to_owned()))
@@ -110,6 +120,9 @@ mod tests {
             "a}",
             "%2F",
             " ",
+            "...",
+            ". ",
+            ".hidden",
         ] {
             assert_eq!(Name::parse(good).unwrap().as_str(), good);
         }
@@ -139,6 +152,10 @@ mod tests {
             "\u{2066}x",
         ] {
             assert!(Name::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+        for dots in [".", ".."] {
+            let err = Name::parse(dots).unwrap_err();
+            assert!(err.0.contains("dot segment"), "{}", err.0);
         }
         let err = Name::parse("a\u{1b}[31m").unwrap_err();
         assert!(err.0.contains("U+001B"), "{}", err.0);

@@ -22,7 +22,8 @@ use crate::engine;
 #[into_params(parameter_in = Path)]
 pub struct NamePath {
     /// The lock's or semaphore's name: 1 to 200 printable characters (no
-    /// control characters), percent-encoded: a `/` as `%2F`.
+    /// control characters), percent-encoded: a `/` as `%2F`. Not `.` or `..`
+    /// (URL clients resolve them as dot segments, even as `%2E`).
     // The pattern is `domain::Printable::Name` (a test checks it).
     #[param(value_type = String, min_length = 1, max_length = 200, pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u200E\u200F\u2028-\u202E\u2066-\u2069]+$", example = "review%2Fapp-1")]
     pub name: Name,

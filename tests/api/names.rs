@@ -109,3 +109,81 @@ async fn a_raw_slash_is_answered_400_saying_to_send_it_as_percent_2f() {
     )
     .await;
 }
+
+/// Sends `METHOD PATH` as it is (no URL library in between to resolve dot
+/// segments) with an empty body, and returns the status and the body.
+async fn raw_request(app: &TestApp, method: &str, path: &str) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let authority = app.base.trim_start_matches("http://");
+    let mut tcp = tokio::net::TcpStream::connect(authority)
+        .await
+        .expect("connect");
+    tcp.write_all(
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: baton\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .expect("request written");
+    let mut seen = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        tcp.read_to_end(&mut seen),
+    )
+    .await
+    .expect("an answer in time")
+    .expect("read");
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {head}"));
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/problem+json"),
+        "{method} {path}: {head}"
+    );
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn the_names_dot_and_dot_dot_are_refused_even_percent_encoded() {
+    let app = TestApp::spawn().await;
+    let id = "3b241101-e2bb-4255-8caf-4136c566a962";
+    for segment in [".", "..", "%2E", "%2e", "%2E%2E", ".%2E", "%2e."] {
+        for (method, path) in [
+            ("POST", format!("/locks/{segment}")),
+            ("GET", format!("/locks/{segment}")),
+            ("POST", format!("/semaphores/{segment}")),
+            ("GET", format!("/semaphores/{segment}")),
+            ("GET", format!("/locks/{segment}/{id}")),
+            ("PATCH", format!("/locks/{segment}/{id}")),
+            ("DELETE", format!("/semaphores/{segment}/{id}")),
+            ("DELETE", format!("/locks/{segment}")),
+        ] {
+            let (status, body) = raw_request(&app, method, &path).await;
+            assert_eq!(status, 400, "{method} {path}: {body}");
+            assert!(
+                body["type"]
+                    .as_str()
+                    .is_some_and(|t| t.ends_with("/problems/invalid-request")),
+                "{method} {path}: {body}"
+            );
+            let detail = body["detail"].as_str().unwrap_or_default();
+            assert!(
+                detail.starts_with("name:") && detail.contains("dot segment"),
+                "{method} {path}: {detail}"
+            );
+        }
+    }
+    // Names that only look like them are names as any other.
+    for name in ["...", ". ", " ..", "a.", ".hidden", "..x"] {
+        let response = app.post(&format!("/locks/{}", encoded(name)), "").await;
+        assert_eq!(response.status(), 201, "{name:?}");
+        let lease: Value = response.json().await.unwrap();
+        assert_eq!(lease["name"], name);
+    }
+}

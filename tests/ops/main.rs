@@ -12,4 +12,6 @@ mod harness;
 mod cli;
 mod logs;
 mod metrics;
+mod run;
 mod secrets;
+mod steps;

@@ -176,6 +176,28 @@ suite() { # LABEL WL...
     '[ "$RC" = 143 ] && [ "$took" -lt 4000 ] && [ -z "$(marked sig)" ] && "${WL[@]}" -q --wait 0 sig -- true' \
     "status $RC after $took ms, left: '$(marked sig)'; $(cat "$T/sig.err")"
 
+  # A CI runner's hard timeout: SIGKILL to the whole process group of the
+  # wrapper. Its guard stops COMMAND's group (TERM ignored: SIGKILL after
+  # --grace) and releases the lease long before its ttl (60 s) runs out.
+  WLMARK=killed setsid "${WL[@]}" --ttl 60 --grace 1 killed -- bash -c 'trap "" TERM; sleep 120 & sleep 120' 2>"$T/k.err" &
+  k=$!
+  wait_for_line "$T/k.err" 10 "acquired lock 'killed'"
+  sleep 0.5
+  kill -KILL -- "-$k"
+  wait "$k" 2>/dev/null
+  start=$(now_ms)
+  for _ in $(seq 450); do
+    [ -z "$(marked killed)" ] && curl -sS "$BATON_URL/locks/killed" | grep -q '"held":false' && break
+    sleep 0.1
+  done
+  took=$(($(now_ms) - start))
+  left=$(marked killed)
+  check "SIGKILL of the wrapper's process group: COMMAND's group is stopped and the lease released (not left to its ttl)" \
+    '[ -z "$left" ] && [ "$took" -lt 45000 ] && grep -q "guard: COMMAND.s group has ended; the lease is released" "$T/k.err"' \
+    "left: '$left' after $took ms; $(cat "$T/k.err")"
+  # shellcheck disable=SC2086 # one pid a word
+  [ -z "$left" ] || kill -KILL $left 2>/dev/null
+
   # --- a lease taken away ------------------------------------------------------------
 
   WLMARK=taken "${WL[@]}" --ttl 3 --grace 1 taken/x -- bash -c 'trap "" TERM; sleep 60 & sleep 60' 2>"$T/t.err" &
@@ -355,13 +377,26 @@ check "acquire of a held lock exits 75, of an unreachable service 69; list shows
 
 # --- GET /baton ------------------------------------------------------------------
 
-mkdir -p "$T/dl"
-(cd "$T/dl" && curl -fsS "$BATON_URL/baton" -o baton && curl -fsS "$BATON_URL/baton.sha256" | sha256sum -c - >/dev/null && chmod +x baton)
+# The download recipe of docs/with-lock.md (its first sh block, up to the
+# first ./baton run), run as it is, and again saving the binary elsewhere.
+recipe=$(awk '/^```sh$/ {inblock=1; next} inblock && /^\.\/baton run/ {exit} inblock {print}' "$ROOT/docs/with-lock.md")
+mkdir -p "$T/dl" "$T/elsewhere/bin"
+(cd "$T/dl" && bash -e -c "$recipe" >/dev/null)
 r1=$?
 "$T/dl/baton" run -q dl -- true; r2=$?
-check "/baton downloaded, verified with sha256sum -c against /baton.sha256, and run" \
-  '[ "$r1 $r2" = "0 0" ] && [ "$("$T/dl/baton" --version)" = "$("$BATON_BIN" --version)" ]' \
-  "download and check $r1, run $r2"
+elsewhere=$T/elsewhere/bin/baton-cli
+moved=${recipe//-o baton/-o $elsewhere}
+moved=${moved//  baton\"/  $elsewhere\"}
+moved=${moved//chmod +x baton/chmod +x $elsewhere}
+(cd "$T/elsewhere" && bash -e -c "$moved" >/dev/null 2>&1 && [ ! -e baton ] && cmp -s "$elsewhere" "$BATON_BIN" && [ -x "$elsewhere" ])
+r3=$?
+# ... and a binary that does not match is refused whatever it is called.
+printf 'not baton\n' >"$elsewhere"
+echo "$(curl -fsS "$BATON_URL/baton.sha256" | cut -d ' ' -f 1)  $elsewhere" | sha256sum -c - >/dev/null 2>&1; r4=$?
+straight=$(grep -n 'baton.sha256" | sha256sum' "$ROOT/README.md" "$ROOT"/docs/*.md)
+check "/baton downloaded and verified by the docs' recipe (also saved under another name), and run" \
+  '[ "$r1 $r2 $r3 $r4" = "0 0 0 1" ] && [ -z "$straight" ] && [ "$("$T/dl/baton" --version)" = "$("$BATON_BIN" --version)" ]' \
+  "recipe $r1, run $r2, elsewhere $r3, a wrong binary $r4; recipes that name ./baton: $straight; recipe: $recipe"
 
 # --- completions and the manual ----------------------------------------------------
 
