@@ -1,7 +1,7 @@
 //! baton's operations as one Redis Functions library: `line.lua` (the lease
 //! core) followed by one function per operation's file, each called with
 //! `FCALL` through its one typed module beside it ([`Function`]): a request
-//! type that owns the arguments after the six every operation takes
+//! type that owns the arguments after the two every operation takes
 //! ([`invocation`]), and a reply type decoded by a [`Cursor`].
 //!
 //! A function, unlike a script sent with `EVALSHA`, does not define the lease
@@ -119,12 +119,12 @@ impl Library {
 }
 
 /// One function of the library, as Rust calls it: its request owns the
-/// arguments after the six every operation takes, its reply is decoded once.
+/// arguments after the two every operation takes, its reply is decoded once.
 pub(in crate::engine) trait Function {
     const OP: Op;
     type Reply;
 
-    /// Appends this request's own arguments (`ARGV[7..]`, as its `.lua`
+    /// Appends this request's own arguments (`ARGV[3..]`, as its `.lua`
     /// header lists them).
     fn args(&self, call: &mut Cmd);
 
