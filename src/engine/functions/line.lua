@@ -173,6 +173,9 @@ local OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY, LIMIT
 local QUEUED_N, QUEUED_W, QUEUED_DIRTY
 -- The "limit" field as read (a string, or false).
 local LIMIT_RAW
+-- Which instances keep their waiters alive, as alive() found them in this
+-- call (nil until it asks).
+local ALIVE
 -- What serve_line() found: the line empty (QUEUE_EMPTY); the weight of the
 -- waiters it left in line (AHEAD), which is all of them when AHEAD_ALL.
 local QUEUE_EMPTY, AHEAD, AHEAD_ALL
@@ -187,7 +190,7 @@ local function begin(keys, args)
   NOTICED, MESSAGES = EMPTY, EMPTY
   OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
   QUEUED_N, QUEUED_W, QUEUED_DIRTY = 0, 0, false
-  QUEUE_EMPTY, AHEAD, AHEAD_ALL = false, 0, false
+  QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE = false, 0, false, nil
 end
 
 local function num(n)
@@ -650,13 +653,24 @@ local function last_lease()
   return {last[1], tonumber(last[2])}
 end
 
--- Whether `instance` keeps its waiters alive (the caller does: it is calling).
+-- Whether `instance` keeps its waiters alive (the caller does: it is
+-- calling). Asked once per instance in a call (ALIVE): a call that looks at
+-- a hundred waiters of a few instances asks Redis a few times, not a
+-- hundred; the answer cannot change within the call.
 local function alive(instance)
   if instance == ME then
     return true
   end
-  local alive_until = redis.call('ZSCORE', K_INSTANCES, instance)
-  return alive_until ~= false and tonumber(alive_until) > now_ms
+  if not ALIVE then
+    ALIVE = {}
+  end
+  local known = ALIVE[instance]
+  if known == nil then
+    local alive_until = redis.call('ZSCORE', K_INSTANCES, instance)
+    known = alive_until ~= false and tonumber(alive_until) > now_ms
+    ALIVE[instance] = known
+  end
+  return known
 end
 
 -- Waiters of instances that stopped keeping them alive leave the line; at
