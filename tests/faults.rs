@@ -595,3 +595,56 @@ async fn waiters_pruned_with_their_paused_instance_leave_the_line_s_sums_and_rej
     assert_eq!(sums(), ((4, 10), (4, 10)), "after the rejoin");
     assert!(waiters.iter().all(|w| !w.is_finished()));
 }
+
+#[tokio::test]
+async fn waiters_of_two_instances_all_rejoin_a_line_whose_queue_key_was_lost() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/locks/lost-both";
+    let (_, holder) = pair.post(&a, path, HOLD).await;
+    let mut waiters = Vec::new();
+    for (n, base) in [&a, &b, &a, &b, &b].into_iter().enumerate() {
+        waiters.push(pair.waiter(base, path, WAIT));
+        pair.until_waiting(path, n as u64 + 1).await;
+    }
+
+    // The queue's key is lost while A is paused (for less than the 3 s after
+    // which it would look dead): B's waiters rejoin first, so the line is
+    // not empty when A looks again, though none of A's waiters is in it.
+    pair.a.pause();
+    let mut conn = pair.redis.conn();
+    let deleted: u32 = redis::cmd("DEL")
+        .arg(pair.key("lock:lost-both", "queue"))
+        .query(&mut conn)
+        .expect("DEL");
+    assert_eq!(deleted, 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pair.get(&b, path).await.1["waiting"] != 3 {
+        assert!(Instant::now() < deadline, "B's waiters never rejoined");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    pair.a.resume();
+
+    // A learns that its waiters are missing, and they rejoin too; then
+    // every one is served in turn, each released as soon as it is told.
+    pair.until_waiting(path, 5).await;
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !waiters.is_empty() {
+        let Some(next) = waiters.iter().position(JoinHandle::is_finished) else {
+            assert!(Instant::now() < deadline, "{} never served", waiters.len());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let served = waiters
+            .remove(next)
+            .await
+            .expect("waiter")
+            .expect("an answer");
+        assert_eq!(served.status, 201, "{}", served.body);
+        assert_eq!(
+            pair.delete(&a, &lease_path("locks", &served.body)).await,
+            204
+        );
+    }
+}

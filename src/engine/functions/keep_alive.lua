@@ -4,30 +4,54 @@
 --
 -- ARGV[3]  how many of this instance's waiters on the name are in line, as
 --          far as it knows
+-- ARGV[4]  the line's "lost" (line.lua) as this instance's last keep-alive
+--          on the name heard it (0: none); "" for its first
 --
 -- Replies, ended by finish() (line.lua)
---   {next_expiry_in_ms, missing}   the earliest live expiry (-1 when none),
---       after pruning and serving; missing 1 when
---       the line holds fewer of this instance's waiters than it has (another
---       instance pruned them while this one looked dead, or the line's keys
---       were lost): they ask again, and rejoin
+--   {next_expiry_in_ms, missing, lost}   the earliest live expiry (-1 when
+--       none), after pruning and serving; missing 1 when this instance's
+--       waiters may not all be in line any more: it has fewer in byinst than
+--       it has (another instance pruned them while this one looked dead), or
+--       the queue lost waiters behind the line's sums (its key was lost or
+--       expired: found now, or by another call since ARGV[4]): they ask
+--       again, and those no longer in line rejoin; lost: "lost" now (0
+--       none), for the next keep-alive's ARGV[4]
 --   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
 --
--- Its cost grows with (instances x names with waiters), never with waiters.
+-- Its cost grows with (instances x names with waiters), never with waiters
+-- (after a loss, with at most SCAN_BATCH of them, once).
 -- It removes expired leases and the waiters of dead instances, and grants to
 -- whoever fits, as every operation that changes the name does.
 read_state()
 guard()
-local expected = tonumber(ARGV[3])
+local expected, heard = tonumber(ARGV[3]), ARGV[4]
 redis.call('ZADD', K_INSTANCES, num(now_ms + ALIVE_MS), ME)
 local mine = redis.call('ZLEXCOUNT', K_BYINST, '[' .. ME .. '|', '[' .. ME .. '|\255')
 local missing = 0
 if mine < expected then
   missing = 1
 end
-if waiting() < mine then
-  -- The queue lost waiters that byinst still names (its key was lost):
-  -- they ask again, and byinst forgets those not in the queue.
+local size = waiting()
+if size ~= QUEUED_N then
+  -- The queue is not what the line's sums count: it lost waiters behind
+  -- them (its key was lost or expired). The sums are the queue's again: its
+  -- own when it is short, else its count and a weight that lets no
+  -- newcomer past it until a call sees the line whole (line.lua).
+  LOST = now_ms
+  if size <= SCAN_BATCH then
+    local weight = 0
+    for _, waiter in ipairs(redis.call('ZRANGE', K_QUEUE, '0', '-1')) do
+      local _, _, _, _, _, w = unpack_waiter(waiter)
+      weight = weight + tonumber(w)
+    end
+    set_queued(size, weight)
+  else
+    set_queued(size, UNKNOWN_WEIGHT)
+  end
+end
+if size < mine then
+  -- The queue lost waiters that byinst still names: they ask again, and
+  -- byinst forgets those not in the queue.
   missing = 1
   local members = redis.call('ZRANGEBYLEX', K_BYINST, '[' .. ME .. '|', '[' .. ME .. '|\255',
     'LIMIT', 0, PRUNE_BATCH)
@@ -37,6 +61,8 @@ if waiting() < mine then
     end
   end
 end
+-- The owners hash (the line's sums among it) outlives the line's keys.
+keep_leases(now_ms + LINE_TTL_MS, false)
 drop_dead_instances()
 local first = first_lease()
 local used = used_now(first)
@@ -44,4 +70,8 @@ if serve_line(used, first ~= nil) > used then
   first = first_lease()
 end
 touch_line()
-return finish({(time_left(first, false)), missing})
+local lost = LOST or tonumber(redis.call('HGET', K_OWNERS, 'lost') or '0')
+if LOST or (heard ~= '' and lost ~= tonumber(heard)) then
+  missing = 1
+end
+return finish({(time_left(first, false)), missing, lost})

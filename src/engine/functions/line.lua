@@ -37,7 +37,9 @@
 --                     and owners expire (ms); "queued": "count|weight", the
 --                     waiters in queue and their weight (sums of the line, so
 --                     that admitting a newcomer needs no walk of it: see
---                     "The line's sums" below)
+--                     "The line's sums" below); "lost": when a call last found
+--                     that the queue had lost waiters behind the sums' back
+--                     (ms), which every instance's keep-alive watches
 --   queue     zset: waiter -> ticket. A waiter is
 --                     "id|tag|instance|ttl_ms|limit|weight|newest|owner", written by
 --                     the caller (waiter.rs), read here (tag: a number naming the
@@ -86,12 +88,14 @@
 -- changed (count_queued()), so a join, a grant, a leave, a give-up, a
 -- supersede and a prune each count once however often they are asked. They
 -- are set from the line whenever a call sees all of it (serve_line()), so
--- they are exact again once the line is short, and reset when it is seen
--- empty: a queue key lost or expired with waiters in it resets them (and
--- byinst, whose entries then name nobody, so that every instance's
--- keep-alive finds its waiters missing and they rejoin). A lost owners hash
--- loses them too; so they are trusted only while their count is the queue's
--- size (newcomer_fits()), and a newcomer is refused while they are not.
+-- they are exact again once the line is short. A queue key lost or expired
+-- with waiters in it shows as a queue whose size is not the sums' count
+-- (seen empty by serve_line(), or counted by a keep-alive): the call that
+-- finds it resets the sums to the queue (keep_alive.lua) and notes the loss
+-- ("lost"), so that every instance's next keep-alive has its waiters ask
+-- again, and those no longer in line rejoin. A lost owners hash loses the
+-- sums too: they are trusted only while their count is the queue's size
+-- (newcomer_fits()), and a newcomer is refused while they are not.
 -- Kept whole for now; with priorities they split into one field per
 -- priority, and a newcomer's "ahead" becomes the sum of those at its
 -- priority and above.
@@ -127,7 +131,7 @@
 -- Every key gets a TTL: leases and owners (with the fence) outlive the longest
 -- lease by at least KEEP_MS, the line's keys LINE_TTL_MS past the last call
 -- that touched them (the keep-alives touch them every second while anyone
--- waits). Tokens stay strictly increasing without the fence (docs/design.md):
+-- waits, and keep owners, with the line's sums, outliving them). Tokens stay strictly increasing without the fence (docs/design.md):
 -- each is max(fence + 1, now in microseconds).
 --
 -- What the common path costs: a free name's acquire reads the owners hash
@@ -148,6 +152,10 @@ local PRUNE_BATCH = 100      -- expired leases or dead waiters removed per call,
 local SCAN_BATCH = 100       -- waiters looked at per call for a grant
 local FULL = 1000000000      -- a lock's capacity: an exclusive lease's weight (domain/demand.rs)
 local MAX_SAFE = 9007199254740991 -- 2^53 - 1: Lua numbers are exact up to here
+-- The line's weight when it is not known (sums rebuilt from a long queue):
+-- more than every waiter's weight could take away, and than any limit, so
+-- that no newcomer is let past the line until a call sees it whole.
+local UNKNOWN_WEIGHT = 1125899906842624 -- 2^50
 
 -- What one call works on, set by begin(): the library's functions are made
 -- once, when it is loaded, and Redis runs one call at a time.
@@ -171,6 +179,8 @@ local NOTICED, MESSAGES
 -- QUEUED_W (the line's sums, and QUEUED_DIRTY: changed, not yet written).
 local OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY, LIMIT
 local QUEUED_N, QUEUED_W, QUEUED_DIRTY
+-- When this call found the queue lost (ms; nil: it did not), to be written.
+local LOST
 -- The "limit" field as read (a string, or false).
 local LIMIT_RAW
 -- Which instances keep their waiters alive, as alive() found them in this
@@ -189,7 +199,7 @@ local function begin(keys, args)
   NOW_MS = nil
   NOTICED, MESSAGES = EMPTY, EMPTY
   OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
-  QUEUED_N, QUEUED_W, QUEUED_DIRTY = 0, 0, false
+  QUEUED_N, QUEUED_W, QUEUED_DIRTY, LOST = 0, 0, false, nil
   QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE = false, 0, false, nil
 end
 
@@ -333,17 +343,20 @@ local function set_queued(count, weight)
 end
 
 -- Writes what the call changed of the owners hash and has not written yet:
--- the weight in use, the line's sums, and "slow" cleared once leases and
--- queue are empty. Nothing without "until": the hash is gone (or never was),
--- and a field written now would make it without a TTL.
+-- the weight in use, the line's sums (and their loss), and "slow" cleared
+-- once leases and queue are empty. Nothing without "until": the hash is gone
+-- (or never was), and a field written now would make it without a TTL.
 local function save()
-  if UNTIL > 0 and (USED_DIRTY or QUEUED_DIRTY or (SLOW and USED == 0 and QUEUE_EMPTY)) then
+  if UNTIL > 0 and (USED_DIRTY or QUEUED_DIRTY or LOST or (SLOW and USED == 0 and QUEUE_EMPTY)) then
     local fields = {}
     if USED_DIRTY then
       fields[#fields + 1], fields[#fields + 2] = 'used', num(USED)
     end
     if QUEUED_DIRTY then
       fields[#fields + 1], fields[#fields + 2] = 'queued', queued_field()
+    end
+    if LOST then
+      fields[#fields + 1], fields[#fields + 2] = 'lost', num(LOST)
     end
     if SLOW and USED == 0 and QUEUE_EMPTY and redis.call('EXISTS', K_LEASES) == 0 then
       -- Back to the fast path: nothing in leases (checked, not only
@@ -354,7 +367,7 @@ local function save()
     if #fields > 0 then
       redis.call('HSET', K_OWNERS, unpack(fields))
     end
-    USED_DIRTY, QUEUED_DIRTY = false, false
+    USED_DIRTY, QUEUED_DIRTY, LOST = false, false, nil
   end
 end
 
@@ -724,10 +737,8 @@ local function serve_line(used, kept)
       QUEUE_EMPTY, AHEAD_ALL = position == 0, true
       if QUEUE_EMPTY and QUEUED_N > 0 then
         -- The sums count waiters that the queue no longer has: its key was
-        -- lost or expired with them. Their byinst entries name nobody now:
-        -- gone, so that each instance's keep-alive finds its waiters
-        -- missing, and they rejoin.
-        redis.call('UNLINK', K_BYINST)
+        -- lost or expired with them in it.
+        LOST = now_ms
       end
       set_queued(position, ahead)
       break
