@@ -22,7 +22,7 @@
 -- (after a loss, with at most SCAN_BATCH of them, once).
 -- It removes expired leases and the waiters of dead instances, and grants to
 -- whoever fits, as every operation that changes the name does.
-read_state()
+local lost_before = read_state('lost')
 guard()
 local expected, heard = tonumber(ARGV[3]), ARGV[4]
 redis.call('ZADD', K_INSTANCES, num(now_ms + ALIVE_MS), ME)
@@ -70,7 +70,7 @@ if serve_line(used, first ~= nil) > used then
   first = first_lease()
 end
 touch_line()
-local lost = LOST or tonumber(redis.call('HGET', K_OWNERS, 'lost') or '0')
+local lost = LOST or tonumber(lost_before or '0')
 if LOST or (heard ~= '' and lost ~= tonumber(heard)) then
   missing = 1
 end

@@ -302,6 +302,7 @@ end
 
 -- Reads the owners hash's fields (see above) with `id`'s packed lease when
 -- `id` is given (returned), in one call. Every function begins with it.
+-- (`id` may name another field of the hash the caller wants: "lost".)
 local function read_state(id)
   local packed = take_state(read_fields(id))
   if id then
