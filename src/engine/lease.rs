@@ -407,7 +407,7 @@ pub enum Acquiring {
 }
 
 /// A request waiting in line: what it keeps while it waits, and nothing more.
-/// Dropping it before its outcome (the client went away) leaves the line, or
+/// Dropping it before its outcome (the client went away) leaves the line and
 /// gives back a lease granted meanwhile.
 pub struct Queued {
     claim: Claim,

@@ -10,7 +10,7 @@
 --
 -- One event "force-released" per lease for the first 100, then one without an
 -- owner for the rest; the sorted set is unlinked, so Redis frees it in the
--- background. The fence and the latest limit stay.
+-- background. The fence, the latest limit and the line's sums stay.
 read_state()
 guard()
 if SOLO then
