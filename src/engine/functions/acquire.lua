@@ -124,6 +124,9 @@ if served > used then
 end
 
 if queued then
+  -- In line already; its entry in byinst too (which a lost byinst key took,
+  -- and whose absence would make its instance ask again every second).
+  redis.call('ZADD', K_BYINST, '0', instance .. '|' .. waiter)
   return finish({0, 0, 0, 0, (time_left(first, false)), '', 1})
 end
 if newcomer_fits(used, weight, limit) then

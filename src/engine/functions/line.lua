@@ -37,9 +37,9 @@
 --                     and owners expire (ms); "queued": "count|weight", the
 --                     waiters in queue and their weight (sums of the line, so
 --                     that admitting a newcomer needs no walk of it: see
---                     "The line's sums" below); "lost": when a call last found
---                     that the queue had lost waiters behind the sums' back
---                     (ms), which every instance's keep-alive watches
+--                     "The line's sums" below); "lost": when a keep-alive last
+--                     found that the queue had lost waiters (ms), which every
+--                     instance's keep-alive watches (keep_alive.lua)
 --   queue     zset: waiter -> ticket. A waiter is
 --                     "id|tag|instance|ttl_ms|limit|weight|newest|owner", written by
 --                     the caller (waiter.rs), read here (tag: a number naming the
@@ -89,13 +89,11 @@
 -- supersede and a prune each count once however often they are asked. They
 -- are set from the line whenever a call sees all of it (serve_line()), so
 -- they are exact again once the line is short. A queue key lost or expired
--- with waiters in it shows as a queue whose size is not the sums' count
--- (seen empty by serve_line(), or counted by a keep-alive): the call that
--- finds it resets the sums to the queue (keep_alive.lua) and notes the loss
--- ("lost"), so that every instance's next keep-alive has its waiters ask
--- again, and those no longer in line rejoin. A lost owners hash loses the
--- sums too: they are trusted only while their count is the queue's size
--- (newcomer_fits()), and a newcomer is refused while they are not.
+-- with waiters in it (or a lost owners hash) leaves a queue whose size is
+-- not the sums' count: the next keep-alive makes them the queue's again
+-- (keep_alive.lua, which also tells every instance's waiters of the loss).
+-- Until then they are not trusted: only while their count is the queue's
+-- size (newcomer_fits()); a newcomer is refused while it is not.
 -- Kept whole for now; with priorities they split into one field per
 -- priority, and a newcomer's "ahead" becomes the sum of those at its
 -- priority and above.
@@ -736,11 +734,6 @@ local function serve_line(used, kept)
     local head = redis.call('ZRANGE', K_QUEUE, num(position), num(position + batch - 1))
     if #head == 0 then
       QUEUE_EMPTY, AHEAD_ALL = position == 0, true
-      if QUEUE_EMPTY and QUEUED_N > 0 then
-        -- The sums count waiters that the queue no longer has: its key was
-        -- lost or expired with them in it.
-        LOST = now_ms
-      end
       set_queued(position, ahead)
       break
     end
