@@ -12,8 +12,8 @@ use crate::engine::Error;
 pub(in crate::engine) struct KeepAlive {
     /// How many of them are in line, as far as this instance knows.
     pub in_line: usize,
-    /// When the line last lost waiters behind its sums, as the previous
-    /// keep-alive heard it ([`Beat::lost`]); `None` for the first.
+    /// When the queue last lost waiters (its key lost or expired), as the
+    /// previous keep-alive heard it ([`Beat::lost`]); `None` for the first.
     pub heard_lost: Option<u64>,
 }
 
@@ -26,8 +26,8 @@ pub(in crate::engine) struct Beat {
     /// holds fewer than it has, or it lost waiters since the previous
     /// keep-alive): they ask again, and those not in line rejoin.
     pub missing: bool,
-    /// When the line last lost waiters behind its sums (Redis's clock, ms;
-    /// 0: never), for the next keep-alive.
+    /// When the queue last lost waiters (Redis's clock, ms; 0: never), for
+    /// the next keep-alive.
     pub lost: u64,
 }
 
