@@ -411,3 +411,240 @@ async fn the_fencing_guard_refuses_before_anything_changes() {
         assert_eq!(waited.status, 201, "{}", waited.body);
     }
 }
+
+/// Calls that give up long before a stall of [`STALL`] ends: a waiting
+/// acquire's first call and its retries are all sent during the stall and
+/// all run, in the order sent, once Redis wakes.
+const SHORT_CALLS: &[(&str, &str)] = &[("BATON_REDIS_TIMEOUT_MS", "500")];
+const STALL: f64 = 3.0;
+
+/// Acquires and releases `path` once through `base`, so that its keys exist
+/// and the next acquisition takes the fast path (the name's solo lease).
+async fn use_once(pair: &Pair, base: &str, path: &str, body: &str) {
+    let (status, lease) = pair.post(base, path, body).await;
+    assert_eq!(status, 201, "{lease}");
+    let kind = path.split('/').nth(1).expect("kind");
+    assert_eq!(pair.delete(base, &lease_path(kind, &lease)).await, 204);
+}
+
+/// Stalls Redis for [`STALL`] and waits until the stall has begun.
+async fn stall_now(pair: &Pair) -> std::thread::JoinHandle<()> {
+    let stalled = stall(&pair.redis, STALL);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stalled
+}
+
+#[tokio::test]
+async fn a_waiting_lock_acquire_retried_through_a_redis_stall_finds_its_own_lease() {
+    let pair = Pair::start_with(SHORT_CALLS);
+    let (a, b) = (pair.a.base(), pair.b.base());
+    use_once(&pair, &a, "/locks/retried", HOLD).await;
+
+    // The first call takes the free lock (its reply is lost: the call timed
+    // out); the retries run after it, with the same waiter.
+    let stalled = stall_now(&pair).await;
+    let (status, lease) = pair.post(&a, "/locks/retried", WAIT).await;
+    stalled.join().expect("stall");
+    assert_eq!(status, 201, "{lease}");
+
+    // Nothing queued behind the lease: the retries found it.
+    let (_, shown) = pair.get(&a, "/locks/retried").await;
+    assert_eq!(shown["held"], true, "{shown}");
+    assert_eq!(
+        shown["waiting"], 0,
+        "the acquisition queued behind its own lease: {shown}"
+    );
+    assert_eq!(pair.get(&a, &lease_path("locks", &lease)).await.0, 200);
+
+    // A real waiter (on B) is next, and the release hands the lock to it.
+    let sent = Instant::now();
+    let waiter = pair.waiter(&b, "/locks/retried", WAIT);
+    pair.until_waiting("/locks/retried", 1).await;
+    assert_eq!(pair.delete(&a, &lease_path("locks", &lease)).await, 204);
+    let served = waiter.await.expect("waiter").expect("an answer");
+    assert_eq!(served.status, 201, "{}", served.body);
+    assert!(served.at < sent + Duration::from_secs(20));
+    assert_eq!(
+        pair.delete(&b, &lease_path("locks", &served.body)).await,
+        204
+    );
+    let (_, shown) = pair.get(&a, "/locks/retried").await;
+    assert_eq!(shown["held"], false, "a lease nobody holds: {shown}");
+    assert_eq!(shown["waiting"], 0, "{shown}");
+}
+
+#[tokio::test]
+async fn a_waiting_semaphore_acquire_retried_through_a_redis_stall_counts_its_lease_once() {
+    let pair = Pair::start_with(SHORT_CALLS);
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let hold = r#"{"limit": 2, "ttl_ms": 60000}"#;
+    let wait = r#"{"limit": 2, "ttl_ms": 60000, "wait_ms": 30000}"#;
+    use_once(&pair, &a, "/semaphores/retried", hold).await;
+
+    let stalled = stall_now(&pair).await;
+    let (status, lease) = pair.post(&a, "/semaphores/retried", wait).await;
+    stalled.join().expect("stall");
+    assert_eq!(status, 201, "{lease}");
+
+    let (_, shown) = pair.get(&a, "/semaphores/retried").await;
+    assert_eq!(shown["holders"], 1, "{shown}");
+    assert_eq!(shown["used"], 1, "one lease counted twice: {shown}");
+    // The second of the limit is free for someone else.
+    let (second, other) = pair.post(&b, "/semaphores/retried", hold).await;
+    assert_eq!(second, 201, "{other}");
+
+    for (base, lease) in [(&a, &lease), (&b, &other)] {
+        assert_eq!(
+            pair.delete(base, &lease_path("semaphores", lease)).await,
+            204
+        );
+    }
+    let (_, shown) = pair.get(&a, "/semaphores/retried").await;
+    assert_eq!(shown["holders"], 0, "{shown}");
+    // Every permit is free again.
+    let whole = r#"{"limit": 2, "permits": 2, "ttl_ms": 60000}"#;
+    let (status, lease) = pair.post(&b, "/semaphores/retried", whole).await;
+    assert_eq!(status, 201, "{lease}");
+}
+
+#[tokio::test]
+async fn a_client_that_hangs_up_mid_stall_after_its_retry_leaves_no_lease() {
+    let pair = Pair::start_with(SHORT_CALLS);
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(2500))
+        .build()
+        .expect("client");
+    for (kind, hold, wait) in [
+        ("locks", HOLD, WAIT),
+        (
+            "semaphores",
+            r#"{"limit": 1, "ttl_ms": 60000}"#,
+            r#"{"limit": 1, "ttl_ms": 60000, "wait_ms": 30000}"#,
+        ),
+    ] {
+        let path = format!("/{kind}/abandoned");
+        use_once(&pair, &a, &path, hold).await;
+
+        // The client hangs up after the first call and a retry were sent,
+        // before Redis wakes and runs them.
+        let stalled = stall_now(&pair).await;
+        let hung_up = impatient.post(format!("{a}{path}")).body(wait).send().await;
+        assert!(
+            hung_up.is_err(),
+            "{kind}: answered during the stall: {hung_up:?}"
+        );
+        stalled.join().expect("stall");
+
+        // What the abandoned acquisition took is given back once Redis
+        // answers again: nothing held, nobody in line.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let (_, shown) = pair.get(&a, &path).await;
+            let free = shown["waiting"] == 0
+                && if kind == "locks" {
+                    shown["held"] == false
+                } else {
+                    shown["holders"] == 0
+                };
+            if free {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{kind}: the abandoned acquisition left {shown}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (status, lease) = pair.post(&b, &path, hold).await;
+        assert_eq!(status, 201, "{kind}: {lease}");
+        assert_eq!(pair.delete(&b, &lease_path(kind, &lease)).await, 204);
+    }
+}
+
+#[tokio::test]
+async fn waiters_pruned_with_their_paused_instance_leave_the_line_s_sums_and_rejoin_them() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/semaphores/pruned-sums";
+    let (status, _) = pair
+        .post(&a, path, r#"{"limit": 4, "permits": 4, "ttl_ms": 60000}"#)
+        .await;
+    assert_eq!(status, 201);
+    let wait = |permits: u64| {
+        format!(r#"{{"limit": 4, "permits": {permits}, "ttl_ms": 60000, "wait_ms": 30000}}"#)
+    };
+    let mut waiters = Vec::new();
+    for (n, (base, permits)) in [(&a, 1), (&b, 3), (&a, 2), (&b, 4)].into_iter().enumerate() {
+        waiters.push(pair.waiter(base, path, &wait(permits)));
+        pair.until_waiting(path, n as u64 + 1).await;
+    }
+    let sums = || pair.redis.line_sums(&pair.prefix, "sem:pruned-sums");
+    assert_eq!(sums(), ((4, 10), (4, 10)));
+
+    // B looks dead after 3 s without a keep-alive: a status call through A
+    // takes its waiters out of the line, and out of the line's sums.
+    pair.b.pause();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    pair.until_waiting(path, 2).await;
+    assert_eq!(sums(), ((2, 3), (2, 3)), "after the prune");
+
+    // B's waiters learn it once B runs again, and rejoin.
+    pair.b.resume();
+    pair.until_waiting(path, 4).await;
+    assert_eq!(sums(), ((4, 10), (4, 10)), "after the rejoin");
+    assert!(waiters.iter().all(|w| !w.is_finished()));
+}
+
+#[tokio::test]
+async fn waiters_of_two_instances_all_rejoin_a_line_whose_queue_key_was_lost() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/locks/lost-both";
+    let (_, holder) = pair.post(&a, path, HOLD).await;
+    let mut waiters = Vec::new();
+    for (n, base) in [&a, &b, &a, &b, &b].into_iter().enumerate() {
+        waiters.push(pair.waiter(base, path, WAIT));
+        pair.until_waiting(path, n as u64 + 1).await;
+    }
+
+    // The queue's key is lost while A is paused (for less than the 3 s after
+    // which it would look dead): B's waiters rejoin first, so the line is
+    // not empty when A looks again, though none of A's waiters is in it.
+    pair.a.pause();
+    let mut conn = pair.redis.conn();
+    let deleted: u32 = redis::cmd("DEL")
+        .arg(pair.key("lock:lost-both", "queue"))
+        .query(&mut conn)
+        .expect("DEL");
+    assert_eq!(deleted, 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pair.get(&b, path).await.1["waiting"] != 3 {
+        assert!(Instant::now() < deadline, "B's waiters never rejoined");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    pair.a.resume();
+
+    // A learns that its waiters are missing, and they rejoin too; then
+    // every one is served in turn, each released as soon as it is told.
+    pair.until_waiting(path, 5).await;
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !waiters.is_empty() {
+        let Some(next) = waiters.iter().position(JoinHandle::is_finished) else {
+            assert!(Instant::now() < deadline, "{} never served", waiters.len());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let served = waiters
+            .remove(next)
+            .await
+            .expect("waiter")
+            .expect("an answer");
+        assert_eq!(served.status, 201, "{}", served.body);
+        assert_eq!(
+            pair.delete(&a, &lease_path("locks", &served.body)).await,
+            204
+        );
+    }
+}

@@ -163,13 +163,8 @@ impl Leases {
         // makes a repeated call find the place (or lease) the first one made.
         let mut backoff = Duration::from_millis(50);
         let outcome = loop {
-            let join = if attempts == 1 {
-                Join::First
-            } else {
-                Join::Again
-            };
             let turn = leases.engine.join_turn().await;
-            let attempt = Box::pin(leases.try_acquire(name, claim.entry(), join)).await;
+            let attempt = Box::pin(leases.try_acquire(name, claim.entry(), Join::Queue)).await;
             drop(turn);
             match attempt {
                 Ok(Attempt::Queued { next_expiry_in }) => {
@@ -203,8 +198,7 @@ impl Leases {
     }
 
     /// One acquire call for `waiter`; `join` says whether it queues when
-    /// busy, and whether its id may be known already (a call that may have
-    /// run before, or a grant to confirm), which only then is looked up.
+    /// busy (and then finds what an earlier call with the same waiter made).
     async fn try_acquire(
         &self,
         name: &Name,
@@ -413,7 +407,7 @@ pub enum Acquiring {
 }
 
 /// A request waiting in line: what it keeps while it waits, and nothing more.
-/// Dropping it before its outcome (the client went away) leaves the line, or
+/// Dropping it before its outcome (the client went away) leaves the line and
 /// gives back a lease granted meanwhile.
 pub struct Queued {
     claim: Claim,
@@ -494,7 +488,7 @@ impl Queued {
                 // puts this waiter back in line (or gives it room there is).
                 Notice::Granted { held: false, .. } | Notice::Recheck => {
                     self.attempts += 1;
-                    let again = leases.try_acquire(name, claim.entry(), Join::Again);
+                    let again = leases.try_acquire(name, claim.entry(), Join::Queue);
                     match Box::pin(again).await {
                         Ok(Attempt::Queued { next_expiry_in }) => {
                             if let Some(registration) = &self.registration {

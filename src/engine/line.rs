@@ -440,6 +440,8 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
     };
     let mut generation = line.generation.subscribe();
     let mut next_tick = Instant::now();
+    // When the line last lost waiters, as this task's keep-alives heard it.
+    let mut heard_lost = None;
     // Subscribed before the first waiter joins the line (it waits for this);
     // a subscription made later is followed by a re-check of every waiter.
     line.pubsub.subscribe_shard(&channel).await;
@@ -493,7 +495,10 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
             }
             entry.waiters.values().filter(|slot| slot.in_line).count()
         };
-        let beat = KeepAlive { in_line };
+        let beat = KeepAlive {
+            in_line,
+            heard_lost,
+        };
         let mut call = invocation(
             KeepAlive::OP,
             &line.keys,
@@ -511,6 +516,7 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
         {
             Ok((beat, tail)) => {
                 line.heard(kind, &name, tail);
+                heard_lost = Some(beat.lost);
                 let unsure = line
                     .names()
                     .get_mut(&channel)

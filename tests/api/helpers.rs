@@ -132,6 +132,67 @@ impl RedisServer {
         stall
     }
 
+    /// How many commands Redis has run, those that baton's operations ran
+    /// inside them included (the `calls` of INFO commandstats, less the
+    /// INFO calls that read them), and how many microseconds it spent in
+    /// `FCALL`s (each call's own commands included).
+    pub fn commands(&self) -> (u64, u64) {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .expect("INFO");
+        let stat = |line: &str, field: &str| -> u64 {
+            line.split(&format!("{field}="))
+                .nth(1)
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        let calls = info
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+            .map(|l| stat(l, "calls"))
+            .sum();
+        let usec = info
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_fcall:"))
+            .map(|l| stat(l, "usec"))
+            .sum();
+        (calls, usec)
+    }
+
+    /// The sums of the waiting line of `tag` (`sem:NAME` or `lock:NAME`)
+    /// under `prefix`, (waiters, their weight): as the owners hash keeps them
+    /// (its field `queued`, "count|weight"; none: 0 and 0), and as the queue
+    /// holds them (a waiter's weight is the sixth field of its entry); both
+    /// read at one instant.
+    pub fn line_sums(&self, prefix: &str, tag: &str) -> ((u64, u64), (u64, u64)) {
+        let (kept, line): (Option<String>, Vec<String>) = redis::pipe()
+            .atomic()
+            .hget(format!("{prefix}{{{tag}}}:owners"), "queued")
+            .zrange(format!("{prefix}{{{tag}}}:queue"), 0, -1)
+            .query(&mut self.conn())
+            .expect("the line");
+        let kept = kept.map_or((0, 0), |kept| {
+            let (count, weight) = kept.split_once('|').expect("count|weight");
+            (
+                count.parse().expect("count"),
+                weight.parse().expect("weight"),
+            )
+        });
+        let weight = line
+            .iter()
+            .map(|waiter| {
+                waiter
+                    .split('|')
+                    .nth(5)
+                    .and_then(|w| w.parse::<u64>().ok())
+                    .expect("a waiter's weight")
+            })
+            .sum();
+        (kept, (line.len() as u64, weight))
+    }
+
     /// How many times Redis ran one of baton's operations (FCALL; EVALSHA
     /// and EVAL too, should anything run a script), from INFO commandstats.
     pub fn script_calls(&self) -> u64 {

@@ -6,6 +6,7 @@ mod auth;
 mod errors;
 mod listing;
 mod locks;
+mod long_lines;
 mod modes;
 mod names;
 mod outages;

@@ -6,15 +6,14 @@
 --          limit and weight as line.lua names them for each kind, owner ""
 --          for none
 -- ARGV[4]  1: join the line when busy (the caller waits); 0: do not queue
--- ARGV[5]  1: the id may be known (an earlier call with it may have run);
---          0: a fresh id, which holds no lease and has no place in line
 --
 -- Replies, each ended by finish() (line.lua)
 --   {1, fencing_token, expires_at_ms}
---       acquired: now, or earlier by a grant to this waiter, which this call
+--       acquired: now; or earlier, by a grant to this waiter, which this call
 --       confirms (a waiter's instance calls again to confirm a grant made by
---       another instance's call, or after a missed message); the lease is
---       held until expires_at_ms
+--       another instance's call, or after a missed message), or by an
+--       earlier call with this waiter whose reply was lost (its lease, found
+--       and not taken again); the lease is held until expires_at_ms
 --   {2, owner}
 --       superseded: a newer newest_wins request (of that owner, "" none) took
 --       this waiter's place; it neither joins the line nor acquires
@@ -28,15 +27,33 @@
 --   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
 --
 -- A request that has not queued acquires only when it fits beside the live
--- leases and every waiter (newcomer_fits()), so it never overtakes a queued
--- waiter.
-local waiter, join, known = ARGV[3], ARGV[4] == '1', ARGV[5] == '1'
-local read = read_fields(known and string.match(waiter, '^[^|]*') or nil)
+-- leases and every waiter (newcomer_fits(), exact at any length of the
+-- line), so it never overtakes a queued waiter.
+local waiter, join = ARGV[3], ARGV[4] == '1'
+-- A call that may queue may be one of several with its waiter (a retry after
+-- a lost reply, a re-check, or a first call that reaches Redis after its
+-- retry): it looks up what its id may hold. One that does not queue is the
+-- only call with its id, which holds nothing.
+local mine, newest_wins
+if join then
+  mine, newest_wins = string.match(waiter, '^([^|]*)|%d+|[^|]*|%d+|%d+|%d+|(%d)|')
+end
+local read = read_fields(mine)
 
-if not known and read[1] and read[4] ~= '1' then
+if read[1] and read[4] ~= '1' and newest_wins ~= '1' then
   -- The fast path: the owners hash exists, nobody waits and leases is empty
-  -- (line.lua), so the name has at most its solo lease.
+  -- (line.lua), so the name has at most its solo lease. (Not for a
+  -- newest_wins waiter: it may have been superseded, which only the line's
+  -- notes say.)
   local solo = read[3]
+  if solo and mine then
+    local expires, token, holder = string.match(solo, '^(%d+)|(%d+)|([^|]*)|')
+    if holder == mine and tonumber(expires) > now_ms then
+      -- Its own, taken by an earlier call with this waiter (whose reply was
+      -- lost): held until its expiry, as that call wrote it.
+      return finish({1, tonumber(token), tonumber(expires)})
+    end
+  end
   if not solo or tonumber(string.match(solo, '^%d+')) <= now_ms then
     -- Free: this lease is written with its full expiry, and the caller
     -- answers it from this reply.
@@ -63,27 +80,31 @@ ttl, limit, weight, newest = tonumber(ttl), tonumber(limit), tonumber(weight), n
 local packed = take_state(read)
 guard()
 
-if not known and OWNED and not SLOW and not join and not fits(SOLO.weight, 0, weight, limit) then
+if OWNED and not SLOW and not join and not fits(SOLO.weight, 0, weight, limit) then
   -- Held by the solo lease, and the request does not wait: busy.
   return finish({0, 1, SOLO.weight, 0, SOLO.score - now_ms, SOLO.owner, 0})
 end
 
--- A second lease or a waiter: the solo lease moves into leases first.
-unsolo()
 local queued = false
-if known then
-  -- A grant to this waiter: confirmed here, by its own instance, before the
-  -- client is told (a provisional grant that lapsed is not live any more,
-  -- and this waiter then rejoins the line below).
+if join then
+  -- Its own lease, looked up before the solo lease moves (it may be the
+  -- solo): a grant to this waiter, confirmed here by its own instance before
+  -- the client is told, or the lease an earlier call with this waiter took.
+  -- A provisional grant that lapsed is not live any more: this waiter then
+  -- rejoins the line below.
   local lease = lease_for(id, packed)
   if lease then
     confirm(id, lease)
     return finish({1, lease.token, lease.expires_at})
   end
-  -- Queued already (asking again after a missed message), or superseded
-  -- meanwhile by a newer newest_wins request.
+  if packed then
+    -- Its lease expired: forgotten, so that a new one is not counted twice.
+    forget_lease(id, parse_lease(packed))
+  end
+  -- Queued already (asking again after a missed message, or an earlier call
+  -- joined), or superseded meanwhile by a newer newest_wins request.
   queued = redis.call('ZSCORE', K_QUEUE, waiter) ~= false
-  if not queued and newest and join then
+  if not queued and newest then
     local by = redis.call('HGET', K_NOTES, 's:' .. id)
     if by then
       redis.call('HDEL', K_NOTES, 's:' .. id)
@@ -92,6 +113,8 @@ if known then
   end
 end
 
+-- A second lease or a waiter: the solo lease moves into leases first.
+unsolo()
 local first = first_lease()
 local used = used_now(first)
 local served = serve_line(used, first ~= nil)
@@ -101,6 +124,9 @@ if served > used then
 end
 
 if queued then
+  -- In line already; its entry in byinst too (which a lost byinst key took,
+  -- and whose absence would make its instance ask again every second).
+  redis.call('ZADD', K_BYINST, '0', instance .. '|' .. waiter)
   return finish({0, 0, 0, 0, (time_left(first, false)), '', 1})
 end
 if newcomer_fits(used, weight, limit) then
@@ -117,8 +143,9 @@ local superseded = false
 if newest then
   local older = redis.call('HGET', K_NOTES, 'newest')
   if older and redis.call('ZSCORE', K_QUEUE, older) then
-    local older_id, older_tag, older_instance, _, _, _, _, older_owner = unpack_waiter(older)
-    remove_waiter(older, older_instance, '1')
+    local older_id, older_tag, older_instance, _, _, older_weight, _, older_owner =
+      unpack_waiter(older)
+    remove_waiter(older, older_instance, tonumber(older_weight), '1')
     redis.call('HSET', K_NOTES, 's:' .. older_id, owner)
     tell(older_instance, 's ' .. older_tag .. ' ' .. owner)
     event('left', older_owner)
@@ -131,7 +158,9 @@ local ticket = now_us
 if #last > 0 and tonumber(last[2]) >= ticket then
   ticket = tonumber(last[2]) + 1
 end
-redis.call('ZADD', K_QUEUE, num(ticket), waiter)
+if redis.call('ZADD', K_QUEUE, num(ticket), waiter) == 1 then
+  count_queued(1, weight)
+end
 redis.call('ZADD', K_BYINST, '0', instance .. '|' .. waiter)
 redis.call('ZADD', K_INSTANCES, num(now_ms + ALIVE_MS), instance)
 QUEUE_EMPTY = false

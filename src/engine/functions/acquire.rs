@@ -8,17 +8,18 @@ use super::waiter::Entry;
 use crate::engine::model::Occupancy;
 use crate::engine::Error;
 
-/// Whether a call queues when busy, and whether it is the first call with its
-/// id (a fresh id has no lease and no place in line, so nothing is looked up).
+/// Whether a call queues when busy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::engine) enum Join {
-    /// Answer at once when busy (`wait_ms` 0); the only call with its id.
+    /// Answer at once when busy (`wait_ms` 0); the only call with its id,
+    /// which holds nothing yet.
     No,
-    /// Queue when busy; the first call with its id.
-    First,
-    /// Queue when busy, or find the place or the lease an earlier call (or a
-    /// grant to this waiter) made, confirming that lease.
-    Again,
+    /// Queue when busy. One of possibly several calls with its id (a retry
+    /// after a lost reply, a re-check, a first call that reaches Redis after
+    /// its retry): it finds the place or the lease any of them made (or a
+    /// grant to this waiter), confirming that lease, and never takes a
+    /// second.
+    Queue,
 }
 
 /// One acquire call for a waiter.
@@ -49,8 +50,7 @@ impl Function for Acquire<'_> {
 
     fn args(&self, call: &mut Cmd) {
         call.arg(self.waiter.encode())
-            .arg(u8::from(self.join != Join::No))
-            .arg(u8::from(self.join == Join::Again));
+            .arg(u8::from(self.join == Join::Queue));
     }
 
     fn decode(reply: &mut Cursor) -> Result<Attempt, Error> {

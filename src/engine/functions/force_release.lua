@@ -10,7 +10,7 @@
 --
 -- One event "force-released" per lease for the first 100, then one without an
 -- owner for the rest; the sorted set is unlinked, so Redis frees it in the
--- background. The fence and the latest limit stay.
+-- background. The fence, the latest limit and the line's sums stay.
 read_state()
 guard()
 if SOLO then
@@ -40,12 +40,12 @@ for _, id in ipairs(shown) do
   end
 end
 redis.call('UNLINK', K_LEASES, K_OWNERS)
--- The owners hash starts afresh with what outlives the leases; "slow" stays
--- until finish() sees the line empty, so that no fast acquire overtakes a
--- waiter meanwhile.
-UNTIL, USED, USED_DIRTY = now_ms + 2 * KEEP_MS, 0, false
+-- The owners hash starts afresh with what outlives the leases (the line's
+-- sums among it); "slow" stays until finish() sees the line empty, so that
+-- no fast acquire overtakes a waiter meanwhile.
+UNTIL, USED, USED_DIRTY, QUEUED_DIRTY = now_ms + 2 * KEEP_MS, 0, false, false
 redis.call('HSET', K_OWNERS, 'limit', num(LIMIT), 'fence', num(FENCE), 'until', num(UNTIL),
-  'slow', '1')
+  'slow', '1', 'queued', queued_field())
 SLOW = true
 redis.call('PEXPIREAT', K_OWNERS, num(UNTIL))
 local reply = {1, count, #announced}

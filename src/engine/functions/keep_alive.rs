@@ -12,6 +12,9 @@ use crate::engine::Error;
 pub(in crate::engine) struct KeepAlive {
     /// How many of them are in line, as far as this instance knows.
     pub in_line: usize,
+    /// When the queue last lost waiters (its key lost or expired), as the
+    /// previous keep-alive heard it ([`Beat::lost`]); `None` for the first.
+    pub heard_lost: Option<u64>,
 }
 
 /// What the line says back.
@@ -19,9 +22,13 @@ pub(in crate::engine) struct KeepAlive {
 pub(in crate::engine) struct Beat {
     /// When a lease of the name ends next.
     pub next_expiry_in: Option<Duration>,
-    /// The line holds fewer of this instance's waiters than it has: they ask
-    /// again, and rejoin.
+    /// The line may not hold all of this instance's waiters any more (it
+    /// holds fewer than it has, or it lost waiters since the previous
+    /// keep-alive): they ask again, and those not in line rejoin.
     pub missing: bool,
+    /// When the queue last lost waiters (Redis's clock, ms; 0: never), for
+    /// the next keep-alive.
+    pub lost: u64,
 }
 
 impl Function for KeepAlive {
@@ -30,12 +37,17 @@ impl Function for KeepAlive {
 
     fn args(&self, call: &mut Cmd) {
         call.arg(self.in_line);
+        match self.heard_lost {
+            Some(lost) => call.arg(lost),
+            None => call.arg(""),
+        };
     }
 
     fn decode(reply: &mut Cursor) -> Result<Beat, Error> {
         Ok(Beat {
             next_expiry_in: reply.expiry()?,
             missing: reply.flag()?,
+            lost: reply.uint()?,
         })
     }
 }

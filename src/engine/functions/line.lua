@@ -34,7 +34,12 @@
 --                     the leases in leases (expired ones not yet pruned
 --                     included); "limit": the limit of the latest acquisition;
 --                     "fence": the latest fencing token; "until": when leases
---                     and owners expire (ms)
+--                     and owners expire (ms); "queued": "count|weight", the
+--                     waiters in queue and their weight (sums of the line, so
+--                     that admitting a newcomer needs no walk of it: see
+--                     "The line's sums" below); "lost": when a keep-alive last
+--                     found that the queue had lost waiters (ms), which every
+--                     instance's keep-alive watches (keep_alive.lua)
 --   queue     zset: waiter -> ticket. A waiter is
 --                     "id|tag|instance|ttl_ms|limit|weight|newest|owner", written by
 --                     the caller (waiter.rs), read here (tag: a number naming the
@@ -78,6 +83,30 @@
 -- noticed (n, then n pairs owner ("" none), fencing_token, for the audit log),
 -- then the messages for the caller's waiters (m, then m messages).
 --
+-- The line's sums ("queued" in owners): every call that adds a waiter to
+-- the queue or takes one out changes them by what ZADD or ZREM says it
+-- changed (count_queued()), so a join, a grant, a leave, a give-up, a
+-- supersede and a prune each count once however often they are asked. They
+-- are set from the line whenever a call sees all of it (serve_line()), so
+-- they are exact again once the line is short. A queue key lost or expired
+-- with waiters in it (or a lost owners hash) leaves a queue whose size is
+-- not the sums' count: the next keep-alive makes them the queue's again
+-- (keep_alive.lua, which also tells every instance's waiters of the loss).
+-- Until then they are not trusted: only while their count is the queue's
+-- size (newcomer_fits()); a newcomer is refused while it is not.
+-- Kept whole for now; with priorities they split into one field per
+-- priority, and a newcomer's "ahead" becomes the sum of those at its
+-- priority and above.
+--
+-- A waiter is never both in line and holding a lease: a grant takes it out
+-- of the line in the same call, and an acquire that may queue (one of
+-- possibly several calls with the same waiter: a retry after a lost reply,
+-- a re-check, or a first call that reaches Redis after its retry) looks up
+-- its own lease, solo or in leases, and its place before anything else, so
+-- it finds what an earlier call made instead of queuing behind it or
+-- taking it twice. A waiter that leaves ("leave", an abandoned acquisition)
+-- gives back both its place and its lease all the same.
+--
 -- What makes a 201 true (docs/design.md, "What makes a 201 true"): a client is
 -- told it holds a lease only from a reply that says Redis holds it until the
 -- expiry told, and that stays so because:
@@ -100,15 +129,17 @@
 -- Every key gets a TTL: leases and owners (with the fence) outlive the longest
 -- lease by at least KEEP_MS, the line's keys LINE_TTL_MS past the last call
 -- that touched them (the keep-alives touch them every second while anyone
--- waits). Tokens stay strictly increasing without the fence (docs/design.md):
+-- waits, and keep owners, with the line's sums, outliving them). Tokens stay strictly increasing without the fence (docs/design.md):
 -- each is max(fence + 1, now in microseconds).
 --
 -- What the common path costs: a free name's acquire reads the owners hash
 -- once and writes the solo field once; its release reads the hash and deletes
 -- the field (TIME first in each: 3 commands in a call, 8 in a cycle with the
--- two FCALLs). A hand-off: a waiter's join looks at the first lease, the
--- last ticket, and writes its place; a release reads its lease and the fence
--- in one call, grants the head of the line and drops its own lease. Pruning
+-- two FCALLs). A hand-off: a waiter's join looks up its own place (its
+-- lease comes with the hash), looks at the first lease and the last ticket,
+-- and writes its place and the line's sums; a release reads its lease and
+-- the fence in one call, grants the head of the line (the sums written with
+-- the new lease) and drops its own lease. Pruning
 -- what expired or died is checked with one read and done only when there is
 -- something to prune.
 local ALIVE_MS = 3000        -- an instance not heard of for this long is dead
@@ -119,6 +150,10 @@ local PRUNE_BATCH = 100      -- expired leases or dead waiters removed per call,
 local SCAN_BATCH = 100       -- waiters looked at per call for a grant
 local FULL = 1000000000      -- a lock's capacity: an exclusive lease's weight (domain/demand.rs)
 local MAX_SAFE = 9007199254740991 -- 2^53 - 1: Lua numbers are exact up to here
+-- The line's weight when it is not known (sums rebuilt from a long queue):
+-- more than every waiter's weight could take away, and than any limit, so
+-- that no newcomer is let past the line until a call sees it whole.
+local UNKNOWN_WEIGHT = 1125899906842624 -- 2^50
 
 -- What one call works on, set by begin(): the library's functions are made
 -- once, when it is loaded, and Redis runs one call at a time.
@@ -138,10 +173,17 @@ local NOTICED, MESSAGES
 -- The owners hash's fields, read once per call by read_state() and kept in
 -- step with what the call writes: OWNED (the hash exists), FENCE, UNTIL,
 -- SOLO (the solo lease as lease_of() reads it, live or not; nil: none), SLOW,
--- USED (and USED_DIRTY: changed, not yet written), LIMIT.
+-- USED (and USED_DIRTY: changed, not yet written), LIMIT, QUEUED_N and
+-- QUEUED_W (the line's sums, and QUEUED_DIRTY: changed, not yet written).
 local OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY, LIMIT
+local QUEUED_N, QUEUED_W, QUEUED_DIRTY
+-- When this call found the queue lost (ms; nil: it did not), to be written.
+local LOST
 -- The "limit" field as read (a string, or false).
 local LIMIT_RAW
+-- Which instances keep their waiters alive, as alive() found them in this
+-- call (nil until it asks).
+local ALIVE
 -- What serve_line() found: the line empty (QUEUE_EMPTY); the weight of the
 -- waiters it left in line (AHEAD), which is all of them when AHEAD_ALL.
 local QUEUE_EMPTY, AHEAD, AHEAD_ALL
@@ -155,7 +197,8 @@ local function begin(keys, args)
   NOW_MS = nil
   NOTICED, MESSAGES = EMPTY, EMPTY
   OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
-  QUEUE_EMPTY, AHEAD, AHEAD_ALL = false, 0, false
+  QUEUED_N, QUEUED_W, QUEUED_DIRTY, LOST = 0, 0, false, nil
+  QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE = false, 0, false, nil
 end
 
 local function num(n)
@@ -223,7 +266,7 @@ end
 -- `id` is given, in one call.
 local function read_fields(id)
   return redis.call('HMGET', K_OWNERS, 'fence', 'until', 'solo', 'slow', 'used', 'limit',
-    id or 'used')
+    'queued', id or 'used')
 end
 
 -- The solo lease from its field: a table as lease_of() makes, with the
@@ -248,11 +291,16 @@ local function take_state(read)
   end
   SLOW = read[4] == '1'
   USED, LIMIT, LIMIT_RAW = tonumber(read[5] or '0'), tonumber(read[6] or '0'), read[6]
-  return read[7] or nil
+  if read[7] then
+    local count, weight = string.match(read[7], '^(%d+)|(%d+)$')
+    QUEUED_N, QUEUED_W = tonumber(count), tonumber(weight)
+  end
+  return read[8] or nil
 end
 
 -- Reads the owners hash's fields (see above) with `id`'s packed lease when
 -- `id` is given (returned), in one call. Every function begins with it.
+-- (`id` may name another field of the hash the caller wants: "lost".)
 local function read_state(id)
   local packed = take_state(read_fields(id))
   if id then
@@ -275,14 +323,39 @@ local function live_lease(id)
   return lease_of(redis.call('HGET', K_OWNERS, id))
 end
 
--- `reply` with what the caller must hear besides it (see above); first
--- writes what the call changed of the owners hash and has not written yet:
--- the weight in use, and "slow" cleared once leases and queue are empty.
-local function finish(reply)
-  if UNTIL > 0 and (USED_DIRTY or (SLOW and USED == 0 and QUEUE_EMPTY)) then
+-- The line's sums as the owners hash keeps them.
+local function queued_field()
+  return num(QUEUED_N) .. '|' .. num(QUEUED_W)
+end
+
+-- The line gained (or lost, negative) `count` waiters of `weight` in all.
+local function count_queued(count, weight)
+  QUEUED_N, QUEUED_W = math.max(0, QUEUED_N + count), math.max(0, QUEUED_W + weight)
+  QUEUED_DIRTY = true
+end
+
+-- The line's sums are `count` waiters of `weight`, as a call saw it whole.
+local function set_queued(count, weight)
+  if QUEUED_N ~= count or QUEUED_W ~= weight then
+    QUEUED_N, QUEUED_W, QUEUED_DIRTY = count, weight, true
+  end
+end
+
+-- Writes what the call changed of the owners hash and has not written yet:
+-- the weight in use, the line's sums (and their loss), and "slow" cleared
+-- once leases and queue are empty. Nothing without "until": the hash is gone
+-- (or never was), and a field written now would make it without a TTL.
+local function save()
+  if UNTIL > 0 and (USED_DIRTY or QUEUED_DIRTY or LOST or (SLOW and USED == 0 and QUEUE_EMPTY)) then
     local fields = {}
     if USED_DIRTY then
       fields[#fields + 1], fields[#fields + 2] = 'used', num(USED)
+    end
+    if QUEUED_DIRTY then
+      fields[#fields + 1], fields[#fields + 2] = 'queued', queued_field()
+    end
+    if LOST then
+      fields[#fields + 1], fields[#fields + 2] = 'lost', num(LOST)
     end
     if SLOW and USED == 0 and QUEUE_EMPTY and redis.call('EXISTS', K_LEASES) == 0 then
       -- Back to the fast path: nothing in leases (checked, not only
@@ -293,7 +366,14 @@ local function finish(reply)
     if #fields > 0 then
       redis.call('HSET', K_OWNERS, unpack(fields))
     end
+    USED_DIRTY, QUEUED_DIRTY, LOST = false, false, nil
   end
+end
+
+-- `reply` with what the caller must hear besides it (see above), after
+-- save().
+local function finish(reply)
+  save()
   local n = #reply
   if NOTICED == EMPTY and MESSAGES == EMPTY then
     reply[n + 1], reply[n + 2] = 0, 0
@@ -427,8 +507,16 @@ local function write_lease(id, ttl, limit, weight, owner, provisional, fresh)
   end
   USED, USED_DIRTY = USED + weight, false
   redis.call('ZADD', K_LEASES, num(expires), id)
-  redis.call('HSET', K_OWNERS, id, pack_lease(token, ttl, limit, weight, expires, marker, owner),
-    'limit', num(limit), 'fence', num(token), 'used', num(USED), 'slow', '1')
+  local packed = pack_lease(token, ttl, limit, weight, expires, marker, owner)
+  if QUEUED_DIRTY then
+    -- (A grant to a waiter: the line's sums changed with it.)
+    redis.call('HSET', K_OWNERS, id, packed, 'limit', num(limit), 'fence', num(token),
+      'used', num(USED), 'slow', '1', 'queued', queued_field())
+    QUEUED_DIRTY = false
+  else
+    redis.call('HSET', K_OWNERS, id, packed, 'limit', num(limit), 'fence', num(token),
+      'used', num(USED), 'slow', '1')
+  end
   SLOW = true
   keep_leases(full, fresh)
   return token, full, expires
@@ -465,6 +553,15 @@ local function note_expired(owner, token)
   event('expired', owner, token)
 end
 
+-- Forgets `id`'s lease in leases, `lease` (parse_lease()), which expired:
+-- an expired lease is never released, but its weight no longer counts.
+local function forget_lease(id, lease)
+  USED, USED_DIRTY = math.max(0, USED - lease.weight), true
+  redis.call('ZREM', K_LEASES, id)
+  redis.call('HDEL', K_OWNERS, id)
+  note_expired(lease.owner, lease.token)
+end
+
 -- Moves the solo lease into leases, before the name gets a second lease or
 -- a waiter; forgets it when it expired.
 local function unsolo()
@@ -486,9 +583,12 @@ local function unsolo()
   end
 end
 
--- Takes `waiter` (its fields unpacked) out of the line.
-local function remove_waiter(waiter, instance, newest)
-  redis.call('ZREM', K_QUEUE, waiter)
+-- Takes `waiter` (its fields unpacked; `weight` a number) out of the line,
+-- and out of the line's sums if it was in it.
+local function remove_waiter(waiter, instance, weight, newest)
+  if redis.call('ZREM', K_QUEUE, waiter) == 1 then
+    count_queued(-1, -weight)
+  end
   redis.call('ZREM', K_BYINST, instance .. '|' .. waiter)
   if newest == '1' and redis.call('HGET', K_NOTES, 'newest') == waiter then
     redis.call('HDEL', K_NOTES, 'newest')
@@ -565,13 +665,24 @@ local function last_lease()
   return {last[1], tonumber(last[2])}
 end
 
--- Whether `instance` keeps its waiters alive (the caller does: it is calling).
+-- Whether `instance` keeps its waiters alive (the caller does: it is
+-- calling). Asked once per instance in a call (ALIVE): a call that looks at
+-- a hundred waiters of a few instances asks Redis a few times, not a
+-- hundred; the answer cannot change within the call.
 local function alive(instance)
   if instance == ME then
     return true
   end
-  local alive_until = redis.call('ZSCORE', K_INSTANCES, instance)
-  return alive_until ~= false and tonumber(alive_until) > now_ms
+  if not ALIVE then
+    ALIVE = {}
+  end
+  local known = ALIVE[instance]
+  if known == nil then
+    local alive_until = redis.call('ZSCORE', K_INSTANCES, instance)
+    known = alive_until ~= false and tonumber(alive_until) > now_ms
+    ALIVE[instance] = known
+  end
+  return known
 end
 
 -- Waiters of instances that stopped keeping them alive leave the line; at
@@ -588,8 +699,8 @@ local function drop_dead_instances()
       '[' .. instance .. '|\255', 'LIMIT', 0, budget)
     for _, member in ipairs(members) do
       local waiter = string.sub(member, #instance + 2)
-      local _, _, _, _, _, _, newest, owner = unpack_waiter(waiter)
-      remove_waiter(waiter, instance, newest)
+      local _, _, _, _, _, weight, newest, owner = unpack_waiter(waiter)
+      remove_waiter(waiter, instance, tonumber(weight), newest)
       event('left', owner)
     end
     if #members < budget then
@@ -611,7 +722,8 @@ end
 -- waiter's instance: final for the caller's own (it answers its client now),
 -- provisional for another's. `kept` says whether the leases key exists for
 -- sure (else the first grant may make it, and gives it its TTL). Returns the
--- weight in use afterwards; sets QUEUE_EMPTY, AHEAD and AHEAD_ALL.
+-- weight in use afterwards; sets QUEUE_EMPTY, AHEAD and AHEAD_ALL, and the
+-- line's sums when it saw the whole line.
 local function serve_line(used, kept)
   AHEAD, AHEAD_ALL = 0, false
   if used >= FULL then
@@ -622,6 +734,7 @@ local function serve_line(used, kept)
     local head = redis.call('ZRANGE', K_QUEUE, num(position), num(position + batch - 1))
     if #head == 0 then
       QUEUE_EMPTY, AHEAD_ALL = position == 0, true
+      set_queued(position, ahead)
       break
     end
     local full = false
@@ -630,10 +743,10 @@ local function serve_line(used, kept)
       local id, tag, instance, ttl, limit, weight, newest, owner = unpack_waiter(waiter)
       weight = tonumber(weight)
       if not alive(instance) then
-        remove_waiter(waiter, instance, newest)
+        remove_waiter(waiter, instance, weight, newest)
         event('left', owner)
       elseif fits(used, ahead, weight, tonumber(limit)) then
-        remove_waiter(waiter, instance, newest)
+        remove_waiter(waiter, instance, weight, newest)
         -- A second lease: the solo one (if any) moves into leases first.
         unsolo()
         local mine = instance == ME
@@ -665,12 +778,19 @@ end
 
 -- Whether a request that has not queued may take `weight` of `limit` now,
 -- `used` in use, after serve_line(): it fits beside the leases and every
--- waiter, so it never overtakes one.
+-- waiter, so it never overtakes one. Exact at any length of the line: what
+-- serve_line() did not look at is counted by the line's sums, while they
+-- count the whole queue (a ZCARD, only for a line longer than a call looks
+-- at); else it is refused, as one that may not fit.
 local function newcomer_fits(used, weight, limit)
   if QUEUE_EMPTY then
     return fits(used, 0, weight, limit)
   end
-  return AHEAD_ALL and fits(used, AHEAD, weight, limit)
+  if AHEAD_ALL or not fits(used, AHEAD, weight, limit) then
+    -- All of the line was seen, or what was seen is too much already.
+    return AHEAD_ALL and fits(used, AHEAD, weight, limit)
+  end
+  return QUEUED_N == waiting() and fits(used, QUEUED_W, weight, limit)
 end
 
 -- Grants a request that has not queued (or no longer is), `waiter` as

@@ -1,7 +1,7 @@
 -- A waiter's place in line and the leases it waits behind, for acquisitions
 -- that report their progress (line.lua: KEYS, ARGV[1..2]). Bounded: at most
 -- 100 leases. It writes only to take the waiters of dead instances out of
--- the line.
+-- the line (and its sums).
 --
 -- ARGV[3]  the waiter, as the line keeps it (line.lua)
 --
@@ -12,6 +12,8 @@
 --   those that expire first; owner "" when none
 read_state()
 drop_dead_instances()
+-- (The line's sums lost those waiters.)
+save()
 local rank = redis.call('ZRANK', K_QUEUE, ARGV[3])
 local reply = {rank and (rank + 1) or 0, waiting()}
 append_leases(reply)

@@ -4,8 +4,10 @@
 -- ARGV[3]  lease id (the waiter's id while it waits)
 -- ARGV[4]  mode:
 --            "release"  the holder gives the lease back (DELETE)
---            "leave"    a waiter whose client is gone: leaves the line, and
---                       releases the lease if it was granted meanwhile
+--            "leave"    a waiter whose client is gone (an abandoned
+--                       acquisition): leaves the line and releases its lease,
+--                       whichever of the two it has (line.lua: never both,
+--                       but both go if it had)
 --            "give-up"  a waiter whose wait ended: takes a lease granted
 --                       meanwhile, or one the name has room for now (the line
 --                       is served first, so a waiter at the head of a free
@@ -65,6 +67,7 @@ local code = 0
 local released_token, released_owner = 0, ''
 if waiter ~= '' then
   local _, _, instance, ttl, limit, weight, newest, owner = unpack_waiter(waiter)
+  weight = tonumber(weight)
   -- A superseded waiter (its note says by whom) never takes room.
   local superseded = newest == '1' and redis.call('HDEL', K_NOTES, 's:' .. id) == 1
   local queued = redis.call('ZSCORE', K_QUEUE, waiter)
@@ -72,62 +75,65 @@ if waiter ~= '' then
     -- Served first: a waiter that fits now is granted rather than refused.
     local used, first = used_now_first()
     serve_line(used, first ~= nil)
-    local lease = live_lease(id)
+    -- Its lease as it is now: the line may have granted it one, and pruned
+    -- an expired one.
+    packed = redis.call('HGET', K_OWNERS, id)
+    local lease = lease_for(id, packed)
     if lease then
+      -- (A grant took it out of the line: line.lua.)
       confirm(id, lease)
       return finish({3, lease.token, lease.expires_at})
+    end
+    if packed then
+      -- Expired: forgotten, so that a new lease is not counted twice.
+      forget_lease(id, parse_lease(packed))
+      packed = nil
     end
     if not queued and not superseded then
       -- Out of line (pruned, or its keys lost): it takes room the name has
       -- now, as a request that never queued would. Written with its full
       -- expiry; the caller answers it from this reply.
       used = used_now_first()
-      if newcomer_fits(used, tonumber(weight), tonumber(limit)) then
-        local token, full = grant_newcomer(waiter, id, tonumber(ttl), tonumber(limit),
-          tonumber(weight), owner, used)
+      if newcomer_fits(used, weight, tonumber(limit)) then
+        redis.call('ZREM', K_BYINST, instance .. '|' .. waiter)
+        local token, full = grant_newcomer(waiter, id, tonumber(ttl), tonumber(limit), weight,
+          owner, used)
         return finish({3, token, full})
       end
     end
   end
   if queued then
-    -- Still in line: a grant to it returned above.
-    remove_waiter(waiter, instance, newest)
+    remove_waiter(waiter, instance, weight, newest)
     event('left', owner)
     code = 2
   else
     redis.call('ZREM', K_BYINST, instance .. '|' .. waiter)
   end
 end
-if code == 0 then
-  local lease = lease_of(packed)
-  if lease and mode == 'give-up' then
-    confirm(id, lease)
-    return finish({3, lease.token, lease.expires_at})
-  elseif lease then
-    -- Its weight is free before the line is served; the lease itself is
-    -- removed after, so the leases key stays, with its TTL.
-    USED, USED_DIRTY = math.max(0, USED - lease.weight), true
-    local used = USED
-    if used > 0 then
-      -- Others hold leases too: the expired ones among them are pruned
-      -- first, so that they count no more (this lease is live: it stays).
-      used = used_now(first_lease())
-    end
-    if EVENTS ~= '' then
-      event('released', lease.owner, lease.token, holders() - 1)
-    end
-    serve_line(used, true)
-    redis.call('ZREM', K_LEASES, id)
-    redis.call('HDEL', K_OWNERS, id)
-    released_token, released_owner = lease.token, lease.owner
-    code = 1
-  elseif packed then
-    -- An expired lease is never released, but forgotten.
-    local expired = parse_lease(packed)
-    USED, USED_DIRTY = math.max(0, USED - expired.weight), true
-    redis.call('ZREM', K_LEASES, id)
-    redis.call('HDEL', K_OWNERS, id)
+-- The lease of `id`, if any ("give-up" has none here: a live one was taken
+-- above, an expired one forgotten). "leave" releases it even when the
+-- waiter was in line too.
+local lease = lease_of(packed)
+if lease then
+  -- Its weight is free before the line is served; the lease itself is
+  -- removed after, so the leases key stays, with its TTL.
+  USED, USED_DIRTY = math.max(0, USED - lease.weight), true
+  local used = USED
+  if used > 0 then
+    -- Others hold leases too: the expired ones among them are pruned
+    -- first, so that they count no more (this lease is live: it stays).
+    used = used_now(first_lease())
   end
+  if EVENTS ~= '' then
+    event('released', lease.owner, lease.token, holders() - 1)
+  end
+  serve_line(used, true)
+  redis.call('ZREM', K_LEASES, id)
+  redis.call('HDEL', K_OWNERS, id)
+  released_token, released_owner = lease.token, lease.owner
+  code = 1
+elseif packed then
+  forget_lease(id, parse_lease(packed))
 end
 if code ~= 1 then
   -- Whoever moved up (or waited behind an expired lease) may fit now.

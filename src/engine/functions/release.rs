@@ -13,8 +13,9 @@ use crate::engine::Error;
 pub(in crate::engine) enum End<'a> {
     /// The holder gives the lease back (DELETE).
     Release(LeaseId),
-    /// A waiter whose client is gone: leaves the line, and releases the lease
-    /// if one was granted meanwhile.
+    /// A waiter whose client is gone (an abandoned acquisition): leaves the
+    /// line and releases the lease granted meanwhile or taken by a call
+    /// whose reply was lost, whichever it has.
     Leave(Entry<'a>),
     /// A waiter whose wait ended: takes a lease granted meanwhile or one the
     /// name has room for now, else leaves the line.

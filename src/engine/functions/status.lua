@@ -1,6 +1,6 @@
 -- A lock or semaphore as anyone may see it, never a lease id (line.lua: KEYS,
 -- ARGV[1..2]). Bounded: at most 100 leases and 100 waiters. It writes only to
--- take the waiters of dead instances out of the line.
+-- take the waiters of dead instances out of the line (and its sums).
 --
 -- Reply
 --   {holders, used, limit, waiting, n, token_1, expires_in_ms_1, weight_1, owner_1, ...,
@@ -11,6 +11,8 @@
 --   in the order they will be served; owner "" when none
 read_state()
 drop_dead_instances()
+-- (The line's sums lost those waiters.)
+save()
 local reply = {holders(), used_unpruned(), LIMIT, waiting()}
 append_leases(reply)
 local line = redis.call('ZRANGE', K_QUEUE, '0', '99', 'WITHSCORES')
