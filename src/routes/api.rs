@@ -7,7 +7,7 @@ use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use super::{events, health, kind, problem, AppState, RequireToken};
+use super::{events, health, kind, AppState, RequireToken};
 use crate::domain::Kind;
 
 /// Every documented route, without state or layers: `/locks` and
@@ -40,7 +40,9 @@ fn tagged(mut router: OpenApiRouter<AppState>, tag: &str) -> OpenApiRouter<AppSt
 /// a status wins. Its security: a bearer token,
 /// or none on a service without tokens.
 fn document_guard(doc: &mut OpenApi) {
-    use problem::ProblemType::{InvalidRequest, PayloadTooLarge, RedisUnavailable, Unauthorized};
+    use crate::wire::ProblemType::{
+        InvalidRequest, PayloadTooLarge, RedisUnavailable, Unauthorized,
+    };
     for_each_operation(doc, |op| {
         let mut shared = vec![InvalidRequest, Unauthorized, RedisUnavailable];
         if op.request_body.is_some() {
