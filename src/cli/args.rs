@@ -11,6 +11,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Subcommand, ValueEnum};
 
 use super::duration;
 use crate::config::{self, Invocation, Settings};
+use crate::domain::Kind;
 
 /// What the command line asked for.
 pub enum Parsed {
@@ -211,6 +212,19 @@ pub struct LeaseOptions {
     pub quiet: bool,
 }
 
+impl LeaseOptions {
+    /// What to acquire: the semaphore NAME with `--limit`, else the lock NAME.
+    pub fn kind(&self) -> Kind {
+        limited(self.limit).unwrap_or(Kind::Lock)
+    }
+}
+
+/// The kind a `--limit` names: a semaphore (of that many permits); without
+/// one, the command line does not say.
+fn limited(limit: Option<u32>) -> Option<Kind> {
+    limit.map(|_| Kind::Semaphore)
+}
+
 /// `baton run`
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
@@ -288,6 +302,13 @@ pub struct KindOption {
     /// NAME of BATON_LOCK_NAME, BATON_KIND says which)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub limit: Option<u32>,
+}
+
+impl KindOption {
+    /// The semaphore with `--limit`; without it, not said here.
+    pub fn kind(&self) -> Option<Kind> {
+        limited(self.limit)
+    }
 }
 
 /// `baton refresh`

@@ -14,7 +14,8 @@ pub struct AcquireFields {
 }
 
 /// Declares an acquire-request body: the fields given, then the ones every
-/// acquisition takes ([`AcquireFields`], into which it turns).
+/// acquisition takes ([`AcquireFields`], which it is made of and turns
+/// into).
 macro_rules! acquire_body {
     ($(#[$meta:meta])* pub struct $body:ident { $($fields:tt)* }) => {
         #[derive(Debug, Default, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
@@ -37,6 +38,19 @@ macro_rules! acquire_body {
             #[serde(skip_serializing_if = "Option::is_none")]
             #[schema(default = false)]
             pub newest_wins: Option<bool>,
+        }
+
+        impl From<AcquireFields> for $body {
+            /// The fields every acquisition takes, and none of the kind's own.
+            fn from(fields: AcquireFields) -> Self {
+                Self {
+                    ttl_ms: fields.ttl_ms,
+                    wait_ms: fields.wait_ms,
+                    owner: fields.owner,
+                    newest_wins: fields.newest_wins,
+                    ..Self::default()
+                }
+            }
         }
 
         impl From<$body> for AcquireFields {
