@@ -13,3 +13,4 @@ mod cli;
 mod logs;
 mod metrics;
 mod secrets;
+mod tokens;
