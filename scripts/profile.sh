@@ -192,7 +192,7 @@ print('full_speed_us=' + ' / '.join(f'{t / $HZ * 1e6 / c:.1f}' for t, _, _, c in
 done
 
 {
-  echo "Profile of one uncontended lock cycle, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src 2>/dev/null || echo '+changes'), $CLIENTS clients; $CYCLES cycles under callgrind, $PLAIN_CYCLES at full speed; load average $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo "Profile of one uncontended lock cycle, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD) (src/ last changed in $(git log -1 --format=%h -- src Cargo.lock))$(git diff --quiet HEAD -- src 2>/dev/null || echo ', with uncommitted changes'), $CLIENTS clients; $CYCLES cycles under callgrind, $PLAIN_CYCLES at full speed (CPU per cycle of each of three runs: see figures.env); load average $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
   python3 scripts/profile_layers.py "${ARGS[@]}"
 } | tee "$OUT/report.md"

@@ -23,9 +23,10 @@ How an instruction finds its layer:
  1. the source file of the instruction (line tables see through inlining: an
     async state machine of hyper inlined into tokio's poll is hyper's);
  2. else the function's name (its crate and module);
- 3. else (the standard library, libc's malloc, free and memcpy, generic
-    helpers) the layer of its callers, shared in proportion to what each
-    call site cost, up the call graph until a layer is found.
+ 3. else (the standard library, libc's malloc, free and memcpy, containers,
+    the http crate's header map and extensions, futures combinators) the
+    layer of its callers, shared in proportion to what each call site cost,
+    up the call graph until a layer is found.
 """
 
 import collections
@@ -33,7 +34,7 @@ import re
 import sys
 
 LAYERS = [
-    ("http", "HTTP: hyper, hyper-util, h2, http, axum's router"),
+    ("http", "HTTP: hyper, hyper-util, h2, axum's router"),
     ("accept", "baton's accept loop: baton::http::server (connection limits, timers)"),
     ("middleware", "middleware: tower, tower-http, baton::http (request id, trace, deadline, metrics, parked)"),
     ("bodies", "bodies: serde, serde_json, axum's extractors, baton::routes::{json,extract}"),
@@ -47,8 +48,7 @@ LAYERS = [
 ]
 
 CRATES = {
-    "http": ["hyper", "hyper_util", "h2", "http", "http_body", "http_body_util", "httparse",
-             "httpdate", "axum", "axum_core", "matchit"],
+    "http": ["hyper", "hyper_util", "h2", "httparse", "httpdate", "axum", "axum_core", "matchit"],
     "middleware": ["tower", "tower_http", "tower_layer", "tower_service"],
     "bodies": ["serde", "serde_json", "serde_path_to_error", "serde_core", "percent_encoding",
                "form_urlencoded", "serde_urlencoded", "itoa", "ryu", "zmij"],
@@ -88,9 +88,10 @@ FILES = [
     (re.compile(r"(^|/)examples/floor\.rs$"), "floor"),
 ]
 REGISTRY = re.compile(r"/registry/src/[^/]+/([A-Za-z0-9_.\-]+?)-\d+\.\d+\.\d+[^/]*/")
-# Crates every layer uses (containers, buffers, ids, futures combinators):
-# their cost counts for whoever called them.
-STD = {"core", "alloc", "std", "hashbrown", "bytes", "futures_util", "futures_core", "futures_task",
+# Crates every layer uses (containers, buffers, ids, futures combinators, the
+# http crate's request, header map and extensions): their cost counts for
+# whoever called them (a header the request-id layer sets is the middleware's).
+STD = {"core", "alloc", "std", "hashbrown", "bytes", "http", "http_body", "http_body_util", "futures_util", "futures_core", "futures_task",
        "futures_channel", "pin_project_lite", "slab", "uuid", "getrandom", "rand", "rand_core",
        "rand_chacha", "smallvec", "indexmap", "memchr", "once_cell", "parking_lot",
        "parking_lot_core", "lock_api", "socket2", "libc"}
@@ -300,8 +301,8 @@ def kernel_split(path):
                 split["outside system calls (interrupts, faults, scheduling)"] += 1
                 continue
             above = [n for n in names[:names.index("do_syscall_64")] if n != "x64_sys_call"]
-            handler = above[-1] if above else "?"
-            if handler in SYSCALL_WORK:
+            handler = above[-1] if above else "do_syscall_64"
+            if handler in SYSCALL_WORK or handler == "do_syscall_64" or handler.startswith("["):
                 split["system call entry and exit work"] += 1
                 continue
             for prefix in SYSCALL_PREFIXES:
