@@ -27,7 +27,9 @@
 //!   types and body, progress events, the requests), which the routes
 //!   serialize with their OpenAPI schemas and the client deserializes.
 //! - [`telemetry`]: logs, the audit trail, request spans, Redis outages and
-//!   Prometheus metrics, a file each; [`shutdown`]: SIGINT and SIGTERM.
+//!   Prometheus metrics, a file each; [`shutdown`]: SIGINT and SIGTERM;
+//!   [`access`]: bearer tokens and their scopes (who may read, write or
+//!   administer which names), read again on SIGHUP.
 //! - [`config`]: settings from the `BATON_*` environment variables and flags
 //!   (declared once, read through one parser, their values, secrets and
 //!   Redis URLs each in a room); [`domain`]: types that cannot hold an
@@ -37,6 +39,7 @@
 //! uses only [`config`] (for the one command line), [`domain`] and [`wire`]
 //! (the service's bodies, typed), and talks to a service over HTTP.
 
+pub mod access;
 pub mod cli;
 pub mod config;
 pub mod domain;

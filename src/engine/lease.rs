@@ -32,7 +32,9 @@ use super::line::{Notice, Registration};
 use super::listing::{self, Cursor, Page, PageLimit};
 use super::model::{Busy, Lease, Refusal, Status};
 use super::{Engine, Error};
-use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, NamePrefix, Owner, Ttl};
+use crate::domain::{
+    AcquireRequest, Demand, Kind, LeaseId, Name, NamePrefix, Owner, TokenName, Ttl,
+};
 use crate::telemetry::{audit, record_acquisition};
 
 /// How long a waiter waits for its name's channel before joining anyway (it
@@ -208,8 +210,9 @@ impl Leases {
         self.serve(name, &Acquire { waiter, join }).await
     }
 
-    /// Ends what `end` names on `name`, auditing a release.
-    async fn end(&self, name: &Name, end: End<'_>) -> Result<Ended, Error> {
+    /// Ends what `end` names on `name`, auditing a release as made `by`
+    /// that token.
+    async fn end(&self, name: &Name, end: End<'_>, by: Option<&TokenName>) -> Result<Ended, Error> {
         let ended = self.serve(name, &end).await?;
         if let Ended::Released {
             fencing_token,
@@ -222,24 +225,32 @@ impl Leases {
                 name.as_str(),
                 owner.as_ref().map(Owner::as_str),
                 Some(*fencing_token),
+                by.map(TokenName::as_str),
             );
         }
         Ok(ended)
     }
 
     /// Releases the lease `id` and serves the line; `false` when no live
-    /// lease had that id.
+    /// lease had that id. `by`: the name of the token that asked, for the
+    /// audit line.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn release(&self, name: &Name, id: LeaseId) -> Result<bool, Error> {
-        let ended = self.end(name, End::Release(id)).await?;
+    pub async fn release(
+        &self,
+        name: &Name,
+        id: LeaseId,
+        by: Option<&TokenName>,
+    ) -> Result<bool, Error> {
+        let ended = self.end(name, End::Release(id), by).await?;
         Ok(matches!(ended, Ended::Released { .. }))
     }
 
     /// Extends the lease `id` by `ttl` (or its own ttl); `None` when it is not
     /// live (expired, released, or never this name's). An expired lease is
-    /// never brought back.
+    /// never brought back. `by`: the name of the token that asked, for the
+    /// audit line.
     ///
     /// # Errors
     /// Redis unavailable.
@@ -248,6 +259,7 @@ impl Leases {
         name: &Name,
         id: LeaseId,
         ttl: Option<Ttl>,
+        by: Option<&TokenName>,
     ) -> Result<Option<Lease>, Error> {
         let stored = self.run(name, &Refresh { id, ttl }).await?;
         let lease = stored.map(|stored| lease_of(name, id, stored));
@@ -258,6 +270,7 @@ impl Leases {
                 name.as_str(),
                 lease.owner.as_ref().map(Owner::as_str),
                 Some(lease.fencing_token),
+                by.map(TokenName::as_str),
             );
         }
         Ok(lease)
@@ -273,12 +286,12 @@ impl Leases {
     }
 
     /// Ends every lease of `name`, whoever holds it, writing one audit line
-    /// for each lease it ended (the first 100, then one for the rest), and
-    /// serves the line; `false` when none was held.
+    /// for each lease it ended (the first 100, then one for the rest), made
+    /// `by` that token, and serves the line; `false` when none was held.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn force_release(&self, name: &Name) -> Result<bool, Error> {
+    pub async fn force_release(&self, name: &Name, by: Option<&TokenName>) -> Result<bool, Error> {
         let Some(ended) = self.serve(name, &ForceRelease).await? else {
             return Ok(false);
         };
@@ -289,6 +302,7 @@ impl Leases {
                 name.as_str(),
                 lease.owner.as_ref().map(Owner::as_str),
                 Some(lease.fencing_token),
+                by.map(TokenName::as_str),
             );
         }
         let rest = ended.count.saturating_sub(ended.shown.len() as u64);
@@ -299,6 +313,7 @@ impl Leases {
                 kind = self.kind.as_str(),
                 name = name.as_str(),
                 more_leases = rest,
+                by = by.map(TokenName::as_str),
                 "audit"
             );
         }
@@ -315,8 +330,8 @@ impl Leases {
         self.status_now(name).await
     }
 
-    /// One page of those in use whose names start with `prefix`, sorted by
-    /// name (see [`listing`]).
+    /// One page of those in use whose names start with `prefix` and are
+    /// `shown` (those the caller may read), sorted by name (see [`listing`]).
     ///
     /// # Errors
     /// Redis unavailable.
@@ -325,8 +340,9 @@ impl Leases {
         prefix: &NamePrefix,
         limit: PageLimit,
         cursor: Cursor,
+        shown: listing::Shown<'_>,
     ) -> Result<Page<Status>, Error> {
-        listing::page(self, prefix, limit, cursor).await
+        listing::page(self, prefix, limit, cursor, shown).await
     }
 
     /// [`Self::status`] for a caller that has the turn (a listing page).
@@ -465,7 +481,7 @@ impl Queued {
                 Notice::ShuttingDown => {
                     // Leave now, so the next in line moves up (and a lease
                     // granted meanwhile goes back); the claim retries.
-                    let _ = Box::pin(leases.end(name, End::Leave(claim.entry()))).await;
+                    let _ = Box::pin(leases.end(name, End::Leave(claim.entry()), claim.by())).await;
                     return Err(Error::ShuttingDown);
                 }
                 // Held until its expiry already (written full for this instance).
@@ -476,7 +492,7 @@ impl Queued {
                 } => return Ok(Ok((token, expires_at_ms))),
                 Notice::Superseded { owner } => {
                     // Takes the note of it out of the line.
-                    let _ = Box::pin(leases.end(name, End::Leave(claim.entry()))).await;
+                    let _ = Box::pin(leases.end(name, End::Leave(claim.entry()), claim.by())).await;
                     return Ok(Err(Refusal::Superseded { owner }));
                 }
                 // Asking again is for a waiter whose wait goes on.
@@ -508,7 +524,7 @@ impl Queued {
         // The wait is over: take a lease granted meanwhile (or room there is
         // now), else leave the line.
         self.registration = None;
-        let ended = Box::pin(leases.end(name, End::GiveUp(claim.entry()))).await?;
+        let ended = Box::pin(leases.end(name, End::GiveUp(claim.entry()), claim.by())).await?;
         Ok(match ended {
             Ended::Kept {
                 token,
@@ -557,6 +573,11 @@ impl Claim {
             started: std::time::Instant::now(),
             armed: true,
         }
+    }
+
+    /// The name of the token it was made with, for its audit lines.
+    fn by(&self) -> Option<&TokenName> {
+        self.request.by.as_ref()
     }
 
     /// Its place in line as Redis keeps it (the same for the whole wait).
@@ -632,6 +653,7 @@ impl Claim {
                 name.as_str(),
                 request.owner.as_ref().map(Owner::as_str),
                 Some(*token),
+                self.by().map(TokenName::as_str),
             );
         }
         Ok(outcome.map(|(token, expires_at_ms)| Lease {
@@ -672,7 +694,7 @@ impl Drop for Claim {
             let mut backoff = Duration::from_millis(100);
             loop {
                 let leave = End::Leave(parting.entry());
-                match parting.leases.end(&parting.name, leave).await {
+                match parting.leases.end(&parting.name, leave, parting.by()).await {
                     Ok(ended) => {
                         if matches!(ended, Ended::Released { .. }) {
                             tracing::info!("released a lease whose requester was gone");

@@ -141,8 +141,15 @@ pub struct Page<T> {
     pub next_cursor: Option<Cursor>,
 }
 
+/// Which names a page may show (those its caller may read); the others are
+/// skipped as they are found, before any status call, and take no room in
+/// the page.
+pub type Shown<'a> = &'a (dyn Fn(&Name) -> bool + Sync);
+
 /// One page of the locks or semaphores in use (with holders) whose names
-/// start with `prefix`.
+/// start with `prefix` and are `shown`. A page may hold fewer than `limit`
+/// entries, none even, and still a cursor, when the names it found were
+/// not shown: the work of a page stays bounded however few are.
 ///
 /// # Errors
 /// Redis unavailable.
@@ -151,6 +158,7 @@ pub(crate) async fn page(
     prefix: &NamePrefix,
     limit: PageLimit,
     cursor: Cursor,
+    shown: Shown<'_>,
 ) -> Result<Page<Status>, Error> {
     let (engine, kind) = (leases.engine(), leases.kind());
     // One turn for the whole page: its status calls run together, as one read.
@@ -172,6 +180,7 @@ pub(crate) async fn page(
             &pattern,
             "hash",
             |k| keys.name_of(kind, k),
+            shown,
             want,
             from,
         )
@@ -198,12 +207,13 @@ pub(crate) async fn page(
 }
 
 /// Up to `limit` names, sorted, from the keys matching `pattern` (of Redis
-/// type `kind`) from `cursor` on, and the cursor after them.
+/// type `kind`) from `cursor` on, those `shown` only, and the cursor after them.
 async fn find_names(
     engine: &Engine,
     pattern: &str,
     kind: &str,
     name_of: impl Fn(&str) -> Option<&str>,
+    shown: Shown<'_>,
     limit: PageLimit,
     cursor: Cursor,
 ) -> Result<(Vec<Name>, Option<Cursor>), Error> {
@@ -230,6 +240,7 @@ async fn find_names(
             .filter_map(|key| name_of(key))
             .filter_map(|name| Name::parse(name).ok())
             .filter(|name| after.as_ref().is_none_or(|after| name > after))
+            .filter(|name| shown(name))
             .collect();
         batch.sort();
         batch.dedup();

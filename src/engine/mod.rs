@@ -22,7 +22,7 @@ pub use error::Error;
 pub use functions::library::{context as call_context, function_name, library_code};
 pub use keys::Keys;
 pub use lease::{Acquiring, Leases, Queued};
-pub use listing::{Cursor, Page, PageLimit};
+pub use listing::{Cursor, Page, PageLimit, Shown};
 pub use model::{Busy, Holder, Lease, Refusal, Status, Waiter};
 pub use pubsub::{Notice, Notices, PubSub};
 pub use store::{Node, RedisMode, Store};

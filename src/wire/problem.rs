@@ -105,8 +105,12 @@ impl ProblemType {
             ),
             Self::Forbidden => (
                 "forbidden", 403, "Forbidden",
-                "Force-releasing needs one of the service's admin tokens.",
-                "force-releasing needs an admin token", json!({}), Never,
+                "The token may not do this to this name: it needs the scope named in `scope` \
+                 (`read`: status, listings, events; `write`: acquire, refresh, release, check; \
+                 `admin`: force-release) on it. Scopes come from `BATON_TOKENS_FILE`; \
+                 `BATON_API_TOKENS` have `write` on every name, `BATON_ADMIN_TOKENS` `admin`.",
+                "this token may not write \"team-b-deploy\": it needs write on that name",
+                json!({"scope": "write"}), Never,
             ),
             Self::NotFound => (
                 "not-found", 404, "Not found", "No such path.",
@@ -352,6 +356,15 @@ pub struct Problem {
         deserialize_with = "or_absent"
     )]
     pub max_wait_ms: Option<u64>,
+    /// `forbidden`: the scope the request needed on the name, `read`,
+    /// `write` or `admin`.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        default,
+        deserialize_with = "or_absent"
+    )]
+    #[schema(pattern = "^(read|write|admin)$")]
+    pub scope: Option<String>,
 }
 
 impl Problem {
@@ -371,6 +384,7 @@ impl Problem {
             limit: None,
             waiting: None,
             max_wait_ms: None,
+            scope: None,
         }
     }
 

@@ -73,6 +73,7 @@ impl Tail {
                 name.as_str(),
                 lease.owner.as_ref().map(Owner::as_str),
                 Some(lease.fencing_token),
+                None,
             );
         }
     }
