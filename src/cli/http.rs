@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Method;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::exit::{Failure, UNAVAILABLE, USAGE};
@@ -63,10 +63,7 @@ pub struct Answer {
 impl Answer {
     /// The body as a problem (RFC 9457), when it is one.
     pub fn problem(&self) -> Option<Problem> {
-        self.body
-            .is_object()
-            .then(|| Problem::deserialize(&self.body).ok())
-            .flatten()
+        Problem::from_json(&self.body)
     }
 
     /// Its problem type, when this version knows it.

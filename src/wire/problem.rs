@@ -10,8 +10,8 @@ use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder, Type};
 use utoipa::ToSchema;
 
-use super::lenient::or_absent;
-use super::Mode;
+use super::lenient::ignoring_mistyped;
+use super::status::Mode;
 use crate::domain::Kind;
 
 /// Every problem type of the API. `InternalError` stays last: [`Self::ALL`]
@@ -272,8 +272,8 @@ impl ProblemType {
 
 /// An RFC 9457 problem: `type`, `title`, `status`, `detail`, and the extension
 /// members of some problem types.
-// Read as the RFC asks of a client: every member may be absent, and one of
-// the wrong type is ignored (the service always sends the first four).
+// Every member may be absent (the service always sends the first four), as
+// RFC 9457 has it; `from_json` also ignores one of the wrong type.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({
     "type": "/problems/lock-held",
@@ -285,89 +285,61 @@ impl ProblemType {
 }))]
 pub struct Problem {
     /// A URI reference that ends in the problem's slug; `GET` it for a description.
-    #[serde(rename = "type", default, deserialize_with = "or_absent")]
+    #[serde(rename = "type", default)]
     #[schema(required = true)]
     pub kind: String,
     /// A short summary of the problem type.
-    #[serde(default, deserialize_with = "or_absent")]
+    #[serde(default)]
     #[schema(required = true)]
     pub title: String,
     /// The HTTP status code.
-    #[serde(default, deserialize_with = "or_absent")]
+    #[serde(default)]
     #[schema(required = true)]
     pub status: u16,
     /// What went wrong in this occurrence, and which field when a field is at fault.
-    #[serde(default, deserialize_with = "or_absent")]
+    #[serde(default)]
     #[schema(required = true)]
     pub detail: String,
     /// `lock-held`: the current holder's owner label, if it gave one.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        default,
-        deserialize_with = "or_absent"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// `lock-held`: when the last lease in the request's way expires unless refreshed.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        default,
-        deserialize_with = "or_absent"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_in_ms: Option<u64>,
     /// `lock-held`: how the lock is held, `exclusive` or `shared`.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        default,
-        deserialize_with = "or_absent"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
     /// `lock-held`, `semaphore-full`: how many leases are held.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        default,
-        deserialize_with = "or_absent"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub holders: Option<u64>,
     /// `semaphore-full`: how many permits they hold.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        default,
-        deserialize_with = "or_absent"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub used: Option<u64>,
     /// `semaphore-full`: the limit the acquisition was judged against.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        default,
-        deserialize_with = "or_absent"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     /// `lock-held`, `semaphore-full`: how many requests are queued in the line.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        default,
-        deserialize_with = "or_absent"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<u64>,
     /// `invalid-request` for a `wait_ms` over the server's maximum: that maximum.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        default,
-        deserialize_with = "or_absent"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_wait_ms: Option<u64>,
     /// `forbidden`: the scope the request needed on the name, `read`,
     /// `write` or `admin`.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        default,
-        deserialize_with = "or_absent"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^(read|write|admin)$")]
     pub scope: Option<String>,
 }
 
 impl Problem {
+    /// The problem that the JSON `body` is, read as RFC 9457 asks of a
+    /// client: every member optional, one of the wrong type (or a `mode`
+    /// this version does not know) ignored. `None` when `body` is not an
+    /// object.
+    pub fn from_json(body: &Value) -> Option<Self> {
+        ignoring_mistyped(body.as_object()?).ok()
+    }
+
     /// A problem of type `kind` with its title and status, and `detail`.
     pub fn new(kind: ProblemType, detail: String) -> Self {
         let facts = kind.facts();
@@ -432,11 +404,11 @@ mod tests {
             ..Problem::new(ProblemType::LockHeld, "held".into())
         };
         let written = serde_json::to_value(&full).unwrap();
-        let read: Problem = serde_json::from_value(written.clone()).unwrap();
+        let read = Problem::from_json(&written).unwrap();
         assert_eq!(serde_json::to_value(&read).unwrap(), written);
         assert_eq!(read.problem_type(), Some(ProblemType::LockHeld));
         // Every member may be absent, and one of the wrong type is ignored.
-        let odd: Problem = serde_json::from_value(json!({
+        let odd = Problem::from_json(&json!({
             "type": "https://example.com/problems/frozen", "status": "423",
             "mode": "intent", "holders": 2, "extra": true
         }))
@@ -444,8 +416,9 @@ mod tests {
         assert_eq!((odd.slug(), odd.problem_type()), (Some("frozen"), None));
         assert_eq!((odd.status, odd.detail.as_str()), (0, ""));
         assert_eq!((odd.mode, odd.holders), (None, Some(2)));
-        let none: Problem = serde_json::from_value(json!({})).unwrap();
+        let none = Problem::from_json(&json!({})).unwrap();
         assert_eq!(none.slug(), None);
+        assert!(Problem::from_json(&json!(["type"])).is_none());
     }
 
     #[test]
