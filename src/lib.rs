@@ -10,10 +10,10 @@
 //! - [`openapi`]: the OpenAPI document built from the routes, and Swagger UI.
 //! - [`routes`]: resources only: one module per resource, and what the two
 //!   kinds share (their handlers, [`routes::kind`]; their OpenAPI operations,
-//!   [`routes::kind_doc`]; their path parameters and body parts,
-//!   [`routes::lease`]); handlers parse requests into [`domain`] types, call
-//!   the [`engine`], and answer JSON or problem+json (one table of problem
-//!   types: [`routes::ProblemType`]).
+//!   [`routes::kind_doc`]; their path parameters and the making of their
+//!   bodies, [`routes::lease`]); handlers parse requests into [`domain`]
+//!   types, call the [`engine`], and answer [`wire`] bodies as JSON or
+//!   problem+json (one table of problem types: [`wire::ProblemType`]).
 //! - [`engine`]: the Redis core, one function of baton's Redis Functions
 //!   library per operation, and the waiters woken by pub/sub instead of
 //!   polling.
@@ -22,6 +22,10 @@
 //!   connection limits), the outermost layer that reads a request whole and
 //!   keeps a waiting request small ([`http::ResolveParked`], [`http::Parked`]),
 //!   and the deadline and request-metrics layers.
+//! - [`wire`], beside them (none of the three uses another): the bodies on
+//!   the wire, one type each (leases, statuses, listing pages, the problem
+//!   types and body, progress events, the requests), which the routes
+//!   serialize with their OpenAPI schemas and the client deserializes.
 //! - [`telemetry`]: logs, the audit trail, request spans, Redis outages and
 //!   Prometheus metrics, a file each; [`shutdown`]: SIGINT and SIGTERM;
 //!   [`access`]: bearer tokens and their scopes (who may read, write or
@@ -32,8 +36,8 @@
 //!   invalid value.
 //!
 //! Beside the stack, [`cli`] is the client (`baton run`, `acquire`, ...): it
-//! uses only [`config`] (for the one command line) and [`domain`], and talks to
-//! a service over HTTP.
+//! uses only [`config`] (for the one command line), [`domain`] and [`wire`]
+//! (the service's bodies, typed), and talks to a service over HTTP.
 
 pub mod access;
 pub mod cli;
@@ -46,3 +50,4 @@ pub mod routes;
 pub mod shutdown;
 pub mod startup;
 pub mod telemetry;
+pub mod wire;

@@ -15,7 +15,8 @@ use utoipa_swagger_ui::Config;
 
 use crate::domain::Kind;
 use crate::routes::kind_doc::acquire_schema_name;
-use crate::routes::{self, AppError, Problem, ProblemType};
+use crate::routes::{self, AppError};
+use crate::wire::{Problem, ProblemType};
 
 #[derive(OpenApi)]
 #[openapi(

@@ -1,11 +1,12 @@
 //! The crate is a strict stack: `main` -> `startup` -> `routes` (and
-//! `openapi` over it) -> `engine` and `http` (the HTTP plumbing), which do
-//! not use each other -> `telemetry` (and beside it `shutdown`, `cli`,
-//! `access`) -> `domain`, `config`. Each module may
-//! use only modules below it, so there is no cycle and nothing reaches up.
-//! This test reads every `crate::` and `super::` path in `src/`, in folder
-//! modules to any depth, and fails on a use that breaks the order, and on a
-//! module missing from the order.
+//! `openapi` over it) -> `engine`, `http` (the HTTP plumbing) and `wire`
+//! (the bodies on the wire), none of which uses another -> `telemetry` (and
+//! beside it `shutdown`, `access`) -> `domain`, `config`. Each module may use
+//! only modules below it, so there is no cycle and nothing reaches up. Beside
+//! the stack, the client (`cli`) uses only what it names in `ONLY`. This test
+//! reads every `crate::` and `super::` path in `src/`, in folder modules to
+//! any depth, and fails on a use that breaks the order or a module's `ONLY`,
+//! and on a module missing from the order.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -17,13 +18,19 @@ const LAYERS: &[(&str, u8)] = &[
     ("telemetry", 1),
     ("shutdown", 1),
     ("access", 1),
-    ("cli", 1),
     ("engine", 2),
     ("http", 2),
+    ("wire", 2),
+    ("cli", 3),
     ("routes", 3),
     ("openapi", 4),
     ("startup", 5),
 ];
+
+/// Modules that may use only the modules named, whatever their layer: the
+/// client shares the command line, the domain types and the bodies on the
+/// wire with the service, and nothing of how it serves.
+const ONLY: &[(&str, &[&str])] = &[("cli", &["config", "domain", "wire"])];
 
 /// Within `routes/`, files that must not use one another: what the two kinds
 /// share lives in a shared module.
@@ -130,9 +137,14 @@ fn breaches(files: &[(PathBuf, String)]) -> (Vec<String>, usize) {
             continue;
         }
         let own = layer(&module);
+        let only = ONLY
+            .iter()
+            .find(|(name, _)| *name == module)
+            .map(|(_, allowed)| *allowed);
         for used in modules_used(relative, source) {
             checked += 1;
-            if used != module && layer(&used) >= own {
+            let outside_only = only.is_some_and(|allowed| !allowed.contains(&used.as_str()));
+            if used != module && (layer(&used) >= own || outside_only) {
                 found.push(format!("{} uses {used}", relative.display()));
             }
         }
@@ -193,6 +205,32 @@ fn a_use_that_reaches_up_or_sideways_is_found() {
             "http/parked.rs uses routes",
             "http/deadline.rs uses engine",
             "http/server/connection.rs uses startup",
+        ]
+    );
+}
+
+#[test]
+fn the_client_uses_only_the_command_line_the_domain_and_the_wire() {
+    let file = |path: &str, source: &str| (PathBuf::from(path), source.to_owned());
+    let (found, _) = breaches(&[
+        file(
+            "cli/calls.rs",
+            "use crate::wire::StatusBody; use crate::{config, domain::Kind};",
+        ),
+        file("cli/run.rs", "use crate::telemetry::audit;"),
+        file("cli/line.rs", "use crate::engine::Status;"),
+        file("cli/http.rs", "use crate::routes::AppError;"),
+        file("wire/status.rs", "use crate::engine::Status;"),
+        file("engine/lease.rs", "use crate::wire::LeaseBody;"),
+    ]);
+    assert_eq!(
+        found,
+        [
+            "cli/run.rs uses telemetry",
+            "cli/line.rs uses engine",
+            "cli/http.rs uses routes",
+            "wire/status.rs uses engine",
+            "engine/lease.rs uses wire",
         ]
     );
 }

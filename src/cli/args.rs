@@ -11,6 +11,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Subcommand, ValueEnum};
 
 use super::duration;
 use crate::config::{self, Invocation, Settings};
+use crate::domain::Kind;
 
 /// What the command line asked for.
 pub enum Parsed {
@@ -77,12 +78,17 @@ pub enum Internal {
 }
 
 impl Internal {
+    /// The word that starts the guard: `baton __guard`.
+    pub const GUARD: &'static str = "__guard";
+    /// The word that starts COMMAND: `baton __exec FD -- COMMAND...`.
+    pub const EXEC: &'static str = "__exec";
+
     /// The internal half `args` (the whole command line) starts, if any.
     fn parse(args: &[OsString]) -> Option<Self> {
         let word = |i: usize| args.get(i).and_then(|a| a.to_str());
         match (word(1)?, args.len()) {
-            ("__guard", 2) => Some(Self::Guard),
-            ("__exec", 5..) if word(3) == Some("--") => Some(Self::Exec {
+            (Self::GUARD, 2) => Some(Self::Guard),
+            (Self::EXEC, 5..) if word(3) == Some("--") => Some(Self::Exec {
                 fd: word(2)?.parse().ok()?,
                 command: args[4..].to_vec(),
             }),
@@ -90,20 +96,6 @@ impl Internal {
         }
     }
 }
-
-/// Subcommands parsed without the service's variables (a bad
-/// `BATON_MAX_WAIT_MS` in a CI job's environment does not stop a client).
-const CLIENT_COMMANDS: &[&str] = &[
-    "run",
-    "acquire",
-    "refresh",
-    "release",
-    "status",
-    "list",
-    "healthcheck",
-    "completions",
-    "man",
-];
 
 const EXIT_STATUSES: &str = "Exit status:
   64    bad usage, or the service found the request invalid (400)
@@ -211,6 +203,19 @@ pub struct LeaseOptions {
     pub quiet: bool,
 }
 
+impl LeaseOptions {
+    /// What to acquire: the semaphore NAME with `--limit`, else the lock NAME.
+    pub fn kind(&self) -> Kind {
+        limited(self.limit).unwrap_or(Kind::Lock)
+    }
+}
+
+/// The kind a `--limit` names: a semaphore (of that many permits); without
+/// one, the command line does not say.
+fn limited(limit: Option<u32>) -> Option<Kind> {
+    limit.map(|_| Kind::Semaphore)
+}
+
 /// `baton run`
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
@@ -288,6 +293,13 @@ pub struct KindOption {
     /// NAME of BATON_LOCK_NAME, BATON_KIND says which)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub limit: Option<u32>,
+}
+
+impl KindOption {
+    /// The semaphore with `--limit`; without it, not said here.
+    pub fn kind(&self) -> Option<Kind> {
+        limited(self.limit)
+    }
 }
 
 /// `baton refresh`
@@ -402,10 +414,12 @@ pub fn parse(args: Vec<OsString>) -> Parsed {
     if let Some(internal) = Internal::parse(&args) {
         return Parsed::Internal(internal);
     }
+    // A client subcommand is parsed without the service's variables (a bad
+    // `BATON_MAX_WAIT_MS` in a CI job's environment does not stop a client).
     let client = args
         .get(1)
         .and_then(|a| a.to_str())
-        .is_some_and(|a| CLIENT_COMMANDS.contains(&a));
+        .is_some_and(ClientCommand::has_subcommand);
     let mut full = command();
     if client {
         // The service's settings are not read for a client subcommand.
@@ -537,6 +551,25 @@ mod tests {
         assert!(
             script.contains("acquire") && !script.contains("__guard") && !script.contains("__exec")
         );
+    }
+
+    #[test]
+    fn every_subcommand_but_help_is_a_client_s_and_the_halves_are_none() {
+        let full = command();
+        let names: Vec<&str> = full
+            .get_subcommands()
+            .map(clap::Command::get_name)
+            .collect();
+        assert!(
+            names.contains(&"run") && names.contains(&"man"),
+            "{names:?}"
+        );
+        for name in names.iter().filter(|name| **name != "help") {
+            assert!(ClientCommand::has_subcommand(name), "{name}");
+        }
+        for half in [Internal::GUARD, Internal::EXEC] {
+            assert!(!names.contains(&half) && !ClientCommand::has_subcommand(half));
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::args::{
     AcquireArgs, KindOption, LeaseOutput, ListArgs, Output, RefreshArgs, ReleaseArgs, StatusArgs,
@@ -15,12 +15,13 @@ use super::duration::{human, millis};
 use super::exit::{
     signal_status, Failure, LOST, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE,
 };
-use super::http::{Answer, Service, Target};
+use super::http::{json, unreadable, Answer, Service, Target};
 use super::line::{self, Request};
 use super::messages::{print, say, show, NotPrinted};
 use super::signals::Signals;
 use super::variables::LeaseVariables;
 use crate::domain::Kind;
+use crate::wire::{LeaseBody, Listing, Mode, ProblemType, Refresh, StatusBody};
 
 /// How long one call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -33,8 +34,8 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// # Errors
 /// Unreadable lease variables (64).
 fn kind_of(option: &KindOption, name: &str) -> Result<Option<Kind>, Failure> {
-    if option.limit.is_some() {
-        return Ok(Some(Kind::Semaphore));
+    if let Some(kind) = option.kind() {
+        return Ok(Some(kind));
     }
     Ok(LeaseVariables::from_env(name)?.map(|lease| lease.kind))
 }
@@ -46,44 +47,34 @@ fn kind_of(option: &KindOption, name: &str) -> Result<Option<Kind>, Failure> {
 /// released then: nobody has its id).
 pub async fn acquire(args: AcquireArgs) -> Result<(), Failure> {
     let options = &args.lease;
-    let kind = if options.limit.is_some() {
-        Kind::Semaphore
-    } else {
-        Kind::Lock
-    };
+    let kind = options.kind();
     let target = Target::new(kind, &args.name)?;
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
     let request = Request::new(&target, options.ttl, options);
     let mut signals = Signals::catch()
         .map_err(|err| Failure::new(UNAVAILABLE, format!("cannot catch signals: {err}")))?;
     let lease = line::acquire(&service, &request, &mut signals).await?;
-    let token = lease
-        .fencing_token
-        .map_or_else(|| "?".to_owned(), |t| t.to_string());
+    let token = lease.body.fencing_token();
     let variables = LeaseVariables {
         name: target.name.to_string(),
-        id: lease.id.clone(),
-        fencing_token: lease.fencing_token,
+        id: lease.body.id().to_owned(),
+        fencing_token: Some(token),
         kind,
         limit: options.limit,
     };
     let printed = match args.output {
-        LeaseOutput::Json => print(format!("{}\n", lease.body)),
+        LeaseOutput::Json => print(format!("{}\n", lease.json)),
         LeaseOutput::Env => print(variables.env_lines()),
         LeaseOutput::Shell => print(variables.shell_lines()),
         LeaseOutput::Text => print(format!(
             "acquired {target}: lease {}, fencing token {token}, expires at {}\n",
-            lease.id,
-            lease
-                .body
-                .get("expires_at")
-                .and_then(Value::as_str)
-                .unwrap_or("?")
+            lease.body.id(),
+            lease.body.expires_at()
         )),
     };
     if let Err(not_printed) = printed {
         // Nobody got the lease id, so nobody could release it: do it now.
-        let path = target.lease_path(&lease.id);
+        let path = target.lease_path(lease.body.id());
         let released = matches!(
             call(&service, Method::DELETE, &path, None).await,
             Ok(answer) if answer.status == 204
@@ -119,7 +110,11 @@ pub async fn refresh(args: RefreshArgs) -> Result<(), Failure> {
     let kind = kind_of(&args.kind, &args.name)?.unwrap_or(Kind::Lock);
     let target = Target::new(kind, &args.name)?;
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let body = args.ttl.map(|ttl| json!({"ttl_ms": millis(ttl)}));
+    let body = args.ttl.map(|ttl| {
+        json(&Refresh {
+            ttl_ms: Some(millis(ttl)),
+        })
+    });
     let answer = call(
         &service,
         Method::PATCH,
@@ -130,10 +125,14 @@ pub async fn refresh(args: RefreshArgs) -> Result<(), Failure> {
     match answer.status {
         200 => match args.output {
             Output::Json => show(format!("{}\n", answer.body)),
-            Output::Text => show(format!(
-                "refreshed {target}: expires at {}\n",
-                answer.str("expires_at").unwrap_or("?")
-            )),
+            Output::Text => {
+                let lease = LeaseBody::from_json(kind, &answer.body)
+                    .map_err(|err| unreadable("lease", &err))?;
+                show(format!(
+                    "refreshed {target}: expires at {}\n",
+                    lease.expires_at()
+                ))
+            }
         },
         _ => Err(failure(&answer, &target)),
     }
@@ -179,28 +178,23 @@ pub async fn status(args: StatusArgs) -> Result<(), Failure> {
         async move {
             let target = Target::new(kind, name)?;
             let answer = call(service, Method::GET, &target.path(), None).await?;
-            if answer.status == 200 {
-                Ok((target, answer.body))
-            } else {
-                Err(failure(&answer, &target))
+            if answer.status != 200 {
+                return Err(failure(&answer, &target));
             }
+            let status = StatusBody::from_json(kind, &answer.body)
+                .map_err(|err| unreadable("status", &err))?;
+            Ok((status, answer.body))
         }
     };
-    let (target, body) = match said {
+    let (status, body) = match said {
         Some(kind) => get(kind).await?,
         None => {
-            let in_use = |status: &Value| {
-                let count = |key| status.get(key).and_then(Value::as_u64).unwrap_or(0);
-                status.get("held") == Some(&Value::Bool(true))
-                    || count("holders") > 0
-                    || count("waiting") > 0
-            };
             let lock = get(Kind::Lock).await?;
-            if in_use(&lock.1) {
+            if in_use(&lock.0) {
                 lock
             } else {
                 let semaphore = get(Kind::Semaphore).await?;
-                if in_use(&semaphore.1) {
+                if in_use(&semaphore.0) {
                     semaphore
                 } else {
                     lock
@@ -210,8 +204,22 @@ pub async fn status(args: StatusArgs) -> Result<(), Failure> {
     };
     match args.output {
         Output::Json => show(format!("{body}\n")),
-        Output::Text => show(describe_status(target.kind, &body, true)),
+        Output::Text => show(describe_status(&status, true)),
     }
+}
+
+/// Whether anyone holds `status`'s lock or semaphore, or waits for it.
+fn in_use(status: &StatusBody) -> bool {
+    let holders = match status {
+        StatusBody::Lock(lock) => {
+            if lock.held {
+                return true;
+            }
+            lock.holders.unwrap_or(0)
+        }
+        StatusBody::Semaphore(semaphore) => semaphore.holders,
+    };
+    holders > 0 || status.waiting() > 0
 }
 
 /// `baton list`: every page.
@@ -219,16 +227,12 @@ pub async fn status(args: StatusArgs) -> Result<(), Failure> {
 /// # Errors
 /// The call failed.
 pub async fn list(args: ListArgs) -> Result<(), Failure> {
-    let kind = if args.kind.limit.is_some() {
-        Kind::Semaphore
-    } else {
-        Kind::Lock
-    };
+    let kind = args.kind.kind().unwrap_or(Kind::Lock);
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let key = kind.plural();
     let encode = |s: &str| {
         percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
     };
+    // As the service wrote them: `--output json` prints them so.
     let mut entries: Vec<Value> = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -245,28 +249,30 @@ pub async fn list(args: ListArgs) -> Result<(), Failure> {
             let target = Target::new(kind, "list").expect("a valid name");
             return Err(failure(&answer, &target));
         }
-        entries.extend(
-            answer
-                .body
-                .get(key)
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .cloned(),
-        );
-        cursor = answer.str("next_cursor").map(str::to_owned);
+        let page =
+            Listing::from_json(kind, &answer.body).map_err(|err| unreadable("listing", &err))?;
+        entries.extend(page.entries);
+        cursor = page.next_cursor;
         if cursor.is_none() {
             break;
         }
     }
+    let all = Listing {
+        kind,
+        entries,
+        next_cursor: None,
+    };
     match args.output {
-        Output::Json => show(format!("{}\n", json!({ key: entries }))),
-        Output::Text => show(
-            entries
-                .iter()
-                .map(|entry| describe_status(kind, entry, false))
-                .collect::<String>(),
-        ),
+        Output::Json => show(format!("{}\n", json(&all))),
+        Output::Text => {
+            let mut text = String::new();
+            for entry in &all.entries {
+                let status = StatusBody::from_json(kind, entry)
+                    .map_err(|err| unreadable("listing", &err))?;
+                text.push_str(&describe_status(&status, false));
+            }
+            show(text)
+        }
     }
 }
 
@@ -309,7 +315,7 @@ pub(super) async fn call(
 /// What an answer that is not a success means, as an exit status.
 fn failure(answer: &Answer, target: &Target) -> Failure {
     let described = answer.describe();
-    match (answer.status, answer.slug()) {
+    match (answer.status, answer.problem_type()) {
         (400 | 422, _) => Failure::new(
             USAGE,
             format!("the service rejected the request: {described}"),
@@ -318,11 +324,13 @@ fn failure(answer: &Answer, target: &Target) -> Failure {
             REFUSED,
             format!("the service refused the request: {described} (check --token or BATON_TOKEN)"),
         ),
-        (404, Some("lease-not-found")) => Failure::new(
+        (404, Some(ProblemType::LeaseNotFound)) => Failure::new(
             LOST,
             format!("{target} is no longer held by this lease (expired or force-released)"),
         ),
-        (409, Some("superseded")) => Failure::new(SUPERSEDED, format!("superseded: {described}")),
+        (409, Some(ProblemType::Superseded)) => {
+            Failure::new(SUPERSEDED, format!("superseded: {described}"))
+        }
         (409, _) => Failure::new(NOT_ACQUIRED, format!("{target} is taken: {described}")),
         _ => Failure::new(
             UNAVAILABLE,
@@ -332,87 +340,101 @@ fn failure(answer: &Answer, target: &Target) -> Failure {
 }
 
 /// A status for people: one line, and with `detail` the holders and the line.
-fn describe_status(kind: Kind, status: &Value, detail: bool) -> String {
-    let str = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-    let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64);
-    let expires = |v: &Value| {
-        num(v, "expires_in_ms")
-            .map(|ms| format!(", expires in {}", human(Duration::from_millis(ms))))
+fn describe_status(status: &StatusBody, detail: bool) -> String {
+    let expires = |ms: Option<u64>| {
+        ms.map(|ms| format!(", expires in {}", human(Duration::from_millis(ms))))
             .unwrap_or_default()
     };
+    let owner = |owner: &Option<String>| owner.clone().unwrap_or_else(|| "-".into());
     // What a lease or a waiter takes, when it is not the kind's plain one.
-    let takes = |v: &Value| match kind {
-        Kind::Lock if v.get("shared") == Some(&Value::Bool(true)) => ", shared".to_owned(),
-        Kind::Lock => String::new(),
-        Kind::Semaphore => match num(v, "permits") {
-            Some(p) if p != 1 => format!(", {p} permits"),
-            _ => String::new(),
-        },
+    let shared = |shared: bool| String::from(if shared { ", shared" } else { "" });
+    let permits = |permits: Option<u64>| match permits {
+        Some(p) if p != 1 => format!(", {p} permits"),
+        _ => String::new(),
     };
-    let name = str(status, "name").unwrap_or_default();
-    let waiting = num(status, "waiting").unwrap_or(0);
-    let held = status.get("held") == Some(&Value::Bool(true));
-    let mut out = match kind {
-        Kind::Lock if held && str(status, "mode").as_deref() == Some("shared") => format!(
+    let (name, waiting) = (status.name(), status.waiting());
+    let mut out = match status {
+        StatusBody::Lock(lock) if lock.held && lock.mode == Some(Mode::Shared) => format!(
             "lock '{name}': held shared by {}; {waiting} waiting\n",
-            num(status, "holders").unwrap_or(0)
+            lock.holders.unwrap_or(0)
         ),
-        Kind::Lock if held => format!(
+        StatusBody::Lock(lock) if lock.held => format!(
             "lock '{name}': held by {} (fencing token {}{}); {waiting} waiting\n",
-            str(status, "owner").unwrap_or_else(|| "someone without an owner label".into()),
-            num(status, "fencing_token").map_or_else(|| "?".into(), |t| t.to_string()),
-            expires(status)
+            lock.owner
+                .clone()
+                .unwrap_or_else(|| "someone without an owner label".into()),
+            lock.fencing_token
+                .map_or_else(|| "?".into(), |t| t.to_string()),
+            expires(lock.expires_in_ms)
         ),
-        Kind::Lock => format!("lock '{name}': free; {waiting} waiting\n"),
-        Kind::Semaphore => {
-            let holders = num(status, "holders").unwrap_or(0);
+        StatusBody::Lock(_) => format!("lock '{name}': free; {waiting} waiting\n"),
+        StatusBody::Semaphore(semaphore) => {
+            let holders = semaphore.holders;
             format!(
                 "semaphore '{name}': {} of {} permits used by {holders} {}; {waiting} waiting\n",
-                num(status, "used").unwrap_or(holders),
-                num(status, "limit").map_or_else(|| "?".into(), |l| l.to_string()),
+                semaphore.used.unwrap_or(holders),
+                semaphore
+                    .limit
+                    .map_or_else(|| "?".into(), |l| l.to_string()),
                 if holders == 1 { "lease" } else { "leases" }
             )
         }
     };
-    // An exclusive lock's one lease is the line above already.
-    let leases_shown = kind == Kind::Semaphore || str(status, "mode").as_deref() == Some("shared");
-    if detail {
-        for lease in status
-            .get("leases")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|_| leases_shown)
-        {
-            out.push_str(&format!(
-                "  held by {} (fencing token {}{}{})\n",
-                str(lease, "owner").unwrap_or_else(|| "-".into()),
-                num(lease, "fencing_token").map_or_else(|| "?".into(), |t| t.to_string()),
-                takes(lease),
-                expires(lease)
-            ));
+    if !detail {
+        return out;
+    }
+    let held_by = |owner: String, token: u64, takes: String, expires: String| {
+        format!("  held by {owner} (fencing token {token}{takes}{expires})\n")
+    };
+    match status {
+        // An exclusive lock's one lease is the line above already.
+        StatusBody::Lock(lock) if lock.mode == Some(Mode::Shared) => {
+            for lease in lock.leases.iter().flatten() {
+                out.push_str(&held_by(
+                    owner(&lease.owner),
+                    lease.fencing_token,
+                    shared(lease.shared),
+                    expires(Some(lease.expires_in_ms)),
+                ));
+            }
         }
-        for waiter in status
-            .get("waiters")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            out.push_str(&format!(
-                "  {}. {} (waited {}{})\n",
-                num(waiter, "position").unwrap_or(0),
-                str(waiter, "owner").unwrap_or_else(|| "-".into()),
-                human(Duration::from_millis(num(waiter, "waited_ms").unwrap_or(0))),
-                takes(waiter)
-            ));
+        StatusBody::Lock(_) => {}
+        StatusBody::Semaphore(semaphore) => {
+            for lease in &semaphore.leases {
+                out.push_str(&held_by(
+                    owner(&lease.owner),
+                    lease.fencing_token,
+                    permits(Some(lease.permits)),
+                    expires(Some(lease.expires_in_ms)),
+                ));
+            }
         }
+    }
+    for waiter in status.waiters() {
+        let takes = match status.kind() {
+            Kind::Lock => shared(waiter.shared == Some(true)),
+            Kind::Semaphore => permits(waiter.permits),
+        };
+        out.push_str(&format!(
+            "  {}. {} (waited {}{takes})\n",
+            waiter.position,
+            owner(&waiter.owner),
+            human(Duration::from_millis(waiter.waited_ms)),
+        ));
     }
     out
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    /// `describe_status` of the status `json` of a `kind`.
+    fn describe(kind: Kind, json: &Value, detail: bool) -> String {
+        describe_status(&StatusBody::from_json(kind, json).unwrap(), detail)
+    }
 
     #[test]
     fn statuses_read_as_sentences() {
@@ -420,12 +442,12 @@ mod tests {
             "expires_in_ms": 42_000, "waiting": 1,
             "waiters": [{"position": 1, "owner": "ci-8", "waited_ms": 3_000}]});
         assert_eq!(
-            describe_status(Kind::Lock, &held, true),
+            describe(Kind::Lock, &held, true),
             "lock 'deploy': held by ci-7 (fencing token 12, expires in 42s); 1 waiting\n  1. ci-8 (waited 3.0s)\n"
         );
         let free = json!({"name": "x", "held": false, "waiting": 0, "waiters": []});
         assert_eq!(
-            describe_status(Kind::Lock, &free, true),
+            describe(Kind::Lock, &free, true),
             "lock 'x': free; 0 waiting\n"
         );
         let shared = json!({"name": "docs", "held": true, "mode": "shared", "holders": 2,
@@ -436,7 +458,7 @@ mod tests {
                 {"position": 1, "owner": "w", "waited_ms": 1_000},
                 {"position": 2, "owner": "r3", "waited_ms": 500, "shared": true}]});
         assert_eq!(
-            describe_status(Kind::Lock, &shared, true),
+            describe(Kind::Lock, &shared, true),
             "lock 'docs': held shared by 2; 2 waiting\n  \
              held by r1 (fencing token 3, shared, expires in 9.0s)\n  \
              held by r2 (fencing token 4, shared, expires in 20s)\n  \
@@ -448,7 +470,7 @@ mod tests {
                 {"owner": "b", "fencing_token": 8, "expires_in_ms": 9_000, "permits": 1}],
             "waiting": 1, "waiters": [{"position": 1, "owner": "c", "waited_ms": 100, "permits": 2}]});
         assert_eq!(
-            describe_status(Kind::Semaphore, &sem, true),
+            describe(Kind::Semaphore, &sem, true),
             "semaphore 'pool': 4 of 5 permits used by 2 leases; 1 waiting\n  \
              held by a (fencing token 7, 3 permits, expires in 9.0s)\n  \
              held by b (fencing token 8, expires in 9.0s)\n  \

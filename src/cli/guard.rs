@@ -31,6 +31,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
+use super::args::Internal;
 use super::clock;
 use super::group;
 use super::http::Service;
@@ -77,7 +78,7 @@ impl Guard {
         let mut command = Command::new("/proc/self/exe");
         command
             .arg0("baton")
-            .arg("__guard")
+            .arg(Internal::GUARD)
             .stdin(reader)
             .stdout(Stdio::null());
         // SAFETY: setsid is async-signal-safe; the child calls nothing else

@@ -1,18 +1,21 @@
 //! The one HTTP client of the client commands: reqwest (HTTP/1.1, HTTP/2 over
 //! TLS where the service offers it, rustls with ring, proxies from the usual
 //! variables). One call at a time, each with its own time limit; an answer is
-//! its status and its JSON body. Neither the token nor a URL (which can hold
-//! a lease id) ever appears in a message.
+//! its status and its JSON body, read as the [`crate::wire`] body it should
+//! be. Neither the token nor a URL (which can hold a lease id) ever appears
+//! in a message.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Method;
+use serde::Serialize;
 use serde_json::Value;
 
-use super::exit::{Failure, USAGE};
+use super::exit::{Failure, UNAVAILABLE, USAGE};
 use crate::domain::{Kind, Name};
+use crate::wire::{Problem, ProblemType};
 
 /// One lock or semaphore of the service.
 #[derive(Debug, Clone)]
@@ -58,40 +61,48 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// The last segment of a problem's `type` (`lock-held`).
-    pub fn slug(&self) -> Option<&str> {
-        self.str("type").and_then(|t| t.rsplit('/').next())
+    /// The body as a problem (RFC 9457), when it is one.
+    pub fn problem(&self) -> Option<Problem> {
+        Problem::from_json(&self.body)
     }
 
-    pub fn str(&self, key: &str) -> Option<&str> {
-        self.body.get(key).and_then(Value::as_str)
-    }
-
-    /// The body as `T`: what the client reads of it, in one place.
-    ///
-    /// # Errors
-    /// The body is not a `T`.
-    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        T::deserialize(&self.body)
-    }
-
-    pub fn u64(&self, key: &str) -> Option<u64> {
-        self.body.get(key).and_then(Value::as_u64)
+    /// Its problem type, when this version knows it.
+    pub fn problem_type(&self) -> Option<ProblemType> {
+        self.problem()?.problem_type()
     }
 
     /// `HTTP 409 lock-held: the lock is held`, for messages.
     pub fn describe(&self) -> String {
         let mut out = format!("HTTP {}", self.status);
-        if let Some(slug) = self.slug() {
-            out.push(' ');
-            out.push_str(slug);
-        }
-        if let Some(detail) = self.str("detail") {
-            out.push_str(": ");
-            out.push_str(detail);
+        if let Some(problem) = self.problem() {
+            if let Some(slug) = problem.slug() {
+                out.push(' ');
+                out.push_str(slug);
+            }
+            if !problem.detail.is_empty() {
+                out.push_str(": ");
+                out.push_str(&problem.detail);
+            }
         }
         out
     }
+}
+
+/// A request body as JSON.
+///
+/// # Panics
+/// Never: a body of the wire is plain JSON, with string keys only.
+pub fn json(body: &impl Serialize) -> Value {
+    serde_json::to_value(body).expect("a body of the wire is plain JSON")
+}
+
+/// The failure of an answer whose body is not the `what` it should be: not
+/// a baton service, or not one this client can read (69).
+pub fn unreadable(what: &str, err: &serde_json::Error) -> Failure {
+    Failure::new(
+        UNAVAILABLE,
+        format!("cannot read the {what} the service showed: {err}"),
+    )
 }
 
 /// Why a call got no answer (no URL in it).

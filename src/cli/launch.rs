@@ -10,6 +10,7 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 
+use super::args::Internal;
 use super::exit::{signal_status, Failure, NOT_FOUND};
 
 /// A pipe whose ends are closed on exec (so no child holds one unless it is
@@ -39,7 +40,7 @@ pub fn command(
     let mut command = tokio::process::Command::new("/proc/self/exe");
     command
         .arg0("baton")
-        .arg("__exec")
+        .arg(Internal::EXEC)
         .arg(fd.to_string())
         .arg("--")
         .arg(program)

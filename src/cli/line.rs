@@ -8,15 +8,18 @@
 use std::time::Duration;
 
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::time::Instant;
 
 use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
-use super::http::{Answer, Service, Target};
+use super::http::{json, Answer, Service, Target};
 use super::messages::{say, signal_name, warn};
 use super::signals::Signals;
-use crate::domain::Kind;
+use crate::domain::{Kind, LeaseId};
+use crate::wire::{
+    AcquireFields, AcquireLock, AcquireSemaphore, LeaseBody, Mode, ProblemType, StatusBody,
+};
 
 /// Failures that may pass are retried for at most this long in a row.
 const RETRY_FOR: Duration = Duration::from_secs(60);
@@ -58,35 +61,37 @@ impl Request {
         }
     }
 
+    /// The body of a request that waits up to `wait`: what is asked, and no
+    /// member whose default says the same.
     fn body(&self, wait: Duration) -> Value {
-        let mut body = json!({"ttl_ms": millis(self.ttl), "wait_ms": millis(wait)});
-        if !self.owner.is_empty() {
-            body["owner"] = json!(self.owner);
+        let fields = AcquireFields {
+            ttl_ms: Some(millis(self.ttl)),
+            wait_ms: Some(millis(wait)),
+            owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
+            newest_wins: self.newest_wins.then_some(true),
+        };
+        match self.target.kind {
+            Kind::Lock => json(&AcquireLock {
+                shared: self.shared.then_some(true),
+                ..fields.into()
+            }),
+            Kind::Semaphore => json(&AcquireSemaphore {
+                limit: self.limit.map(u64::from),
+                permits: self.permits.map(u64::from),
+                ..fields.into()
+            }),
         }
-        if self.newest_wins {
-            body["newest_wins"] = json!(true);
-        }
-        if let Some(limit) = self.limit {
-            body["limit"] = json!(limit);
-        }
-        if self.shared {
-            body["shared"] = json!(true);
-        }
-        if let Some(permits) = self.permits {
-            body["permits"] = json!(permits);
-        }
-        body
     }
 }
 
 /// A lease just granted.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Lease {
-    /// The lease id (a secret: never printed unless asked for).
-    pub id: String,
-    pub fencing_token: Option<u64>,
-    /// The service's lease body.
-    pub body: Value,
+    /// The service's lease body; its id is a secret, never printed unless
+    /// asked for.
+    pub body: LeaseBody,
+    /// The same, as the service wrote it (`--output json` prints it so).
+    pub json: Value,
     /// When the request that got it was sent, and when its answer came
     /// ([`super::clock`] time): the grant happened in between.
     pub sent: Duration,
@@ -130,23 +135,23 @@ pub async fn acquire(
         let now = Instant::now();
         let why = match outcome {
             Ok(answer) if answer.status == 201 => {
-                let id = answer
-                    .str("id")
-                    .filter(|id| crate::domain::LeaseId::parse(id).is_ok())
-                    .ok_or_else(|| {
-                        Failure::new(
-                            UNAVAILABLE,
-                            format!(
-                                "the service answered 201 without a lease id; is {} a baton service?",
-                                service.url()
-                            ),
-                        )
-                    })?
-                    .to_owned();
+                let not_baton = |without: String| {
+                    Failure::new(
+                        UNAVAILABLE,
+                        format!(
+                            "the service answered 201 without {without}; is {} a baton service?",
+                            service.url()
+                        ),
+                    )
+                };
+                let body = LeaseBody::from_json(target.kind, &answer.body)
+                    .map_err(|err| not_baton(format!("a lease ({err})")))?;
+                if LeaseId::parse(body.id()).is_err() {
+                    return Err(not_baton("a lease id".into()));
+                }
                 return Ok(Lease {
-                    id,
-                    fencing_token: answer.u64("fencing_token"),
-                    body: answer.body,
+                    body,
+                    json: answer.body,
                     sent: sent_clock,
                     received: super::clock::now(),
                 });
@@ -154,9 +159,11 @@ pub async fn acquire(
             Ok(answer) if answer.status == 409 => {
                 failing_since = None;
                 backoff = Duration::from_secs(1);
-                if answer.slug() == Some("superseded") {
-                    let by = answer
-                        .str("owner")
+                let problem = answer.problem();
+                if problem.as_ref().and_then(|p| p.problem_type()) == Some(ProblemType::Superseded)
+                {
+                    let by = problem
+                        .and_then(|p| p.owner)
                         .map(|o| format!(" (by {o})"))
                         .unwrap_or_default();
                     return Err(Failure::new(
@@ -191,7 +198,7 @@ pub async fn acquire(
             }
             Ok(answer) if matches!(answer.status, 400 | 422) => {
                 // A wait over the service's maximum: wait in steps of its max_wait_ms.
-                if let Some(max) = answer.u64("max_wait_ms") {
+                if let Some(max) = answer.problem().and_then(|p| p.max_wait_ms) {
                     if max > 0 && max < millis(wait) {
                         step = Some(Duration::from_millis(max));
                         continue;
@@ -298,14 +305,16 @@ async fn nap(pause: Duration, signals: &mut Signals, target: &Target) -> Result<
 
 /// ` (held by X)`, ` (held shared by 2)`, ` (3 of 4 permits used)`, from a 409.
 fn holders(answer: &Answer) -> String {
-    if answer.str("mode") == Some("shared") {
-        return format!(" (held shared by {})", answer.u64("holders").unwrap_or(0));
+    let Some(problem) = answer.problem() else {
+        return String::new();
+    };
+    if problem.mode == Some(Mode::Shared) {
+        return format!(" (held shared by {})", problem.holders.unwrap_or(0));
     }
-    if let Some(owner) = answer.str("owner") {
+    if let Some(owner) = problem.owner {
         return format!(" (held by {owner})");
     }
-    let used = answer.u64("used").or_else(|| answer.u64("holders"));
-    match (used, answer.u64("limit")) {
+    match (problem.used.or(problem.holders), problem.limit) {
         (Some(used), Some(limit)) => format!(" ({used} of {limit} permits used)"),
         (Some(used), None) => format!(" ({used} permits used)"),
         _ => String::new(),
@@ -318,11 +327,15 @@ async fn progress(service: &Service, request: &Request, sent: Instant, started: 
     let path = request.target.path();
     tokio::time::sleep(Duration::from_secs(1)).await;
     loop {
-        if let Ok(status) = service
+        if let Ok(answer) = service
             .call(Method::GET, &path, None, Duration::from_secs(5))
             .await
         {
-            if status.status == 200 {
+            // A status it cannot read says nothing: the next one may.
+            let status = (answer.status == 200)
+                .then(|| StatusBody::from_json(request.target.kind, &answer.body).ok())
+                .flatten();
+            if let Some(status) = status {
                 let now = Instant::now();
                 say(format!(
                     "waiting for {}: {}; waited {} of {}",
@@ -339,73 +352,55 @@ async fn progress(service: &Service, request: &Request, sent: Instant, started: 
 
 /// `place 2 of 3 in line; held by X (expires in 52s)`: ours is the waiter
 /// with our owner that has waited about as long as our request.
-fn describe_line(status: &Answer, request: &Request, waited: Duration) -> String {
+fn describe_line(status: &StatusBody, request: &Request, waited: Duration) -> String {
     let waited = i128::from(millis(waited));
     let place = status
-        .body
-        .get("waiters")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|w| w.get("owner").and_then(Value::as_str) == Some(request.owner.as_str()))
-        .filter_map(|w| {
-            let ms = i128::from(w.get("waited_ms")?.as_u64()?);
-            Some(((ms - waited).abs(), w.get("position")?.as_u64()?))
-        })
+        .waiters()
+        .iter()
+        .filter(|w| w.owner.as_deref() == Some(request.owner.as_str()))
+        .map(|w| ((i128::from(w.waited_ms) - waited).abs(), w.position))
         .min()
         .map(|(_, position)| position);
-    let mut out = String::new();
-    if let Some(waiting) = status.u64("waiting") {
-        out = match place {
-            Some(place) => format!("place {place} of {waiting} in line; "),
-            None => format!("{waiting} waiting; "),
-        };
-    }
-    let held = match request.target.kind {
-        Kind::Lock if status.str("mode") == Some("shared") => Some(format!(
-            "held shared by {}",
-            status.u64("holders").unwrap_or(0)
-        ))
-        .map(|held| match soonest(status) {
-            Some(ms) => format!(
-                "{held} (the last expires in {})",
-                human(Duration::from_millis(ms))
-            ),
-            None => held,
-        }),
-        Kind::Lock => match status.str("owner") {
-            Some(owner) => Some(format!("held by {owner}")),
-            None => (status.body.get("held") == Some(&Value::Bool(true))).then(|| "held".into()),
+    let waiting = status.waiting();
+    let mut out = match place {
+        Some(place) => format!("place {place} of {waiting} in line; "),
+        None => format!("{waiting} waiting; "),
+    };
+    let expiring = |held: String, last: &str, ms: Option<u64>| match ms {
+        Some(ms) => format!(
+            "{held} ({last}expires in {})",
+            human(Duration::from_millis(ms))
+        ),
+        None => held,
+    };
+    let held = match status {
+        StatusBody::Lock(lock) if lock.mode == Some(Mode::Shared) => {
+            let held = format!("held shared by {}", lock.holders.unwrap_or(0));
+            // When the last of its leases expires, as far as it lists them.
+            let last = lock.leases.iter().flatten().map(|l| l.expires_in_ms).max();
+            Some(expiring(held, "the last ", last))
         }
-        .map(|held| match status.u64("expires_in_ms") {
-            Some(ms) => format!("{held} (expires in {})", human(Duration::from_millis(ms))),
-            None => held,
-        }),
-        Kind::Semaphore => status
-            .u64("used")
-            .or_else(|| status.u64("holders"))
-            .map(|used| match status.u64("limit") {
+        StatusBody::Lock(lock) => match &lock.owner {
+            Some(owner) => Some(format!("held by {owner}")),
+            None => lock.held.then(|| "held".into()),
+        }
+        .map(|held| expiring(held, "", lock.expires_in_ms)),
+        StatusBody::Semaphore(semaphore) => {
+            let used = semaphore.used.unwrap_or(semaphore.holders);
+            Some(match semaphore.limit {
                 Some(limit) => format!("{used} of {limit} permits used"),
                 None => format!("{used} permits used"),
-            }),
+            })
+        }
     };
     out.push_str(held.as_deref().unwrap_or("free"));
     out
 }
 
-/// When the last of a status's leases expires (ms), as far as it lists them.
-fn soonest(status: &Answer) -> Option<u64> {
-    status
-        .body
-        .get("leases")
-        .and_then(Value::as_array)?
-        .iter()
-        .filter_map(|l| l.get("expires_in_ms").and_then(Value::as_u64))
-        .max()
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn request(kind: Kind) -> Request {
@@ -422,44 +417,49 @@ mod tests {
         }
     }
 
+    /// The status `body` of a `kind`, as the client reads it.
+    fn read_status(kind: Kind, body: Value) -> StatusBody {
+        StatusBody::from_json(kind, &body).unwrap()
+    }
+
     #[test]
     fn the_line_shows_our_place_and_the_holder() {
-        let status = Answer {
-            status: 200,
-            body: json!({"name": "line", "held": true, "owner": "ci-1", "expires_in_ms": 52_000,
+        let status = read_status(
+            Kind::Lock,
+            json!({"name": "line", "held": true, "owner": "ci-1", "expires_in_ms": 52_000,
                 "waiting": 3, "waiters": [
                     {"position": 1, "owner": "me", "waited_ms": 90_000},
                     {"position": 2, "owner": "me", "waited_ms": 35_000},
                     {"position": 3, "owner": "other", "waited_ms": 1_000}]}),
-        };
+        );
         assert_eq!(
             describe_line(&status, &request(Kind::Lock), Duration::from_secs(35)),
             "place 2 of 3 in line; held by ci-1 (expires in 52s)"
         );
-        let free = Answer {
-            status: 200,
-            body: json!({"name": "line", "held": false, "waiting": 0, "waiters": []}),
-        };
+        let free = read_status(
+            Kind::Lock,
+            json!({"name": "line", "held": false, "waiting": 0, "waiters": []}),
+        );
         assert_eq!(
             describe_line(&free, &request(Kind::Lock), Duration::ZERO),
             "0 waiting; free"
         );
-        let full = Answer {
-            status: 200,
-            body: json!({"name": "line", "holders": 2, "used": 4, "limit": 4, "waiting": 1,
+        let full = read_status(
+            Kind::Semaphore,
+            json!({"name": "line", "holders": 2, "used": 4, "limit": 4, "waiting": 1,
                 "waiters": [{"position": 1, "owner": "me", "waited_ms": 10, "permits": 3}]}),
-        };
+        );
         assert_eq!(
             describe_line(&full, &request(Kind::Semaphore), Duration::ZERO),
             "place 1 of 1 in line; 4 of 4 permits used"
         );
-        let shared = Answer {
-            status: 200,
-            body: json!({"name": "line", "held": true, "mode": "shared", "holders": 2,
+        let shared = read_status(
+            Kind::Lock,
+            json!({"name": "line", "held": true, "mode": "shared", "holders": 2,
                 "leases": [{"owner": "r1", "fencing_token": 1, "expires_in_ms": 5_000, "shared": true},
                     {"owner": "r2", "fencing_token": 2, "expires_in_ms": 9_000, "shared": true}],
                 "waiting": 1, "waiters": [{"position": 1, "owner": "me", "waited_ms": 10}]}),
-        };
+        );
         assert_eq!(
             describe_line(&shared, &request(Kind::Lock), Duration::ZERO),
             "place 1 of 1 in line; held shared by 2 (the last expires in 9.0s)"

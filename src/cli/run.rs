@@ -24,8 +24,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use reqwest::Method;
-use serde::Deserialize;
-use serde_json::json;
 
 use super::args::RunArgs;
 use super::clock;
@@ -33,13 +31,14 @@ use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, LOST, NOT_FOUND, REFUSED, UNAVAILABLE};
 use super::group;
 use super::guard::{Guard, Message};
-use super::http::{Service, Target};
+use super::http::{json, unreadable, Service, Target};
 use super::launch;
 use super::line::{self, Lease, Request};
 use super::messages::{say, signal_name, warn};
 use super::signals::Signals;
 use super::variables::{self, LeaseVariables};
-use crate::domain::{Kind, LeaseId};
+use crate::domain::LeaseId;
+use crate::wire::{LeaseBody, Refresh};
 
 /// Between SIGTERM and SIGKILL, unless the ttl is too short for it.
 const DEFAULT_GRACE: Duration = Duration::from_secs(5);
@@ -116,12 +115,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
             ))
         }
     };
-    let kind = if lease_options.limit.is_some() {
-        Kind::Semaphore
-    } else {
-        Kind::Lock
-    };
-    let target = Target::new(kind, &args.name)?;
+    let target = Target::new(lease_options.kind(), &args.name)?;
 
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
     let request = Request::new(&target, timing.ttl, lease_options);
@@ -157,12 +151,10 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
     let lease = line::acquire(&service, &request, &mut signals).await?;
     say(format!(
         "acquired {target} (fencing token {}) after {}",
-        lease
-            .fencing_token
-            .map_or_else(|| "?".to_owned(), |t| t.to_string()),
+        lease.body.fencing_token(),
         human(lease.received.saturating_sub(started))
     ));
-    let path = target.lease_path(&lease.id);
+    let path = target.lease_path(lease.body.id());
     let guard = Guard::start(&Message::Lease {
         url: service.url().to_owned(),
         token: args.connection.token.clone(),
@@ -204,14 +196,6 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
         guard.done();
     }
     status
-}
-
-/// What the service says of a held lease (`GET /locks/{name}/{id}`).
-#[derive(Debug, Deserialize)]
-struct HeldLease {
-    #[serde(default)]
-    shared: bool,
-    permits: Option<u32>,
 }
 
 /// Whether the lease of a `baton run` around this one (its variables, for
@@ -271,19 +255,15 @@ async fn covered(
             ))
         }
     }
-    let held: HeldLease = answer.parse().map_err(|err| {
-        Failure::new(
-            UNAVAILABLE,
-            format!("cannot read the lease the service showed: {err}"),
-        )
-    })?;
-    match target.kind {
-        Kind::Lock if held.shared && !request.shared => {
+    let held =
+        LeaseBody::from_json(target.kind, &answer.body).map_err(|err| unreadable("lease", &err))?;
+    match held {
+        LeaseBody::Lock(lease) if lease.shared && !request.shared => {
             not_covered("its lease is shared, and this run asks for the lock alone")
         }
-        Kind::Lock => Ok(true),
-        Kind::Semaphore => {
-            let (has, asks) = (held.permits.unwrap_or(1), request.permits.unwrap_or(1));
+        LeaseBody::Lock(_) => Ok(true),
+        LeaseBody::Semaphore(lease) => {
+            let (has, asks) = (lease.permits, request.permits.map_or(1, u64::from));
             if has < asks {
                 not_covered(&format!(
                     "its lease has {has} permits, and this run asks for {asks}"
@@ -319,8 +299,8 @@ impl Held {
         group::become_subreaper();
         let variables = LeaseVariables {
             name: self.target.name.to_string(),
-            id: lease.id.clone(),
-            fencing_token: lease.fencing_token,
+            id: lease.body.id().to_owned(),
+            fencing_token: Some(lease.body.fencing_token()),
             kind: self.target.kind,
             limit: self.limit,
         };
@@ -475,7 +455,9 @@ impl Held {
     /// returns why the lease is lost, early enough to stop COMMAND.
     async fn keep(&self, mut ok: Duration, mut next: Duration) -> String {
         let timing = self.timing;
-        let body = json!({"ttl_ms": millis(timing.ttl)});
+        let body = json(&Refresh {
+            ttl_ms: Some(millis(timing.ttl)),
+        });
         let mut failing: Option<String> = None;
         let mut warned: Option<Duration> = None;
         loop {

@@ -7,8 +7,9 @@ use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use super::{events, health, kind, problem, AppState, RequireToken};
+use super::{events, health, kind, AppState, RequireToken};
 use crate::domain::Kind;
+use crate::wire::ProblemType;
 
 /// Every documented route, without state or layers: `/locks` and
 /// `/semaphores` behind the bearer-token check, the service endpoints open.
@@ -41,7 +42,7 @@ fn tagged(mut router: OpenApiRouter<AppState>, tag: &str) -> OpenApiRouter<AppSt
 /// answer for a status wins. Its security: a bearer token, or none on a
 /// service without tokens.
 fn document_guard(doc: &mut OpenApi) {
-    use problem::ProblemType::{
+    use crate::wire::ProblemType::{
         Forbidden, InvalidRequest, PayloadTooLarge, RedisUnavailable, Unauthorized,
     };
     for (path, item) in &mut doc.paths.paths {
@@ -60,7 +61,7 @@ fn document_guard(doc: &mut OpenApi) {
 }
 
 /// Adds `shared` problem responses to `op`, and its security.
-fn add_responses(op: &mut Operation, shared: &[problem::ProblemType]) {
+fn add_responses(op: &mut Operation, shared: &[ProblemType]) {
     for kind in shared {
         let reference = utoipa::openapi::Ref::from_response_name(kind.component_name());
         // An operation's own answer for a status wins (e.g. /events' 503).

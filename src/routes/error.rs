@@ -8,10 +8,10 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::json::json_response;
-use super::problem::{Problem, ProblemType, RetryAfter};
 use crate::access::Denied;
 use crate::domain::{Invalid, Kind};
 use crate::engine;
+use crate::wire::{Mode, Problem, ProblemType, RetryAfter};
 
 /// A failure of a request.
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +42,7 @@ pub enum AppError {
         /// When the last lease in the request's way expires.
         expires_in: Duration,
         /// How it is held (none: only waiters ahead are in the way).
-        mode: Option<super::locks::Mode>,
+        mode: Option<Mode>,
         /// Leases held.
         holders: u64,
         /// Requests queued in the line.
@@ -94,7 +94,7 @@ impl AppError {
                 name,
                 owner: busy.owner.map(crate::domain::Owner::into_string),
                 expires_in: busy.next_expiry_in.unwrap_or_default(),
-                mode: super::locks::Mode::of(
+                mode: Mode::of(
                     busy.holders,
                     crate::domain::Demand::is_exclusive_weight(busy.used),
                 ),
@@ -159,10 +159,10 @@ impl AppError {
                 let ms = expires_in.as_millis() as u64;
                 problem.waiting = Some(*waiting);
                 problem.detail = match mode {
-                    Some(super::locks::Mode::Shared) if *holders == 1 => format!(
+                    Some(Mode::Shared) if *holders == 1 => format!(
                         "lock '{name}' is held shared by 1 reader; it expires in {ms} ms unless refreshed"
                     ),
-                    Some(super::locks::Mode::Shared) => format!(
+                    Some(Mode::Shared) => format!(
                         "lock '{name}' is held shared by {holders} readers; the last of them \
                          expires in {ms} ms unless refreshed"
                     ),
@@ -273,7 +273,7 @@ mod tests {
             name: "deploy".into(),
             owner: Some("ci".into()),
             expires_in: Duration::from_millis(1500),
-            mode: Some(crate::routes::locks::Mode::Exclusive),
+            mode: Some(crate::wire::Mode::Exclusive),
             holders: 1,
             waiting: 3,
         };
@@ -284,10 +284,7 @@ mod tests {
         assert_eq!(problem.expires_in_ms, Some(1500));
         assert_eq!(problem.waiting, Some(3));
         assert_eq!(problem.holders, Some(1));
-        assert!(matches!(
-            problem.mode,
-            Some(crate::routes::locks::Mode::Exclusive)
-        ));
+        assert!(matches!(problem.mode, Some(crate::wire::Mode::Exclusive)));
         assert_eq!(err.retry_after(), Some(2));
     }
 

@@ -12,7 +12,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::problem::responses::RedisUnavailable;
-use super::{AppError, AppState, Json, Problem, ProblemType};
+use super::{AppError, AppState, Json};
+use crate::wire::{Problem, ProblemType};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

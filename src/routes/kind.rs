@@ -1,7 +1,8 @@
 //! The routes of a kind (`/locks`, `/semaphores`), written once over the
 //! [`Kind`] value: acquire, refresh, release, check, status, listing and
-//! force-release, each one handler that takes the kind, and the bodies they
-//! answer with. Their OpenAPI operations are [`super::kind_doc`]'s.
+//! force-release, each one handler that takes the kind, and the wire bodies
+//! of its kind they answer with. Their OpenAPI operations are
+//! [`super::kind_doc`]'s.
 
 use std::future::Future;
 
@@ -13,19 +14,17 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use futures_util::future::{self, Either};
 use futures_util::{FutureExt, TryFutureExt};
-use serde::Serialize;
 use utoipa_axum::router::OpenApiRouter;
 
 use super::extract::{parse_json, read_body};
-use super::lease::{created, found, released, IdPath, NamePath, Refresh};
+use super::lease::{created, found, released, ttl, IdPath, NamePath};
 use super::listing::{parse_list_query, ListQuery};
-use super::locks::{AcquireLock, LockLeaseBody, LockStatusBody};
-use super::semaphores::{AcquireSemaphore, SemaphoreLeaseBody, SemaphoreStatusBody};
-use super::{kind_doc, progress, AppError, AppState, Caller, Json, JsonBody};
+use super::{kind_doc, locks, progress, semaphores, AppError, AppState, Caller, Json, JsonBody};
 use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Scope, TokenName};
 use crate::engine::{Acquiring, Lease, Refusal, Status};
 use crate::http::Parked;
 use crate::telemetry::RequestContext;
+use crate::wire::{LeaseBody, Listing, Refresh, StatusBody};
 
 /// The routes of `kind`, documented ([`kind_doc::document`]):
 /// `/{kind}s/{name}` (acquire, status, force-release), `/{kind}s/{name}/{id}`
@@ -110,8 +109,8 @@ impl FromRequest<AppState> for Acquisition {
 /// takes.
 fn asked(kind: Kind, body: &[u8], max_wait_ms: u64) -> Result<(Demand, AcquireRequest), AppError> {
     match kind {
-        Kind::Lock => parse_json::<AcquireLock>(body)?.parse(max_wait_ms),
-        Kind::Semaphore => parse_json::<AcquireSemaphore>(body)?.parse(max_wait_ms),
+        Kind::Lock => locks::asked(parse_json(body)?, max_wait_ms),
+        Kind::Semaphore => semaphores::asked(parse_json(body)?, max_wait_ms),
     }
 }
 
@@ -189,7 +188,7 @@ fn answer(
     outcome: Result<Lease, Refusal>,
 ) -> Result<(LeaseId, LeaseBody), AppError> {
     match outcome {
-        Ok(lease) => Ok((lease.id, LeaseBody::new(kind, lease))),
+        Ok(lease) => Ok((lease.id, lease_body(kind, lease))),
         Err(Refusal::Busy(busy)) => Err(AppError::busy(kind, name, busy)),
         Err(Refusal::Superseded { owner }) => Err(AppError::Superseded {
             name: name.to_string(),
@@ -209,8 +208,8 @@ async fn refresh(
 ) -> Result<Json<LeaseBody>, AppError> {
     caller.require(Scope::Write, &name)?;
     let leases = state.leases(kind);
-    let lease = found(leases.refresh(&name, id, body.ttl()?, caller.name())).await?;
-    Ok(Json(LeaseBody::new(kind, lease)))
+    let lease = found(leases.refresh(&name, id, ttl(body.ttl_ms)?, caller.name())).await?;
+    Ok(Json(lease_body(kind, lease)))
 }
 
 /// `DELETE /{kind}s/{name}/{id}` (`write`).
@@ -235,7 +234,7 @@ async fn check(
 ) -> Result<Json<LeaseBody>, AppError> {
     caller.require(Scope::Write, &name)?;
     let lease = found(state.leases(kind).check(&name, id)).await?;
-    Ok(Json(LeaseBody::new(kind, lease)))
+    Ok(Json(lease_body(kind, lease)))
 }
 
 /// `GET /{kind}s/{name}` (`read`).
@@ -247,7 +246,7 @@ async fn status(
 ) -> Result<Json<StatusBody>, AppError> {
     caller.require(Scope::Read, &name)?;
     let status = state.leases(kind).status(&name).await?;
-    Ok(Json(StatusBody::new(kind, status)))
+    Ok(Json(status_body(kind, status)))
 }
 
 /// `DELETE /{kind}s/{name}`: an administrator's action (`admin`).
@@ -302,62 +301,24 @@ async fn list(
         entries: page
             .entries
             .into_iter()
-            .map(|status| StatusBody::new(kind, status))
+            .map(|status| status_body(kind, status))
             .collect(),
         next_cursor: page.next_cursor.map(|c| c.encode()),
     }))
 }
 
-/// A lease as its holder sees it: a lock's or a semaphore's.
-#[derive(Serialize)]
-#[serde(untagged)]
-pub enum LeaseBody {
-    Lock(LockLeaseBody),
-    Semaphore(SemaphoreLeaseBody),
-}
-
-impl LeaseBody {
-    pub fn new(kind: Kind, lease: Lease) -> Self {
-        match kind {
-            Kind::Lock => Self::Lock(lease.into()),
-            Kind::Semaphore => Self::Semaphore(lease.into()),
-        }
+/// A lease of `kind` as its holder sees it.
+fn lease_body(kind: Kind, lease: Lease) -> LeaseBody {
+    match kind {
+        Kind::Lock => LeaseBody::Lock(lease.into()),
+        Kind::Semaphore => LeaseBody::Semaphore(lease.into()),
     }
 }
 
-/// A lock or semaphore as anyone may see it.
-#[derive(Serialize)]
-#[serde(untagged)]
-pub enum StatusBody {
-    Lock(LockStatusBody),
-    Semaphore(SemaphoreStatusBody),
-}
-
-impl StatusBody {
-    pub fn new(kind: Kind, status: Status) -> Self {
-        match kind {
-            Kind::Lock => Self::Lock(status.into()),
-            Kind::Semaphore => Self::Semaphore(status.into()),
-        }
-    }
-}
-
-/// A page of a listing: `{"locks": [...], "next_cursor"?}`, keyed by the
-/// kind's plural.
-pub struct Listing {
-    kind: Kind,
-    entries: Vec<StatusBody>,
-    next_cursor: Option<String>,
-}
-
-impl Serialize for Listing {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry(self.kind.plural(), &self.entries)?;
-        if let Some(cursor) = &self.next_cursor {
-            map.serialize_entry("next_cursor", cursor)?;
-        }
-        map.end()
+/// A `kind` as anyone may see it.
+fn status_body(kind: Kind, status: Status) -> StatusBody {
+    match kind {
+        Kind::Lock => StatusBody::Lock(status.into()),
+        Kind::Semaphore => StatusBody::Semaphore(status.into()),
     }
 }

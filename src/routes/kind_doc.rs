@@ -10,12 +10,13 @@ use utoipa::openapi::{
 };
 use utoipa::{IntoParams, ToSchema};
 
-use super::lease::{IdPath, NamePath, Refresh};
+use super::lease::{IdPath, NamePath};
 use super::listing::ListQuery;
-use super::locks::{AcquireLock, LockLeaseBody, LockStatusBody};
-use super::problem::ProblemType;
-use super::semaphores::{AcquireSemaphore, SemaphoreLeaseBody, SemaphoreStatusBody};
 use crate::domain::Kind;
+use crate::wire::{
+    AcquireLock, AcquireSemaphore, LockLeaseBody, LockStatusBody, ProblemType, Refresh,
+    SemaphoreLeaseBody, SemaphoreStatusBody,
+};
 
 /// The schemas of one body: its own name, then it and those it refers to.
 struct Body {

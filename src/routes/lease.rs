@@ -1,8 +1,8 @@
 //! What the `/locks` and `/semaphores` routes share: the `{name}` and `{id}`
-//! path parameters (each pattern stated once), the refresh body, the
-//! conversion of an acquisition's fields into a domain [`AcquireRequest`],
-//! the fields every lease, holder and waiter body shows, and the helpers
-//! the handlers of [`super::kind`] are made of.
+//! path parameters (each pattern stated once), the parse of a refresh's and
+//! an acquisition's fields into domain types, the making of the fields every
+//! lease, holder and waiter body shows, and the helpers the handlers of
+//! [`super::kind`] are made of.
 
 use std::future::Future;
 
@@ -10,12 +10,13 @@ use axum::extract::{FromRequestParts, RawPathParams};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Serialize;
+use utoipa::IntoParams;
 
-use super::{field, AppError, Json};
+use super::{AppError, Json};
 use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Ttl, WaitTime};
 use crate::engine;
+use crate::wire::{AcquireFields, WaiterBody};
 
 /// The `{name}` path parameter.
 #[derive(IntoParams)]
@@ -79,26 +80,15 @@ impl<S: Send + Sync> FromRequestParts<S> for IdPath {
     }
 }
 
-/// Body of `PATCH /locks/{name}/{id}` and `PATCH /semaphores/{name}/{id}`.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"ttl_ms": 60000}))]
-pub struct Refresh {
-    #[schema(schema_with = field::refresh_ttl_ms)]
-    pub ttl_ms: Option<u64>,
-}
-
-impl Refresh {
-    /// The new ttl, if one was given.
-    ///
-    /// # Errors
-    /// `invalid-request` naming `ttl_ms` when it is out of range.
-    pub fn ttl(&self) -> Result<Option<Ttl>, AppError> {
-        self.ttl_ms
-            .map(Ttl::from_ms)
-            .transpose()
-            .map_err(|e| AppError::field("ttl_ms", e))
-    }
+/// The `ttl_ms` of a refresh or an acquisition, if one was given.
+///
+/// # Errors
+/// `invalid-request` naming `ttl_ms` when it is out of range.
+pub fn ttl(ttl_ms: Option<u64>) -> Result<Option<Ttl>, AppError> {
+    ttl_ms
+        .map(Ttl::from_ms)
+        .transpose()
+        .map_err(|e| AppError::field("ttl_ms", e))
 }
 
 /// The fields every acquisition takes, parsed into a domain request.
@@ -106,13 +96,16 @@ impl Refresh {
 /// # Errors
 /// `invalid-request` naming the first field at fault.
 pub fn acquire_request(
-    ttl_ms: Option<u64>,
-    wait_ms: Option<u64>,
-    owner: Option<String>,
-    newest_wins: Option<bool>,
+    fields: AcquireFields,
     max_wait_ms: u64,
 ) -> Result<AcquireRequest, AppError> {
-    let ttl = (Refresh { ttl_ms }).ttl()?.unwrap_or_default();
+    let AcquireFields {
+        ttl_ms,
+        wait_ms,
+        owner,
+        newest_wins,
+    } = fields;
+    let ttl = ttl(ttl_ms)?.unwrap_or_default();
     let wait = WaitTime::from_ms(wait_ms.unwrap_or(0), max_wait_ms)
         .map_err(|_| AppError::WaitTooLong { max_wait_ms })?;
     let owner = Owner::parse(owner).map_err(|e| AppError::field("owner", e))?;
@@ -125,48 +118,6 @@ pub fn acquire_request(
         by: None,
     })
 }
-
-/// Declares an acquire-request body: the fields given, then the ones every
-/// acquisition takes (`ttl_ms`, `wait_ms`, `owner`, `newest_wins`), with a
-/// `request` method that parses those into a domain [`AcquireRequest`].
-macro_rules! acquire_body {
-    ($(#[$meta:meta])* pub struct $body:ident { $($fields:tt)* }) => {
-        #[derive(Debug, Default, serde::Deserialize, utoipa::ToSchema)]
-        #[serde(deny_unknown_fields)]
-        $(#[$meta])*
-        pub struct $body {
-            $($fields)*
-            #[schema(schema_with = $crate::routes::field::ttl_ms)]
-            pub ttl_ms: Option<u64>,
-            #[schema(schema_with = $crate::routes::field::wait_ms)]
-            pub wait_ms: Option<u64>,
-            #[schema(schema_with = $crate::routes::field::owner)]
-            pub owner: Option<String>,
-            /// When `true` and the request waits in line, every queued request on
-            /// this name that also asked `newest_wins` leaves the line (409
-            /// `superseded`): for deploy queues where only the latest version matters.
-            #[schema(default = false)]
-            pub newest_wins: Option<bool>,
-        }
-
-        impl $body {
-            /// The fields every acquisition takes, parsed.
-            ///
-            /// # Errors
-            /// `invalid-request` naming the first field at fault.
-            fn request(self, max_wait_ms: u64) -> Result<$crate::domain::AcquireRequest, AppError> {
-                $crate::routes::lease::acquire_request(
-                    self.ttl_ms,
-                    self.wait_ms,
-                    self.owner,
-                    self.newest_wins,
-                    max_wait_ms,
-                )
-            }
-        }
-    };
-}
-pub(crate) use acquire_body;
 
 /// 201 with the lease's `Location`.
 pub fn created(kind: &str, name: &Name, id: LeaseId, body: impl Serialize) -> Response {
@@ -273,45 +224,26 @@ macro_rules! holder_body {
 }
 pub(crate) use holder_body;
 
-/// One queued request in a status, without its lease id.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct WaiterBody {
-    /// 1 for the next to be served.
-    pub position: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    /// How long it has waited so far.
-    pub waited_ms: u64,
-    /// A lock's waiter that asked for a shared lease: `true` (absent otherwise).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shared: Option<bool>,
-    /// A semaphore's waiter: the permits it asked for.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub permits: Option<u64>,
+/// A waiter of a `kind`, as a status shows it: a lock's says whether it is
+/// shared, a semaphore's how many permits it asks for.
+pub fn waiter_body(kind: Kind, waiter: engine::Waiter) -> WaiterBody {
+    let shared_lock = !Demand::is_exclusive_weight(waiter.weight);
+    let (shared, permits) = match kind {
+        Kind::Lock => (shared_lock.then_some(true), None),
+        Kind::Semaphore => (None, Some(waiter.weight)),
+    };
+    WaiterBody {
+        position: waiter.position,
+        owner: waiter.owner.map(Owner::into_string),
+        waited_ms: waiter.waited.as_millis() as u64,
+        shared,
+        permits,
+    }
 }
 
-impl WaiterBody {
-    /// A waiter of a `kind`: a lock's says whether it is shared, a
-    /// semaphore's how many permits it asks for.
-    pub fn of(kind: Kind, waiter: engine::Waiter) -> Self {
-        let shared_lock = !Demand::is_exclusive_weight(waiter.weight);
-        let (shared, permits) = match kind {
-            Kind::Lock => (shared_lock.then_some(true), None),
-            Kind::Semaphore => (None, Some(waiter.weight)),
-        };
-        Self {
-            position: waiter.position,
-            owner: waiter.owner.map(Owner::into_string),
-            waited_ms: waiter.waited.as_millis() as u64,
-            shared,
-            permits,
-        }
-    }
-
-    /// The waiters of a `kind`'s status, in the order they will be served.
-    pub fn all(kind: Kind, waiters: Vec<engine::Waiter>) -> Vec<Self> {
-        waiters.into_iter().map(|w| Self::of(kind, w)).collect()
-    }
+/// The waiters of a `kind`'s status, in the order they will be served.
+pub fn waiter_bodies(kind: Kind, waiters: Vec<engine::Waiter>) -> Vec<WaiterBody> {
+    waiters.into_iter().map(|w| waiter_body(kind, w)).collect()
 }
 
 /// RFC 3339 UTC with milliseconds, from milliseconds since the Unix epoch.

@@ -1,6 +1,7 @@
 //! The HTTP API: one file per resource, the pieces they share, and
-//! problem+json. Handlers parse requests into domain types, call the engine,
-//! and map its results to JSON and problem+json.
+//! problem+json. Handlers parse requests (the [`crate::wire`] bodies) into
+//! domain types, call the engine, and map its results to the wire's JSON
+//! and problem+json.
 
 mod api;
 mod auth;
@@ -8,7 +9,6 @@ pub mod dashboard;
 mod error;
 pub mod events;
 mod extract;
-mod field;
 pub mod health;
 mod json;
 pub mod kind;
@@ -26,7 +26,4 @@ pub use auth::{Caller, RequireToken};
 pub use error::AppError;
 pub use extract::{BodyLimit, JsonBody};
 pub use json::Json;
-pub use kind::{LeaseBody, Listing, StatusBody};
-pub use lease::Refresh;
-pub use problem::{Problem, ProblemType};
 pub use state::{AppParts, AppState};

@@ -22,6 +22,7 @@ use crate::domain::{Demand, Kind, Name, Owner, WaitTime};
 use crate::engine::events::{Notice, Watch};
 use crate::engine::progress::{InLine, Place};
 use crate::engine::{Acquiring, Engine, Lease, Refusal};
+use crate::wire::{Queued, QueuedBehind};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`
 /// and a wait (without one there is nothing to report).
@@ -43,31 +44,6 @@ pub fn accepts_events(headers: &HeaderMap) -> bool {
         })
 }
 
-/// `queued` data: the position counts leases (each waiter ahead is one),
-/// and the waiter's own shared flag or permits are shown, as are each
-/// holder's.
-#[derive(Debug, Serialize)]
-struct Queued {
-    position: u64,
-    waiting: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    shared: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    permits: Option<u64>,
-    holders: Vec<QueuedBehind>,
-}
-
-#[derive(Debug, Serialize)]
-struct QueuedBehind {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    owner: Option<String>,
-    expires_in_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    shared: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    permits: Option<u64>,
-}
-
 /// A lock's lease says whether it is shared, a semaphore's its permits.
 fn shown(kind: Kind, weight: u64) -> (Option<bool>, Option<u64>) {
     match kind {
@@ -76,28 +52,27 @@ fn shown(kind: Kind, weight: u64) -> (Option<bool>, Option<u64>) {
     }
 }
 
-impl Queued {
-    fn of(kind: Kind, demand: Demand, place: &Place) -> Self {
-        let (shared, permits) = shown(kind, demand.weight());
-        Self {
-            position: place.position,
-            waiting: place.waiting,
-            shared,
-            permits,
-            holders: place
-                .holders
-                .iter()
-                .map(|h| {
-                    let (shared, permits) = shown(kind, h.weight);
-                    QueuedBehind {
-                        owner: h.owner.clone().map(Owner::into_string),
-                        expires_in_ms: h.expires_in.as_millis() as u64,
-                        shared,
-                        permits,
-                    }
-                })
-                .collect(),
-        }
+/// The `queued` data of a waiter asking `demand` of a `kind`, at `place`.
+fn queued(kind: Kind, demand: Demand, place: &Place) -> Queued {
+    let (shared, permits) = shown(kind, demand.weight());
+    Queued {
+        position: place.position,
+        waiting: place.waiting,
+        shared,
+        permits,
+        holders: place
+            .holders
+            .iter()
+            .map(|h| {
+                let (shared, permits) = shown(kind, h.weight);
+                QueuedBehind {
+                    owner: h.owner.clone().map(Owner::into_string),
+                    expires_in_ms: h.expires_in.as_millis() as u64,
+                    shared,
+                    permits,
+                }
+            })
+            .collect(),
     }
 }
 
@@ -171,7 +146,7 @@ impl Progress {
                     self.last = Some(now);
                     return Some(json_event(
                         "queued",
-                        &Queued::of(self.kind, self.demand, &place),
+                        &queued(self.kind, self.demand, &place),
                     ));
                 }
             }

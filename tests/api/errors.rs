@@ -105,7 +105,7 @@ async fn problem_types_lead_to_a_description() {
 #[tokio::test]
 async fn every_problem_type_is_described_from_the_one_table() {
     let app = TestApp::spawn().await;
-    for &kind in baton::routes::ProblemType::ALL {
+    for &kind in baton::wire::ProblemType::ALL {
         let facts = kind.facts();
 
         let described = app.get(&kind.uri()).await;

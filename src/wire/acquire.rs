@@ -1,0 +1,95 @@
+//! What an acquisition sends: `POST /locks/{name}` and `POST
+//! /semaphores/{name}`. The service refuses a member it does not know; a
+//! member left out takes its default.
+
+use super::field;
+
+/// The fields every acquisition takes, whatever its kind.
+#[derive(Debug, Default)]
+pub struct AcquireFields {
+    pub ttl_ms: Option<u64>,
+    pub wait_ms: Option<u64>,
+    pub owner: Option<String>,
+    pub newest_wins: Option<bool>,
+}
+
+/// Declares an acquire-request body: the fields given, then the ones every
+/// acquisition takes ([`AcquireFields`], which it is made of and turns
+/// into).
+macro_rules! acquire_body {
+    ($(#[$meta:meta])* pub struct $body:ident { $($fields:tt)* }) => {
+        #[derive(Debug, Default, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+        #[serde(deny_unknown_fields)]
+        $(#[$meta])*
+        pub struct $body {
+            $($fields)*
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(schema_with = field::ttl_ms)]
+            pub ttl_ms: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(schema_with = field::wait_ms)]
+            pub wait_ms: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(schema_with = field::owner)]
+            pub owner: Option<String>,
+            /// When `true` and the request waits in line, every queued request on
+            /// this name that also asked `newest_wins` leaves the line (409
+            /// `superseded`): for deploy queues where only the latest version matters.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(default = false)]
+            pub newest_wins: Option<bool>,
+        }
+
+        impl From<AcquireFields> for $body {
+            /// The fields every acquisition takes, and none of the kind's own.
+            fn from(fields: AcquireFields) -> Self {
+                Self {
+                    ttl_ms: fields.ttl_ms,
+                    wait_ms: fields.wait_ms,
+                    owner: fields.owner,
+                    newest_wins: fields.newest_wins,
+                    ..Self::default()
+                }
+            }
+        }
+
+        impl From<$body> for AcquireFields {
+            fn from(body: $body) -> Self {
+                Self {
+                    ttl_ms: body.ttl_ms,
+                    wait_ms: body.wait_ms,
+                    owner: body.owner,
+                    newest_wins: body.newest_wins,
+                }
+            }
+        }
+    };
+}
+
+acquire_body! {
+    /// Body of `POST /locks/{name}`; every field is optional and an empty body
+    /// means all defaults.
+    #[schema(example = json!({"ttl_ms": 60000, "wait_ms": 10000, "owner": "https://ci.example.com/jobs/42"}))]
+    pub struct AcquireLock {
+        /// `true` asks for a shared (read) lease: any number of shared leases
+        /// are held at once, never beside an exclusive one, and a shared
+        /// request behind a queued exclusive one waits for it. Default
+        /// `false`: an exclusive (write) lease, held alone.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(default = false)]
+        pub shared: Option<bool>,
+    }
+}
+
+acquire_body! {
+    /// Body of `POST /semaphores/{name}`.
+    #[schema(example = json!({"limit": 4, "permits": 1, "ttl_ms": 60000, "wait_ms": 10000, "owner": "worker-7"}))]
+    pub struct AcquireSemaphore {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(schema_with = field::limit, required = true)]
+        pub limit: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(schema_with = field::permits)]
+        pub permits: Option<u64>,
+    }
+}

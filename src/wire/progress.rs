@@ -1,0 +1,33 @@
+//! The events of an acquisition that reports its progress (`Accept:
+//! text/event-stream` and a `wait_ms`): `queued` while it waits, then
+//! `acquired` (a lease body) or `problem` (a problem body).
+
+use serde::{Deserialize, Serialize};
+
+/// `queued` data: the position counts leases (each waiter ahead is one),
+/// and the waiter's own shared flag or permits are shown, as are each
+/// holder's.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Queued {
+    pub position: u64,
+    #[serde(default)]
+    pub waiting: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u64>,
+    #[serde(default)]
+    pub holders: Vec<QueuedBehind>,
+}
+
+/// A holder in the way of a `queued` waiter.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct QueuedBehind {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    pub expires_in_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u64>,
+}
