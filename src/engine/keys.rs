@@ -22,7 +22,7 @@ pub struct Keys {
 }
 
 /// The suffixes of one name's keys, in the order every script takes them
-/// (`functions/line.lua` documents each).
+/// (`functions/core/state.lua` documents each).
 const LINE_KEYS: [&str; 6] = ["leases", "owners", "queue", "byinst", "instances", "notes"];
 
 impl Keys {
@@ -44,7 +44,7 @@ impl Keys {
     }
 
     /// The owners hash of `name`: the one key every call declares
-    /// (`functions/line.lua` names the others from it).
+    /// (`functions/core/state.lua` names the others from it).
     pub fn owners(&self, kind: Kind, name: &Name) -> String {
         format!("{}:owners", self.stem(kind, name))
     }

@@ -2,7 +2,7 @@
 //! keep-alive task per name while it has waiters there, and the one pub/sub
 //! connection that hears about grants.
 //!
-//! The line itself lives in Redis (`functions/line.lua`). A waiter joins it with one
+//! The line itself lives in Redis (`functions/core/`). A waiter joins it with one
 //! script and then sleeps: the script that ends a lease grants it to the head
 //! of the line and publishes the grant on the name's channel, which this
 //! instance subscribes to only while it has a waiter on that name. The

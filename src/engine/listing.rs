@@ -2,7 +2,7 @@
 //! start with a prefix, a page at a time.
 //!
 //! Names are found with `SCAN MATCH … COUNT … TYPE hash` over the names'
-//! owners hashes (`functions/line.lua`: a name's only lease lives there, as
+//! owners hashes (`functions/core/state.lua`: a name's only lease lives there, as
 //! every lease's details do) (never `KEYS`), a bounded
 //! number of SCAN calls per page, then one status script per name found, at
 //! most [`STATUS_CALLS_IN_FLIGHT`] at once on the multiplexed connection

@@ -351,7 +351,7 @@ impl Store {
 
     /// Whether a change event should be published: someone listens, as far
     /// as this instance knows. The functions publish one only then
-    /// (`line.lua`, `ARGV[1]`), so that a call costs no `PUBSUB NUMSUB`.
+    /// (`ARGV[1]`, `functions/core/state.lua`), so that a call costs no `PUBSUB NUMSUB`.
     pub fn events_watched(&self) -> bool {
         self.0.watched.get()
     }

@@ -1,5 +1,5 @@
-//! The messages the library sends an instance about its waiters (`line.lua`
-//! writes them; this is their one decoder): in a serving function's reply for
+//! The messages the library sends an instance about its waiters
+//! (`core/messages.lua` writes them; this is their one decoder): in a serving function's reply for
 //! the caller's own waiters, on the name's channel for another instance's.
 
 use std::time::Duration;

@@ -27,7 +27,7 @@ pub(in crate::engine) struct Snapshot {
 }
 
 /// `n, (token, expires_in_ms, weight, owner) x n`: the live leases that expire first
-/// (`append_leases` in `line.lua`), those first.
+/// (`append_leases()` in `core/views.lua`), those first.
 pub(in crate::engine) fn holders(reply: &mut Cursor) -> Result<Vec<Holder>, Error> {
     let n = reply.count()?;
     let mut leases = Vec::with_capacity(n);

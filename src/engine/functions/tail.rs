@@ -1,4 +1,5 @@
-//! What every serving function's reply ends with (`finish()` in `line.lua`),
+//! What every serving function's reply ends with (`finish()` in
+//! `core/messages.lua`),
 //! decoded in this one place: the expired leases the call noticed, and the
 //! messages for the caller's own waiters.
 

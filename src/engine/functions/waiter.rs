@@ -1,5 +1,5 @@
-//! A waiter as the line keeps it in Redis (`line.lua` reads it with
-//! `unpack_waiter`): this is its one encoder. Its fields are fixed for the
+//! A waiter as the line keeps it in Redis (`core/state.lua` reads it with
+//! `unpack_waiter()`): this is its one encoder. Its fields are fixed for the
 //! whole wait, so the same request always names the same member of the line.
 
 use crate::domain::{Demand, LeaseId, Owner, Ttl};
