@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::pubsub::{Notice as PubSubNotice, Notices, PubSub};
+use super::connection::{PubSub, PubSubNotice, PubSubNotices};
 use super::Store;
 use crate::domain::{Kind, NamePrefix};
 
@@ -359,7 +359,7 @@ async fn sleep_until(at: Option<Instant>) {
 /// until `stop`. `up` says whether the subscription is up.
 async fn subscribe(
     store: Store,
-    (pubsub, mut notices): (PubSub, Notices),
+    (pubsub, mut notices): (PubSub, PubSubNotices),
     channel: String,
     sender: broadcast::Sender<Notice>,
     mut demand: watch::Receiver<usize>,

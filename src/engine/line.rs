@@ -20,13 +20,13 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::connection::Store;
+use super::connection::{PubSub, PubSubNotice, PubSubNotices};
 use super::functions::keep_alive::KeepAlive;
 use super::functions::library::{decode_served, invocation, Function};
 use super::functions::message::Message;
 use super::functions::tail::Tail;
 use super::keys::Keys;
-use super::pubsub::{Notice as PubSubNotice, Notices, PubSub};
-use super::store::Store;
 use super::Error;
 use crate::domain::{Kind, Name, Owner};
 
@@ -545,7 +545,7 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
 
 /// Hands the messages of the names' channels to the registry; when messages
 /// may have been missed (a new connection), every waiter asks Redis again.
-async fn subscriber(line: Arc<Line>, mut notices: Notices) {
+async fn subscriber(line: Arc<Line>, mut notices: PubSubNotices) {
     let mut generation = 0u64;
     loop {
         let notice = tokio::select! {

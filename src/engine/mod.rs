@@ -4,7 +4,7 @@
 //!
 //! Nothing here knows about HTTP; the routes turn its results into responses.
 
-mod connect;
+mod connection;
 mod error;
 pub mod events;
 mod functions;
@@ -14,18 +14,14 @@ mod line;
 mod listing;
 mod model;
 pub mod progress;
-mod pubsub;
-mod store;
 
-pub use connect::StoreConfig;
+pub use connection::{Node, PubSub, PubSubNotice, PubSubNotices, Store, StoreConfig};
 pub use error::Error;
 pub use functions::library::{context as call_context, function_name, library_code};
 pub use keys::Keys;
 pub use lease::{Acquiring, Leases, Queued};
 pub use listing::{Cursor, Page, PageLimit};
 pub use model::{Busy, Holder, Lease, Refusal, Status, Waiter};
-pub use pubsub::{Notice, Notices, PubSub};
-pub use store::{Node, RedisMode, Store};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,13 +81,16 @@ impl Engine {
     /// # Errors
     /// When the Redis URL cannot be read.
     pub async fn start(settings: &Settings) -> Result<Self, redis::RedisError> {
-        let store = Store::connect_lazy(&StoreConfig {
-            mode: settings.redis_mode,
-            url: settings.redis_url.clone(),
-            sentinel_master: settings.redis_sentinel_master.clone(),
-            call_timeout: settings.redis_timeout,
-            wait_replicas: settings.redis_wait_replicas,
-        })?;
+        let store = Store::connect_lazy(
+            &StoreConfig {
+                mode: settings.redis_mode,
+                url: settings.redis_url.clone(),
+                sentinel_master: settings.redis_sentinel_master.clone(),
+                call_timeout: settings.redis_timeout,
+                wait_replicas: settings.redis_wait_replicas,
+            },
+            functions::library::LIBRARY.code(),
+        )?;
         let keys = Keys::new(settings.key_prefix.clone());
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();

@@ -22,11 +22,10 @@ use redis::cluster_routing::{
 };
 use redis::{Client, Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
-pub use crate::config::RedisMode;
-
 use super::connect::{cluster_client, connect_timeout, SentinelMaster, StoreConfig};
-use super::pubsub::{PubSub, Source};
-use super::Error;
+use super::pubsub::{PubSub, PubSubNotices, Source};
+use crate::config::RedisMode;
+use crate::engine::error::Error;
 
 /// A Redis node that [`Store::scan`] walks: one per cluster master, one in
 /// the other modes. Opaque; its order is stable while the topology is.
@@ -35,13 +34,16 @@ pub struct Node(Option<(String, u16)>);
 
 /// A cheap handle to the multiplexed connection(s) to Redis.
 #[derive(Clone)]
-pub struct Store(Arc<Inner>);
+pub struct Store(Arc<StoreState>);
 
-struct Inner {
+/// What every clone of a [`Store`] shares.
+struct StoreState {
     config: StoreConfig,
     backend: Backend,
     call_timeout: Duration,
     wait_replicas: u32,
+    /// The code of baton's library, loaded where a call finds it missing.
+    library: &'static str,
     /// Held while the library is being loaded.
     loading: tokio::sync::Mutex<()>,
     /// Whether anyone listens for change events (see [`Store::events_watched`]).
@@ -49,7 +51,7 @@ struct Inner {
 }
 
 /// Whether anyone listens on the events channel, as this instance knows it:
-/// counted about every second (`PUBSUB NUMSUB`, [`super::events`]), and
+/// counted about every second (`PUBSUB NUMSUB`, [`crate::engine::events`]), and
 /// true at once for a few seconds when an instance says it starts listening.
 /// On a cluster a node counts only its own subscribers: always true there.
 struct Watched {
@@ -90,11 +92,16 @@ enum Backend {
 
 impl Store {
     /// Prepares the connection without making it, so that the service starts
-    /// (and answers `/readyz` with 503) while Redis is down.
+    /// (and answers `/readyz` with 503) while Redis is down. `library` is the
+    /// code of baton's library, which the store loads wherever a call finds
+    /// it missing.
     ///
     /// # Errors
     /// When the URL (or a seed or sentinel in it) cannot be read.
-    pub fn connect_lazy(config: &StoreConfig) -> Result<Self, redis::RedisError> {
+    pub fn connect_lazy(
+        config: &StoreConfig,
+        library: &'static str,
+    ) -> Result<Self, redis::RedisError> {
         let backend = match config.mode {
             RedisMode::Standalone => {
                 let client = Client::open(config.url.trim())?;
@@ -123,11 +130,12 @@ impl Store {
             }
             RedisMode::Sentinel => Backend::Sentinel(Arc::new(SentinelMaster::new(config)?)),
         };
-        Ok(Self(Arc::new(Inner {
+        Ok(Self(Arc::new(StoreState {
             config: config.clone(),
             backend,
             call_timeout: config.call_timeout,
             wait_replicas: config.wait_replicas,
+            library,
             loading: tokio::sync::Mutex::new(()),
             watched: Watched {
                 always: config.mode == RedisMode::Cluster,
@@ -140,10 +148,7 @@ impl Store {
 
     /// Starts this instance's subscription connection, which lives until
     /// `stop`; see [`PubSub`].
-    pub fn pubsub(
-        &self,
-        stop: tokio_util::sync::CancellationToken,
-    ) -> (PubSub, super::pubsub::Notices) {
+    pub fn pubsub(&self, stop: tokio_util::sync::CancellationToken) -> (PubSub, PubSubNotices) {
         let source = match &self.0.backend {
             Backend::Standalone { client, .. } => Source::Server((**client).clone()),
             Backend::Cluster { .. } => Source::Cluster(self.0.config.clone()),
@@ -153,13 +158,13 @@ impl Store {
     }
 
     /// Runs one operation of baton's library (an `FCALL`, see
-    /// [`super::functions`]), within the call timeout, on the node that holds
+    /// [`crate::engine::functions`]), within the call timeout, on the node that holds
     /// its keys; where the library is missing (a fresh or restarted Redis, a
     /// new cluster node), loads it and calls again.
     ///
     /// # Errors
     /// [`Error::Unavailable`] when Redis fails or does not answer in time.
-    pub(super) async fn fcall(&self, call: &Cmd) -> Result<Value, Error> {
+    pub(crate) async fn fcall(&self, call: &Cmd) -> Result<Value, Error> {
         self.bounded(|mut conn| async move {
             match call.query_async::<Value>(&mut conn).await {
                 Err(err) if is_missing_function(&err) => {
@@ -168,7 +173,7 @@ impl Store {
                     let _loading = self.0.loading.lock().await;
                     match call.query_async::<Value>(&mut conn).await {
                         Err(err) if is_missing_function(&err) => {
-                            load_library(&mut conn).await?;
+                            load_library(&mut conn, self.0.library).await?;
                             call.query_async(&mut conn).await
                         }
                         other => other,
@@ -184,9 +189,9 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::Unavailable`] when Redis fails or does not answer in time.
-    pub(super) async fn load_library(&self) -> Result<(), Error> {
+    pub(crate) async fn load_library(&self) -> Result<(), Error> {
         self.bounded(|mut conn| async move {
-            load_library(&mut conn).await?;
+            load_library(&mut conn, self.0.library).await?;
             Ok(Value::Okay)
         })
         .await
@@ -357,17 +362,17 @@ impl Store {
     }
 
     /// Whether the events channel needs counting: not on a cluster.
-    pub(super) fn events_counted(&self) -> bool {
+    pub(crate) fn events_counted(&self) -> bool {
         !self.0.watched.always
     }
 
     /// The count of the events channel's listeners, just taken.
-    pub(super) fn note_listeners(&self, listening: bool) {
+    pub(crate) fn note_listeners(&self, listening: bool) {
         self.0.watched.counted.store(listening, Ordering::Relaxed);
     }
 
     /// An instance (this one or another) says it starts listening.
-    pub(super) fn note_new_listener(&self) {
+    pub(crate) fn note_new_listener(&self) {
         let watched = &self.0.watched;
         watched
             .told_at_ms
@@ -433,11 +438,11 @@ fn is_missing_function(err: &redis::RedisError) -> bool {
 
 /// `FUNCTION LOAD REPLACE` of the library: its name carries its version, so
 /// replacing it replaces it with itself (and on a cluster, every master gets it).
-async fn load_library(conn: &mut Conn) -> RedisResult<()> {
+async fn load_library(conn: &mut Conn, code: &str) -> RedisResult<()> {
     redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")
-        .arg(super::functions::library::LIBRARY.code())
+        .arg(code)
         .query_async::<Value>(conn)
         .await
         .map(|_| ())
