@@ -17,13 +17,12 @@
 
 use std::time::Duration;
 
-use redis::Value;
 use tokio::time::Instant;
 
 use super::functions::acquire::{Acquire, Attempt, Join};
 use super::functions::check::{Check, Stored};
 use super::functions::force_release::ForceRelease;
-use super::functions::library::{self, Function, Served, Serving};
+use super::functions::library::{Function, Serving};
 use super::functions::refresh::Refresh;
 use super::functions::release::{End, Ended};
 use super::functions::status::Status as StatusCall;
@@ -59,29 +58,9 @@ impl Leases {
         self.kind
     }
 
-    /// The `FCALL` of `function` over `name`'s keys.
-    fn call<F: Function>(&self, name: &Name, function: &F) -> redis::Cmd {
-        let engine = &self.engine;
-        let mut call = library::invocation(
-            F::OP,
-            engine.keys(),
-            self.kind,
-            name,
-            engine.store(),
-            engine.line().instance(),
-        );
-        function.args(&mut call);
-        call
-    }
-
     /// Runs a function that does not serve the line.
     async fn run<F: Function>(&self, name: &Name, function: &F) -> Result<F::Reply, Error> {
-        let value = self
-            .engine
-            .store()
-            .fcall(&self.call(name, function))
-            .await?;
-        library::decode::<F>(value)
+        self.engine.caller().run(self.kind, name, function).await
     }
 
     /// Runs a function that serves the line, and hears what its reply ends
@@ -99,12 +78,11 @@ impl Leases {
     where
         F::Reply: Send + 'static,
     {
-        let call = self.call(name, function);
-        let decode: fn(Value) -> Served<F::Reply> = library::decode_served::<F>;
+        let call = self.engine.caller().call(self.kind, name, function);
         let (engine, kind, name) = (self.engine.clone(), self.kind, name.clone());
         RunToEnd::new(async move {
             let line = engine.line();
-            match engine.store().fcall(&call).await.and_then(decode) {
+            match engine.caller().run_serving::<F>(&call).await {
                 Ok((reply, tail)) => {
                     line.heard(kind, &name, tail);
                     Ok(reply)

@@ -20,13 +20,11 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::connection::Store;
 use super::connection::{PubSub, PubSubNotice, PubSubNotices};
+use super::functions::caller::Caller;
 use super::functions::keep_alive::KeepAlive;
-use super::functions::library::{decode_served, invocation, Function};
 use super::functions::message::Message;
 use super::functions::tail::Tail;
-use super::keys::Keys;
 use super::Error;
 use crate::domain::{Kind, Name, Owner};
 
@@ -125,10 +123,8 @@ struct NameLine {
 
 /// The registry of this instance's waiters, by name channel.
 pub(crate) struct Line {
-    /// This process's id in Redis's lines; waiters of a dead instance leave.
-    instance: String,
-    store: Store,
-    keys: Keys,
+    /// How this instance calls the library (and its id in Redis's lines).
+    caller: Arc<Caller>,
     names: Mutex<HashMap<Arc<str>, NameLine>>,
     count: AtomicUsize,
     max: usize,
@@ -156,17 +152,14 @@ pub(crate) struct Registration {
 impl Line {
     /// Starts the registry and its pub/sub connection; both stop on `shutdown`.
     pub(crate) fn start(
-        store: Store,
-        keys: Keys,
+        caller: Arc<Caller>,
         max: usize,
         shutdown: CancellationToken,
         tasks: tokio_util::task::TaskTracker,
     ) -> Arc<Self> {
-        let (pubsub, notices) = store.pubsub(shutdown.clone());
+        let (pubsub, notices) = caller.store().pubsub(shutdown.clone());
         let line = Arc::new(Self {
-            instance: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned(),
-            store,
-            keys,
+            caller,
             names: Mutex::default(),
             closed: std::sync::atomic::AtomicBool::new(false),
             count: AtomicUsize::new(0),
@@ -200,7 +193,7 @@ impl Line {
     }
 
     pub(crate) fn instance(&self) -> &str {
-        &self.instance
+        self.caller.instance()
     }
 
     /// How many requests wait on this instance now.
@@ -236,7 +229,7 @@ impl Line {
             return Err(Error::TooManyWaiters);
         }
         crate::telemetry::record_waiting(kind.as_str(), 1.0);
-        let channel = self.keys.name_channel(kind, name);
+        let channel = self.caller.keys().name_channel(kind, name);
         let mailbox = Arc::new(Mailbox::default());
         let mut names = self.names();
         if self.closed.load(Ordering::Relaxed) {
@@ -303,7 +296,7 @@ impl Line {
         if tail.messages.is_empty() {
             return;
         }
-        let channel = self.keys.name_channel(kind, name);
+        let channel = self.caller.keys().name_channel(kind, name);
         for message in tail.messages {
             self.dispatch(&channel, message);
         }
@@ -314,7 +307,7 @@ impl Line {
     /// a call that may have granted to them failed, and with it the message
     /// of the grant. Not at once: while Redis is away, asking fails too.
     pub(crate) fn ask_again(&self, kind: Kind, name: &Name) {
-        let channel = self.keys.name_channel(kind, name);
+        let channel = self.caller.keys().name_channel(kind, name);
         if let Some(line) = self.names().get_mut(channel.as_str()) {
             line.unsure = true;
         }
@@ -499,21 +492,8 @@ async fn keep_alive(line: Arc<Line>, channel: Arc<str>, nudge: Arc<Notify>) {
             in_line,
             heard_lost,
         };
-        let mut call = invocation(
-            KeepAlive::OP,
-            &line.keys,
-            kind,
-            &name,
-            &line.store,
-            &line.instance,
-        );
-        beat.args(&mut call);
-        match line
-            .store
-            .fcall(&call)
-            .await
-            .and_then(decode_served::<KeepAlive>)
-        {
+        let call = line.caller.call(kind, &name, &beat);
+        match line.caller.run_serving::<KeepAlive>(&call).await {
             Ok((beat, tail)) => {
                 line.heard(kind, &name, tail);
                 heard_lost = Some(beat.lost);

@@ -17,7 +17,7 @@ pub mod progress;
 
 pub use connection::{Node, PubSub, PubSubNotice, PubSubNotices, Store, StoreConfig};
 pub use error::Error;
-pub use functions::library::{context as call_context, function_name, library_code};
+pub use functions::library::{call_context, function_name, library_code};
 pub use keys::Keys;
 pub use lease::{Acquiring, Leases, Queued};
 pub use listing::{Cursor, Page, PageLimit};
@@ -29,8 +29,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::Settings;
+use crate::config::{RedisMode, Settings};
 use crate::domain::Kind;
+use events::{Audience, Events};
+use functions::caller::Caller;
 use line::Line;
 
 /// The core: the Redis connection, the key layout, this instance's waiters
@@ -40,15 +42,16 @@ use line::Line;
 pub struct Engine(Arc<Inner>);
 
 struct Inner {
-    store: Store,
-    keys: Keys,
+    /// How this instance calls the library (the connection and the key
+    /// layout among it).
+    caller: Arc<Caller>,
     line: Arc<Line>,
     /// Cancelled by [`Engine::shutdown`]: every waiter gives up at once and
     /// the background tasks stop.
     shutdown: CancellationToken,
     tasks: TaskTracker,
     /// Every change on any instance, for watchers (`GET /events`).
-    events: Arc<events::Events>,
+    events: Arc<Events>,
     /// Why Redis may evict baton's keys, if it may (checked at start).
     eviction: Arc<std::sync::Mutex<Option<String>>>,
     /// Turns for the reads whose cost grows with the data (a status call, a
@@ -94,23 +97,24 @@ impl Engine {
         let keys = Keys::new(settings.key_prefix.clone());
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
-        let line = Line::start(
-            store.clone(),
-            keys.clone(),
-            settings.max_waiters,
-            shutdown.clone(),
-            tasks.clone(),
-        );
-        let events = events::Events::start(
+        let audience = Arc::new(Audience::new(settings.redis_mode == RedisMode::Cluster));
+        let events = Events::start(
             &store,
+            audience.clone(),
             keys.events_channel().to_owned(),
             settings.max_event_streams,
             shutdown.clone(),
             &tasks,
         );
+        let caller = Arc::new(Caller::new(store, keys, audience));
+        let line = Line::start(
+            caller.clone(),
+            settings.max_waiters,
+            shutdown.clone(),
+            tasks.clone(),
+        );
         let engine = Self(Arc::new(Inner {
-            store,
-            keys,
+            caller,
             line,
             shutdown,
             tasks,
@@ -132,7 +136,7 @@ impl Engine {
     }
 
     /// The change events of every instance, for watchers.
-    pub fn events(&self) -> &Arc<events::Events> {
+    pub fn events(&self) -> &Arc<Events> {
         &self.0.events
     }
 
@@ -146,7 +150,7 @@ impl Engine {
     /// # Errors
     /// [`Error::Unavailable`] when it does not.
     pub async fn ping(&self) -> Result<(), Error> {
-        self.0.store.ping().await
+        self.store().ping().await
     }
 
     /// A sentence for `/readyz` when Redis's `maxmemory-policy` could evict
@@ -177,12 +181,16 @@ impl Engine {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.0.tasks.wait()).await;
     }
 
+    fn caller(&self) -> &Caller {
+        &self.0.caller
+    }
+
     fn store(&self) -> &Store {
-        &self.0.store
+        self.0.caller.store()
     }
 
     fn keys(&self) -> &Keys {
-        &self.0.keys
+        self.0.caller.keys()
     }
 
     /// Waits for a turn to run a read whose cost grows with the data; the

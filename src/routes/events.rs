@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 use super::problem::responses::TooManyStreams;
 use super::{AppError, AppState};
 use crate::domain::NamePrefix;
-use crate::engine::events::{ChangeEvent, Notice, Watch};
+use crate::engine::events::{ChangeEvent, Watch, WatchNotice};
 
 /// How often a comment line keeps proxies from closing an idle stream.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -132,11 +132,11 @@ pub async fn events(
 fn stream(watch: Watch) -> impl Stream<Item = Result<Event, Infallible>> {
     futures_util::stream::unfold(watch, |mut watch| async move {
         let event = match watch.next().await? {
-            Notice::Change(change) => Event::default()
+            WatchNotice::Change(change) => Event::default()
                 .event(change.event.as_str())
                 .json_data(ChangeEventBody::from(&*change))
                 .unwrap_or_else(|_| Event::default().event("resync").data("{}")),
-            Notice::Resync => Event::default().event("resync").data("{}"),
+            WatchNotice::Resync => Event::default().event("resync").data("{}"),
         };
         Some((Ok(event), watch))
     })

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use super::AppError;
 use crate::domain::{Demand, Kind, Name, Owner, WaitTime};
-use crate::engine::events::{Notice, Watch};
+use crate::engine::events::{Watch, WatchNotice};
 use crate::engine::progress::{InLine, Place};
 use crate::engine::{Acquiring, Engine, Lease, Refusal};
 
@@ -155,7 +155,7 @@ impl Progress {
                         self.changes = None;
                         continue;
                     }
-                    Some(Notice::Change(change))
+                    Some(WatchNotice::Change(change))
                         if change.name != self.name.as_str() || change.kind != self.kind =>
                     {
                         continue;
@@ -180,7 +180,7 @@ impl Progress {
     }
 }
 
-async fn next_change(changes: &mut Option<Watch>) -> Option<Notice> {
+async fn next_change(changes: &mut Option<Watch>) -> Option<WatchNotice> {
     match changes {
         Some(watch) => watch.next().await,
         None => std::future::pending().await,

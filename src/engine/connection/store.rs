@@ -8,7 +8,6 @@
 //! on a cluster the load goes to every master. All keys of one lock or
 //! semaphore share a hash tag, so each call runs on one node.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,37 +45,6 @@ struct StoreState {
     library: &'static str,
     /// Held while the library is being loaded.
     loading: tokio::sync::Mutex<()>,
-    /// Whether anyone listens for change events (see [`Store::events_watched`]).
-    watched: Watched,
-}
-
-/// Whether anyone listens on the events channel, as this instance knows it:
-/// counted about every second (`PUBSUB NUMSUB`, [`crate::engine::events`]), and
-/// true at once for a few seconds when an instance says it starts listening.
-/// On a cluster a node counts only its own subscribers: always true there.
-struct Watched {
-    always: bool,
-    counted: AtomicBool,
-    /// When an instance last said it starts listening: ms since `epoch`, 0 never.
-    told_at_ms: AtomicU64,
-    epoch: std::time::Instant,
-}
-
-/// How long a new listener counts as one before the next count includes it.
-const TOLD_FOR: Duration = Duration::from_secs(3);
-
-impl Watched {
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64 + 1
-    }
-
-    fn get(&self) -> bool {
-        if self.always || self.counted.load(Ordering::Relaxed) {
-            return true;
-        }
-        let told = self.told_at_ms.load(Ordering::Relaxed);
-        told != 0 && self.now_ms() < told + TOLD_FOR.as_millis() as u64
-    }
 }
 
 enum Backend {
@@ -137,12 +105,6 @@ impl Store {
             wait_replicas: config.wait_replicas,
             library,
             loading: tokio::sync::Mutex::new(()),
-            watched: Watched {
-                always: config.mode == RedisMode::Cluster,
-                counted: AtomicBool::new(false),
-                told_at_ms: AtomicU64::new(0),
-                epoch: std::time::Instant::now(),
-            },
         })))
     }
 
@@ -352,31 +314,6 @@ impl Store {
             })
             .await?;
         redis::from_redis_value(reply).map_err(|e| Error::Protocol(e.to_string()))
-    }
-
-    /// Whether a change event should be published: someone listens, as far
-    /// as this instance knows. The functions publish one only then
-    /// (`ARGV[1]`, `functions/core/state.lua`), so that a call costs no `PUBSUB NUMSUB`.
-    pub fn events_watched(&self) -> bool {
-        self.0.watched.get()
-    }
-
-    /// Whether the events channel needs counting: not on a cluster.
-    pub(crate) fn events_counted(&self) -> bool {
-        !self.0.watched.always
-    }
-
-    /// The count of the events channel's listeners, just taken.
-    pub(crate) fn note_listeners(&self, listening: bool) {
-        self.0.watched.counted.store(listening, Ordering::Relaxed);
-    }
-
-    /// An instance (this one or another) says it starts listening.
-    pub(crate) fn note_new_listener(&self) {
-        let watched = &self.0.watched;
-        watched
-            .told_at_ms
-            .store(watched.now_ms(), Ordering::Relaxed);
     }
 
     /// The command a script uses to announce an event on a per-name channel:

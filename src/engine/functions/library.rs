@@ -1,9 +1,9 @@
 //! baton's operations as one Redis Functions library: the lease core's parts
 //! (`core/*.lua`, joined in the order of [`CORE`]) followed by one function
-//! per operation's file, each called with
-//! `FCALL` through its one typed module beside it ([`Function`]): a request
-//! type that owns the arguments after the two every operation takes
-//! ([`invocation`]), and a reply type decoded by a [`Cursor`].
+//! per operation's file, each called with `FCALL` through its one typed
+//! module beside it ([`Function`]): a request type that owns the arguments
+//! after the two every operation takes (which the [`Caller`] adds), and a
+//! reply type decoded by a [`Cursor`].
 //!
 //! A function, unlike a script sent with `EVALSHA`, does not define the lease
 //! core's helpers again on every call: the library is compiled once when it
@@ -11,7 +11,8 @@
 //! two versions of baton on one Redis each call their own. [`Store`] loads it
 //! where it is missing (a fresh or restarted Redis, a new cluster node).
 //!
-//! [`Store`]: crate::engine::Store
+//! [`Store`]: crate::engine::connection::Store
+//! [`Caller`]: super::caller::Caller
 
 use std::sync::LazyLock;
 
@@ -20,9 +21,7 @@ use redis::{Cmd, Value};
 use super::cursor::Cursor;
 use super::tail::Tail;
 use crate::domain::{Kind, Name};
-use crate::engine::keys::Keys;
-use crate::engine::Error;
-use crate::engine::Store;
+use crate::engine::error::Error;
 
 /// One operation of the library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,42 +197,16 @@ pub fn function_name(op: &str) -> Option<&'static str> {
     Some(LIBRARY.function(op))
 }
 
-/// A call of `op` over `name`'s owners hash (the key every call declares;
-/// `core/state.lua` names the others from it) with the two arguments every
-/// operation takes: the events channel ("" while nobody listens there, so
-/// the call publishes no event), and the call's [`context`]. Its own
-/// arguments follow, with `arg`.
-pub(in crate::engine) fn invocation(
-    op: Op,
-    keys: &Keys,
-    kind: Kind,
-    name: &Name,
-    store: &Store,
-    instance: &str,
-) -> Cmd {
-    let mut call = redis::cmd("FCALL");
-    call.arg(LIBRARY.function(op))
-        .arg(1)
-        .arg(keys.owners(kind, name))
-        .arg(if store.events_watched() {
-            keys.events_channel()
-        } else {
-            ""
-        })
-        .arg(context(
-            kind,
-            store.shard_publish_command(),
-            instance,
-            &keys.name_channel(kind, name),
-            name,
-        ));
-    call
-}
-
 /// The context every call passes as its second argument (`core/state.lua`):
 /// kind, publish command, instance, the name's channel and the name, one
 /// field a line (a name holds no newline: it is printable).
-pub fn context(kind: Kind, publish: &str, instance: &str, channel: &str, name: &Name) -> String {
+pub fn call_context(
+    kind: Kind,
+    publish: &str,
+    instance: &str,
+    channel: &str,
+    name: &Name,
+) -> String {
     [kind.as_str(), publish, instance, channel, name.as_str()].join("\n")
 }
 

@@ -9,6 +9,7 @@
 //! the wire format.
 
 pub(super) mod acquire;
+pub(super) mod caller;
 pub(super) mod check;
 pub(super) mod cursor;
 pub(super) mod force_release;
