@@ -27,9 +27,9 @@ use super::functions::refresh::Refresh;
 use super::functions::release::{End, Ended};
 use super::functions::status::Status as StatusCall;
 use super::functions::waiter::Entry;
-use super::line::{Notice, Registration};
 use super::listing::{self, Cursor, Page, PageLimit};
 use super::model::{Busy, Lease, Refusal, Status};
+use super::waiters::{new_tag, Registration, WaiterNotice};
 use super::{Engine, Error};
 use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, NamePrefix, Owner, Ttl};
 use crate::telemetry::{audit, record_acquisition};
@@ -81,7 +81,7 @@ impl Leases {
         let call = self.engine.caller().call(self.kind, name, function);
         let (engine, kind, name) = (self.engine.clone(), self.kind, name.clone());
         RunToEnd::new(async move {
-            let line = engine.line();
+            let line = engine.waiters();
             match engine.caller().run_serving::<F>(&call).await {
                 Ok((reply, tail)) => {
                     line.heard(kind, &name, tail);
@@ -127,7 +127,7 @@ impl Leases {
                 .map(Acquiring::Now);
         }
         let deadline = Instant::now() + claim.request.wait.as_duration();
-        let line = leases.engine.line();
+        let line = leases.engine.waiters();
         let registration = match line.register(leases.kind, name, claim.tag) {
             Ok(registration) => registration,
             Err(err) => {
@@ -440,31 +440,31 @@ impl Queued {
                 () = tokio::time::sleep_until(self.deadline) => break,
             };
             match notice {
-                Notice::ShuttingDown => {
+                WaiterNotice::ShuttingDown => {
                     // Leave now, so the next in line moves up (and a lease
                     // granted meanwhile goes back); the claim retries.
                     let _ = Box::pin(leases.end(name, End::Leave(claim.entry()))).await;
                     return Err(Error::ShuttingDown);
                 }
                 // Held until its expiry already (written full for this instance).
-                Notice::Granted {
+                WaiterNotice::Granted {
                     token,
                     expires_at_ms,
                     held: true,
                 } => return Ok(Ok((token, expires_at_ms))),
-                Notice::Superseded { owner } => {
+                WaiterNotice::Superseded { owner } => {
                     // Takes the note of it out of the line.
                     let _ = Box::pin(leases.end(name, End::Leave(claim.entry()))).await;
                     return Ok(Err(Refusal::Superseded { owner }));
                 }
                 // Asking again is for a waiter whose wait goes on.
-                Notice::Recheck if Instant::now() >= self.deadline => break,
+                WaiterNotice::Recheck if Instant::now() >= self.deadline => break,
                 // A provisional grant (another instance's call made it) is
                 // confirmed by asking again, whatever the deadline: the call
                 // confirms it if it is still live, and answers Acquired with
                 // the expiry Redis now holds it to; if it lapsed, the call
                 // puts this waiter back in line (or gives it room there is).
-                Notice::Granted { held: false, .. } | Notice::Recheck => {
+                WaiterNotice::Granted { held: false, .. } | WaiterNotice::Recheck => {
                     self.attempts += 1;
                     let again = leases.try_acquire(name, claim.entry(), Join::Queue);
                     match Box::pin(again).await {
@@ -529,7 +529,7 @@ impl Claim {
             leases,
             name,
             id: LeaseId::new(),
-            tag: super::line::new_tag(),
+            tag: new_tag(),
             demand,
             request,
             started: std::time::Instant::now(),
@@ -542,7 +542,7 @@ impl Claim {
         Entry {
             id: self.id,
             tag: self.tag,
-            instance: self.leases.engine.line().instance(),
+            instance: self.leases.engine.waiters().instance(),
             ttl: self.request.ttl,
             demand: self.demand,
             newest: self.request.newest_wins,

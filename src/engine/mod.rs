@@ -10,10 +10,10 @@ pub mod events;
 mod functions;
 mod keys;
 mod lease;
-mod line;
 mod listing;
 mod model;
 pub mod progress;
+mod waiters;
 
 pub use connection::{Node, PubSub, PubSubNotice, PubSubNotices, Store, StoreConfig};
 pub use error::Error;
@@ -33,7 +33,7 @@ use crate::config::{RedisMode, Settings};
 use crate::domain::Kind;
 use events::{Audience, Events};
 use functions::caller::Caller;
-use line::Line;
+use waiters::Registry;
 
 /// The core: the Redis connection, the key layout, this instance's waiters
 /// and the background tasks that serve them. Cheap to clone; every clone is
@@ -45,7 +45,8 @@ struct Inner {
     /// How this instance calls the library (the connection and the key
     /// layout among it).
     caller: Arc<Caller>,
-    line: Arc<Line>,
+    /// This instance's waiters.
+    waiters: Arc<Registry>,
     /// Cancelled by [`Engine::shutdown`]: every waiter gives up at once and
     /// the background tasks stop.
     shutdown: CancellationToken,
@@ -107,7 +108,7 @@ impl Engine {
             &tasks,
         );
         let caller = Arc::new(Caller::new(store, keys, audience));
-        let line = Line::start(
+        let waiters = Registry::start(
             caller.clone(),
             settings.max_waiters,
             shutdown.clone(),
@@ -115,7 +116,7 @@ impl Engine {
         );
         let engine = Self(Arc::new(Inner {
             caller,
-            line,
+            waiters,
             shutdown,
             tasks,
             events,
@@ -123,7 +124,7 @@ impl Engine {
             reads: tokio::sync::Semaphore::new(READS_AT_ONCE),
             joins: tokio::sync::Semaphore::new(JOINS_AT_ONCE),
         }));
-        let mut connected = engine.0.line.connected();
+        let mut connected = engine.0.waiters.connected();
         if tokio::time::timeout(Duration::from_secs(2), connected.wait_for(|g| *g > 0))
             .await
             .is_err()
@@ -165,7 +166,7 @@ impl Engine {
 
     /// How many requests wait on this instance now.
     pub fn waiting(&self) -> usize {
-        self.0.line.len()
+        self.0.waiters.len()
     }
 
     /// Makes every waiter give up at once (503 `shutting-down`); the
@@ -222,8 +223,8 @@ impl Engine {
             .expect("the join semaphore stays open")
     }
 
-    fn line(&self) -> &Arc<Line> {
-        &self.0.line
+    fn waiters(&self) -> &Arc<Registry> {
+        &self.0.waiters
     }
 }
 
