@@ -20,8 +20,7 @@ use tokio::sync::mpsc;
 use super::AppError;
 use crate::domain::{Demand, Kind, Name, Owner, WaitTime};
 use crate::engine::events::{Watch, WatchNotice};
-use crate::engine::progress::{InLine, Place};
-use crate::engine::{Acquiring, Engine, Lease, Refusal};
+use crate::engine::{Acquiring, Engine, InLine, Lease, Place, Refusal};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`
 /// and a wait (without one there is nothing to report).

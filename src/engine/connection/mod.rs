@@ -11,4 +11,4 @@ mod store;
 
 pub use connect::StoreConfig;
 pub use pubsub::{PubSub, PubSubNotice, PubSubNotices};
-pub use store::{Node, Store};
+pub use store::Store;

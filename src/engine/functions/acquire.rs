@@ -5,8 +5,8 @@ use redis::Cmd;
 use super::cursor::Cursor;
 use super::library::{Function, Op, Serving};
 use super::waiter::Entry;
+use crate::engine::error::Error;
 use crate::engine::model::Occupancy;
-use crate::engine::Error;
 
 /// Whether a call queues when busy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

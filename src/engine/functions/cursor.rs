@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::domain::Owner;
-use crate::engine::Error;
+use crate::engine::error::Error;
 
 /// A function's reply, read field by field from the front.
 pub(in crate::engine) struct Cursor {

@@ -5,7 +5,7 @@ use redis::Cmd;
 use super::cursor::Cursor;
 use super::library::{Function, Op, Serving};
 use super::tail::Expired;
-use crate::engine::Error;
+use crate::engine::error::Error;
 
 /// The force-release of one name.
 pub(in crate::engine) struct ForceRelease;

@@ -5,8 +5,8 @@ use redis::Cmd;
 use super::cursor::Cursor;
 use super::library::{Function, Op};
 use super::status::holders;
+use crate::engine::error::Error;
 use crate::engine::model::Place;
-use crate::engine::Error;
 
 /// The place of one waiter, as the line keeps it ([`super::waiter::Entry`]).
 pub(in crate::engine) struct Find<'a>(pub &'a str);

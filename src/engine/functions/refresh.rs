@@ -6,7 +6,7 @@ use super::check::Stored;
 use super::cursor::Cursor;
 use super::library::{Function, Op};
 use crate::domain::{LeaseId, Ttl};
-use crate::engine::Error;
+use crate::engine::error::Error;
 
 /// The refresh of one lease: by `ttl`, or by its own ttl.
 pub(in crate::engine) struct Refresh {

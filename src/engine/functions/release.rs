@@ -6,8 +6,8 @@ use super::cursor::Cursor;
 use super::library::{Function, Op, Serving};
 use super::waiter::Entry;
 use crate::domain::{LeaseId, Owner};
+use crate::engine::error::Error;
 use crate::engine::model::Occupancy;
-use crate::engine::Error;
 
 /// What ends, and how.
 pub(in crate::engine) enum End<'a> {

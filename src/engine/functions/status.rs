@@ -7,8 +7,8 @@ use redis::Cmd;
 use super::cursor::Cursor;
 use super::library::{Function, Op};
 use crate::domain::Limit;
+use crate::engine::error::Error;
 use crate::engine::model::{Holder, Waiter};
-use crate::engine::Error;
 
 /// The status call of one name.
 pub(in crate::engine) struct Status;

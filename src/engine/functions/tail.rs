@@ -6,7 +6,7 @@
 use super::cursor::Cursor;
 use super::message::Message;
 use crate::domain::{Kind, Name, Owner};
-use crate::engine::Error;
+use crate::engine::error::Error;
 use crate::telemetry::{audit, record_expired};
 
 /// A lease that a call found expired and removed.

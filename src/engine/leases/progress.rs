@@ -1,10 +1,10 @@
 //! Progress of a waiting acquisition: the query of its place in line.
 
-use super::functions::place::Find;
-use super::{Engine, Error};
 use crate::domain::{Kind, Name};
-
-pub use super::model::Place;
+use crate::engine::error::Error;
+use crate::engine::functions::place::Find;
+use crate::engine::handle::Engine;
+use crate::engine::model::Place;
 
 /// A waiter's place in one name's line, to ask about ([`Engine::place`]);
 /// what it holds is the engine's business.

@@ -1,0 +1,220 @@
+//! The operations on the leases of one kind: refresh, check, release,
+//! force-release and status, each one function of the library over the
+//! name's keys (acquiring has rooms of its own: `acquire.rs`). Locks and
+//! semaphores differ only in the [`Kind`] a [`Leases`] is bound to and the
+//! demand each acquisition carries.
+
+use super::run_to_end::RunToEnd;
+use crate::domain::{Kind, LeaseId, Name, Owner, Ttl};
+use crate::engine::error::Error;
+use crate::engine::functions::check::{Check, Stored};
+use crate::engine::functions::force_release::ForceRelease;
+use crate::engine::functions::library::{Function, Serving};
+use crate::engine::functions::refresh::Refresh;
+use crate::engine::functions::release::{End, Ended};
+use crate::engine::functions::status::Status as StatusCall;
+use crate::engine::handle::Engine;
+use crate::engine::model::{Lease, Status};
+use crate::telemetry::audit;
+
+impl Engine {
+    /// The operations on the leases of `kind`.
+    pub fn leases(&self, kind: Kind) -> Leases {
+        Leases {
+            engine: self.clone(),
+            kind,
+        }
+    }
+}
+
+/// Operations on the leases of one kind; cheap to clone.
+#[derive(Clone)]
+pub struct Leases {
+    pub(super) engine: Engine,
+    pub(super) kind: Kind,
+}
+
+impl Leases {
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Runs a function that does not serve the line.
+    async fn run<F: Function>(&self, name: &Name, function: &F) -> Result<F::Reply, Error> {
+        self.engine.caller().run(self.kind, name, function).await
+    }
+
+    /// Runs a function that serves the line, and hears what its reply ends
+    /// with: the expiries it noticed, the messages for this instance's
+    /// waiters (grants among them).
+    ///
+    /// The call runs to its end ([`RunToEnd`]): once sent, its reply is heard
+    /// even if the request that made it goes away (its client hung up), so a
+    /// grant it made to a waiter here is never lost with it.
+    ///
+    /// # Errors
+    /// Redis unavailable; the call may have run and granted to this
+    /// instance's waiters on `name`, so they ask Redis again.
+    pub(super) async fn serve<F: Serving>(
+        &self,
+        name: &Name,
+        function: &F,
+    ) -> Result<F::Reply, Error>
+    where
+        F::Reply: Send + 'static,
+    {
+        let call = self.engine.caller().call(self.kind, name, function);
+        let (engine, kind, name) = (self.engine.clone(), self.kind, name.clone());
+        RunToEnd::new(async move {
+            let waiters = engine.waiters();
+            match engine.caller().run_serving::<F>(&call).await {
+                Ok((reply, tail)) => {
+                    waiters.heard(kind, &name, tail);
+                    Ok(reply)
+                }
+                Err(err) => {
+                    waiters.ask_again(kind, &name);
+                    Err(err)
+                }
+            }
+        })
+        .await
+    }
+
+    /// Ends what `end` names on `name`, auditing a release.
+    pub(super) async fn end(&self, name: &Name, end: End<'_>) -> Result<Ended, Error> {
+        let ended = self.serve(name, &end).await?;
+        if let Ended::Released {
+            fencing_token,
+            owner,
+        } = &ended
+        {
+            audit(
+                "released",
+                self.kind.as_str(),
+                name.as_str(),
+                owner.as_ref().map(Owner::as_str),
+                Some(*fencing_token),
+            );
+        }
+        Ok(ended)
+    }
+
+    /// Releases the lease `id` and serves the line; `false` when no live
+    /// lease had that id.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn release(&self, name: &Name, id: LeaseId) -> Result<bool, Error> {
+        let ended = self.end(name, End::Release(id)).await?;
+        Ok(matches!(ended, Ended::Released { .. }))
+    }
+
+    /// Extends the lease `id` by `ttl` (or its own ttl); `None` when it is not
+    /// live (expired, released, or never this name's). An expired lease is
+    /// never brought back.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn refresh(
+        &self,
+        name: &Name,
+        id: LeaseId,
+        ttl: Option<Ttl>,
+    ) -> Result<Option<Lease>, Error> {
+        let stored = self.run(name, &Refresh { id, ttl }).await?;
+        let lease = stored.map(|stored| lease_of(name, id, stored));
+        if let Some(lease) = &lease {
+            audit(
+                "refreshed",
+                self.kind.as_str(),
+                name.as_str(),
+                lease.owner.as_ref().map(Owner::as_str),
+                Some(lease.fencing_token),
+            );
+        }
+        Ok(lease)
+    }
+
+    /// The lease `id` if it is live.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn check(&self, name: &Name, id: LeaseId) -> Result<Option<Lease>, Error> {
+        let stored = self.run(name, &Check(id)).await?;
+        Ok(stored.map(|stored| lease_of(name, id, stored)))
+    }
+
+    /// Ends every lease of `name`, whoever holds it, writing one audit line
+    /// for each lease it ended (the first 100, then one for the rest), and
+    /// serves the line; `false` when none was held.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn force_release(&self, name: &Name) -> Result<bool, Error> {
+        let Some(ended) = self.serve(name, &ForceRelease).await? else {
+            return Ok(false);
+        };
+        for lease in &ended.shown {
+            audit(
+                "force-released",
+                self.kind.as_str(),
+                name.as_str(),
+                lease.owner.as_ref().map(Owner::as_str),
+                Some(lease.fencing_token),
+            );
+        }
+        let rest = ended.count.saturating_sub(ended.shown.len() as u64);
+        if rest > 0 {
+            tracing::info!(
+                target: "baton::audit",
+                event = "force-released",
+                kind = self.kind.as_str(),
+                name = name.as_str(),
+                more_leases = rest,
+                "audit"
+            );
+        }
+        Ok(true)
+    }
+
+    /// The leases and the line of `name`, at most 100 of each, in its turn
+    /// among the reads whose cost grows with the data.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn status(&self, name: &Name) -> Result<Status, Error> {
+        let _turn = self.engine.read_turn().await;
+        self.status_now(name).await
+    }
+
+    /// [`Self::status`] for a caller that has the turn (a listing page).
+    pub(crate) async fn status_now(&self, name: &Name) -> Result<Status, Error> {
+        let snapshot = self.run(name, &StatusCall).await?;
+        Ok(Status {
+            name: name.clone(),
+            holders: snapshot.holders,
+            used: snapshot.used,
+            limit: snapshot.limit,
+            leases: snapshot.leases,
+            waiting: snapshot.waiting,
+            waiters: snapshot.waiters,
+        })
+    }
+}
+
+pub(super) fn lease_of(name: &Name, id: LeaseId, stored: Stored) -> Lease {
+    Lease {
+        name: name.clone(),
+        id,
+        owner: stored.owner,
+        demand: stored.demand,
+        fencing_token: stored.fencing_token,
+        ttl: stored.ttl,
+        expires_at_ms: stored.expires_at_ms,
+    }
+}
