@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 use super::problem::responses::TooManyStreams;
 use super::{AppError, AppState};
 use crate::domain::NamePrefix;
-use crate::engine::events::{ChangeEvent, Watch, WatchNotice};
+use crate::engine::events::{ChangeEvent, WatchNotice, Watcher};
 
 /// How often a comment line keeps proxies from closing an idle stream.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -129,7 +129,7 @@ pub async fn events(
 }
 
 /// The watch as SSE events, until the service stops.
-fn stream(watch: Watch) -> impl Stream<Item = Result<Event, Infallible>> {
+fn stream(watch: Watcher) -> impl Stream<Item = Result<Event, Infallible>> {
     futures_util::stream::unfold(watch, |mut watch| async move {
         let event = match watch.next().await? {
             WatchNotice::Change(change) => Event::default()

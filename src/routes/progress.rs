@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use super::AppError;
 use crate::domain::{Demand, Kind, Name, Owner, WaitTime};
-use crate::engine::events::{Watch, WatchNotice};
+use crate::engine::events::{WatchNotice, Watcher};
 use crate::engine::{Acquiring, Engine, InLine, Lease, Place, Refusal};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`
@@ -123,7 +123,7 @@ pub fn lease_json(body: &impl Serialize) -> Result<serde_json::Value, AppError> 
 struct Progress {
     acquisition: Pin<Box<dyn Future<Output = Outcome> + Send>>,
     joins: mpsc::UnboundedReceiver<InLine>,
-    changes: Option<Watch>,
+    changes: Option<Watcher>,
     engine: Engine,
     kind: Kind,
     /// What it asks of the name.
@@ -179,7 +179,7 @@ impl Progress {
     }
 }
 
-async fn next_change(changes: &mut Option<Watch>) -> Option<WatchNotice> {
+async fn next_change(changes: &mut Option<Watcher>) -> Option<WatchNotice> {
     match changes {
         Some(watch) => watch.next().await,
         None => std::future::pending().await,

@@ -113,7 +113,7 @@ impl Events {
     ///
     /// # Errors
     /// [`TooManyWatches`] when the cap is reached.
-    pub fn watch(&self, prefix: NamePrefix) -> Result<Watch, TooManyWatches> {
+    pub fn watch(&self, prefix: NamePrefix) -> Result<Watcher, TooManyWatches> {
         if self.open.fetch_add(1, Ordering::Relaxed) >= self.max_watches {
             self.open.fetch_sub(1, Ordering::Relaxed);
             return Err(TooManyWatches {
@@ -121,7 +121,7 @@ impl Events {
             });
         }
         metrics::gauge!("baton_event_streams").increment(1.0);
-        Ok(Watch {
+        Ok(Watcher {
             receiver: self.sender.subscribe(),
             prefix: prefix.as_str().to_owned(),
             stop: self.stop.clone(),
@@ -133,8 +133,8 @@ impl Events {
     /// Watches the changes to `name` (and names it is a prefix of) for a
     /// request that waits in line; not counted against the cap on streams,
     /// since waiters have their own.
-    pub fn follow(&self, name: &str) -> Watch {
-        Watch {
+    pub fn follow(&self, name: &str) -> Watcher {
+        Watcher {
             receiver: self.sender.subscribe(),
             prefix: name.to_owned(),
             stop: self.stop.clone(),
@@ -171,7 +171,7 @@ impl Drop for OpenWatch {
 }
 
 /// One watcher's view of the changes under a name prefix.
-pub struct Watch {
+pub struct Watcher {
     receiver: broadcast::Receiver<WatchNotice>,
     prefix: String,
     stop: CancellationToken,
@@ -180,7 +180,7 @@ pub struct Watch {
     _interest: Interest,
 }
 
-impl Watch {
+impl Watcher {
     /// The next notice for this watcher; `None` once the service stops.
     pub async fn next(&mut self) -> Option<WatchNotice> {
         loop {

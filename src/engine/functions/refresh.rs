@@ -9,12 +9,12 @@ use crate::domain::{LeaseId, Ttl};
 use crate::engine::error::Error;
 
 /// The refresh of one lease: by `ttl`, or by its own ttl.
-pub(in crate::engine) struct Refresh {
+pub(in crate::engine) struct Extend {
     pub id: LeaseId,
     pub ttl: Option<Ttl>,
 }
 
-impl Function for Refresh {
+impl Function for Extend {
     const OP: Op = Op::Refresh;
     /// The lease with its new expiry; `None` when it was not live.
     type Reply = Option<Stored>;

@@ -11,7 +11,7 @@ use crate::engine::error::Error;
 use crate::engine::model::{Holder, Waiter};
 
 /// The status call of one name.
-pub(in crate::engine) struct Status;
+pub(in crate::engine) struct ReadStatus;
 
 /// What it answers: all but the name.
 #[derive(Debug)]
@@ -42,7 +42,7 @@ pub(in crate::engine) fn holders(reply: &mut Cursor) -> Result<Vec<Holder>, Erro
     Ok(leases)
 }
 
-impl Function for Status {
+impl Function for ReadStatus {
     const OP: Op = Op::Status;
     type Reply = Snapshot;
 

@@ -4,7 +4,7 @@
 //! messages for the caller's own waiters.
 
 use super::cursor::Cursor;
-use super::message::Message;
+use super::message::LineMessage;
 use crate::domain::{Kind, Name, Owner};
 use crate::engine::error::Error;
 use crate::telemetry::{audit, record_expired};
@@ -21,7 +21,7 @@ pub(in crate::engine) struct Expired {
 pub(in crate::engine) struct Tail {
     pub expired: Vec<Expired>,
     /// For this instance's waiters: delivered as the name's channel would.
-    pub messages: Vec<Message>,
+    pub messages: Vec<LineMessage>,
 }
 
 impl Expired {
@@ -54,7 +54,7 @@ impl Tail {
         let mut messages = Vec::with_capacity(m);
         for _ in 0..m {
             let text = reply.text()?;
-            let message = Message::decode(&text)
+            let message = LineMessage::decode(&text)
                 .ok_or_else(|| Error::Protocol(format!("not a line message: {text:?}")))?;
             messages.push(message);
         }

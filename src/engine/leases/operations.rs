@@ -10,9 +10,9 @@ use crate::engine::error::Error;
 use crate::engine::functions::check::{Check, Stored};
 use crate::engine::functions::force_release::ForceRelease;
 use crate::engine::functions::library::{Function, Serving};
-use crate::engine::functions::refresh::Refresh;
+use crate::engine::functions::refresh::Extend;
 use crate::engine::functions::release::{End, Ended};
-use crate::engine::functions::status::Status as StatusCall;
+use crate::engine::functions::status::ReadStatus;
 use crate::engine::handle::Engine;
 use crate::engine::model::{Lease, Status};
 use crate::telemetry::audit;
@@ -126,7 +126,7 @@ impl Leases {
         id: LeaseId,
         ttl: Option<Ttl>,
     ) -> Result<Option<Lease>, Error> {
-        let stored = self.run(name, &Refresh { id, ttl }).await?;
+        let stored = self.run(name, &Extend { id, ttl }).await?;
         let lease = stored.map(|stored| lease_of(name, id, stored));
         if let Some(lease) = &lease {
             audit(
@@ -194,7 +194,7 @@ impl Leases {
 
     /// [`Self::status`] for a caller that has the turn (a listing page).
     pub(crate) async fn status_now(&self, name: &Name) -> Result<Status, Error> {
-        let snapshot = self.run(name, &StatusCall).await?;
+        let snapshot = self.run(name, &ReadStatus).await?;
         Ok(Status {
             name: name.clone(),
             holders: snapshot.holders,

@@ -16,7 +16,7 @@ use super::mailbox::{Mailbox, WaiterNotice};
 use crate::domain::{Kind, Name};
 use crate::engine::connection::PubSub;
 use crate::engine::functions::caller::Caller;
-use crate::engine::functions::message::Message;
+use crate::engine::functions::message::LineMessage;
 use crate::engine::functions::tail::Tail;
 
 /// One waiter, as the dispatcher needs it.
@@ -164,10 +164,10 @@ impl Registry {
     }
 
     /// One message about a name's line, from its channel or a function's reply.
-    pub(super) fn dispatch(&self, channel: &str, message: Message) {
+    pub(super) fn dispatch(&self, channel: &str, message: LineMessage) {
         let tag = message.tag();
         let notice = match message {
-            Message::Granted {
+            LineMessage::Granted {
                 token,
                 expires_at_ms,
                 expires_in,
@@ -183,8 +183,8 @@ impl Registry {
                     held,
                 }
             }
-            Message::Superseded { owner, .. } => WaiterNotice::Superseded { owner },
-            Message::EndsSooner { expires_in } => {
+            LineMessage::Superseded { owner, .. } => WaiterNotice::Superseded { owner },
+            LineMessage::EndsSooner { expires_in } => {
                 self.wake_at(channel, expires_in);
                 return;
             }

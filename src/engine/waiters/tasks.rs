@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::registry::Registry;
 use crate::engine::connection::{PubSubNotice, PubSubNotices};
 use crate::engine::functions::keep_alive::KeepAlive;
-use crate::engine::functions::message::Message;
+use crate::engine::functions::message::LineMessage;
 
 /// How often an instance tells Redis that its waiters on a name are alive.
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(1);
@@ -134,7 +134,10 @@ impl Registry {
             };
             match notice {
                 Some(PubSubNotice::Message { channel, payload }) => {
-                    match std::str::from_utf8(&payload).ok().and_then(Message::decode) {
+                    match std::str::from_utf8(&payload)
+                        .ok()
+                        .and_then(LineMessage::decode)
+                    {
                         Some(message) => self.dispatch(&channel, message),
                         None => tracing::debug!("unknown message on a name's channel"),
                     }
