@@ -1,23 +1,39 @@
 //! The audit trail: one line for each change to a lease.
 
-/// One audit line at `info` (target `baton::audit`) for a change to a lease:
-/// `event` is `acquired`, `released`, `refreshed`, `expired` or
-/// `force-released`; `kind` is `lock` or `semaphore`. Inside a request it
-/// carries the request span (`request_id`). Never given a lease id or a token.
+use crate::domain::{Kind, Name, Owner};
+
+/// One audit line at `info` (target `baton::audit`) for a change to the
+/// lease of `name` with `fencing_token`, held by `owner`: `event` is
+/// `acquired`, `released`, `refreshed`, `expired` or `force-released`.
+/// Inside a request it carries the request span (`request_id`). Never given
+/// a lease id or an API token.
 pub fn audit(
     event: &'static str,
-    kind: &'static str,
-    name: &str,
-    owner: Option<&str>,
-    fencing_token: Option<u64>,
+    kind: Kind,
+    name: &Name,
+    owner: Option<&Owner>,
+    fencing_token: u64,
 ) {
     tracing::info!(
         target: "baton::audit",
         event,
-        kind,
-        name,
-        owner,
+        kind = kind.as_str(),
+        name = name.as_str(),
+        owner = owner.map(Owner::as_str),
         fencing_token,
+        "audit"
+    );
+}
+
+/// One audit line for `more_leases` leases of `name` that `event` ended
+/// besides those audited one by one (a force-release of more than 100).
+pub fn audit_more(event: &'static str, kind: Kind, name: &Name, more_leases: u64) {
+    tracing::info!(
+        target: "baton::audit",
+        event,
+        kind = kind.as_str(),
+        name = name.as_str(),
+        more_leases,
         "audit"
     );
 }

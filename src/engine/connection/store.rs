@@ -249,7 +249,7 @@ impl Store {
         if acked >= wanted {
             Ok(())
         } else {
-            metrics::counter!("baton_replica_wait_failures_total").increment(1);
+            crate::telemetry::record_replica_wait_failure();
             Err(Error::Unavailable(
                 format!("{acked} of {wanted} replicas acknowledged in {wait_ms} ms").into(),
             ))

@@ -120,7 +120,7 @@ impl Events {
                 max: self.max_watches,
             });
         }
-        metrics::gauge!("baton_event_streams").increment(1.0);
+        crate::telemetry::record_event_stream(1.0);
         Ok(Watcher {
             receiver: self.sender.subscribe(),
             prefix: prefix.as_str().to_owned(),
@@ -166,7 +166,7 @@ struct OpenWatch(Arc<AtomicUsize>);
 impl Drop for OpenWatch {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
-        metrics::gauge!("baton_event_streams").decrement(1.0);
+        crate::telemetry::record_event_stream(-1.0);
     }
 }
 

@@ -63,13 +63,7 @@ impl Function for Acquire<'_> {
                 owner: reply.owner()?,
             }),
             0 => {
-                let state = Occupancy {
-                    holders: reply.uint()?,
-                    used: reply.uint()?,
-                    waiting: reply.uint()?,
-                    next_expiry_in: reply.expiry()?,
-                    owner: reply.owner()?,
-                };
+                let state = reply.occupancy()?;
                 Ok(if reply.flag()? {
                     Attempt::Queued {
                         next_expiry_in: state.next_expiry_in,

@@ -71,13 +71,7 @@ impl Function for End<'_> {
                 expires_at_ms: reply.uint()?,
             });
         }
-        let state = Occupancy {
-            holders: reply.uint()?,
-            used: reply.uint()?,
-            waiting: reply.uint()?,
-            next_expiry_in: reply.expiry()?,
-            owner: reply.owner()?,
-        };
+        let state = reply.occupancy()?;
         let (fencing_token, owner) = (reply.uint()?, reply.owner()?);
         match code {
             1 => Ok(Ended::Released {

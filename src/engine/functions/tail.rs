@@ -70,10 +70,10 @@ impl Tail {
         for lease in &self.expired {
             audit(
                 "expired",
-                kind.as_str(),
-                name.as_str(),
-                lease.owner.as_ref().map(Owner::as_str),
-                Some(lease.fencing_token),
+                kind,
+                name,
+                lease.owner.as_ref(),
+                lease.fencing_token,
             );
         }
     }

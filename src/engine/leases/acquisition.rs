@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::operations::Leases;
-use crate::domain::{AcquireRequest, Demand, LeaseId, Name, Owner};
+use crate::domain::{AcquireRequest, Demand, LeaseId, Name};
 use crate::engine::error::Error;
 use crate::engine::functions::acquire::Attempt;
 use crate::engine::functions::release::{End, Ended};
@@ -121,13 +121,7 @@ impl Acquisition {
         record_acquisition(kind, outcome.is_ok(), attempts, self.started.elapsed());
         let request = &self.request;
         if let Ok((token, _)) = &outcome {
-            audit(
-                "acquired",
-                kind.as_str(),
-                name.as_str(),
-                request.owner.as_ref().map(Owner::as_str),
-                Some(*token),
-            );
+            audit("acquired", kind, name, request.owner.as_ref(), *token);
         }
         Ok(outcome.map(|(token, expires_at_ms)| Lease {
             name: name.clone(),

@@ -5,7 +5,7 @@
 //! demand each acquisition carries.
 
 use super::run_to_end::RunToEnd;
-use crate::domain::{Kind, LeaseId, Name, Owner, Ttl};
+use crate::domain::{Kind, LeaseId, Name, Ttl};
 use crate::engine::error::Error;
 use crate::engine::functions::check::{Check, Stored};
 use crate::engine::functions::force_release::ForceRelease;
@@ -15,7 +15,7 @@ use crate::engine::functions::release::{End, Ended};
 use crate::engine::functions::status::ReadStatus;
 use crate::engine::handle::Engine;
 use crate::engine::model::{Lease, Status};
-use crate::telemetry::audit;
+use crate::telemetry::{audit, audit_more};
 
 impl Engine {
     /// The operations on the leases of `kind`.
@@ -93,13 +93,7 @@ impl Leases {
             owner,
         } = &ended
         {
-            audit(
-                "released",
-                self.kind.as_str(),
-                name.as_str(),
-                owner.as_ref().map(Owner::as_str),
-                Some(*fencing_token),
-            );
+            audit("released", self.kind, name, owner.as_ref(), *fencing_token);
         }
         Ok(ended)
     }
@@ -129,13 +123,8 @@ impl Leases {
         let stored = self.run(name, &Extend { id, ttl }).await?;
         let lease = stored.map(|stored| lease_of(name, id, stored));
         if let Some(lease) = &lease {
-            audit(
-                "refreshed",
-                self.kind.as_str(),
-                name.as_str(),
-                lease.owner.as_ref().map(Owner::as_str),
-                Some(lease.fencing_token),
-            );
+            let owner = lease.owner.as_ref();
+            audit("refreshed", self.kind, name, owner, lease.fencing_token);
         }
         Ok(lease)
     }
@@ -160,24 +149,18 @@ impl Leases {
             return Ok(false);
         };
         for lease in &ended.shown {
+            let owner = lease.owner.as_ref();
             audit(
                 "force-released",
-                self.kind.as_str(),
-                name.as_str(),
-                lease.owner.as_ref().map(Owner::as_str),
-                Some(lease.fencing_token),
+                self.kind,
+                name,
+                owner,
+                lease.fencing_token,
             );
         }
         let rest = ended.count.saturating_sub(ended.shown.len() as u64);
         if rest > 0 {
-            tracing::info!(
-                target: "baton::audit",
-                event = "force-released",
-                kind = self.kind.as_str(),
-                name = name.as_str(),
-                more_leases = rest,
-                "audit"
-            );
+            audit_more("force-released", self.kind, name, rest);
         }
         Ok(true)
     }
