@@ -3,32 +3,46 @@
 #
 #   scripts/bench.sh
 #
-# Builds release (this build and, once, the first version fa1f1fc), starts a
-# private redis-server and baton on free loopback ports, and measures with
-# examples/loadgen.rs, in one run, against two fixed baselines:
+# Builds release (this build, examples/loadgen.rs and examples/floor.rs, and
+# once the first version fa1f1fc), starts a private redis-server and baton on
+# free loopback ports, and measures with examples/loadgen.rs, in one run,
+# against fixed baselines that never change with baton:
+#   - the floors (examples/floor.rs, issue 37): the thinnest lock service on
+#     baton's own stack (axum, hyper, tokio, redis-rs from the same
+#     Cargo.lock), answering the same POST /locks/{name} and
+#     DELETE /locks/{name}/{id} over HTTP/1.1 with nothing else in them:
+#     the Redis-backed floor runs the classic recipe on one multiplexed
+#     connection, the HTTP floor keeps its locks in memory. What baton costs
+#     above them is baton's own work; they have no waiting line, so they run
+#     the uncontended lock only;
 #   - the first version (fa1f1fc), a build of the repository's history;
-#   - the classic recipe on Redis alone: SET key id NX PX ttl to acquire and a
-#     compare-and-delete script (EVALSHA) to release, the counting-semaphore
-#     script (ZREMRANGEBYSCORE, ZCARD, ZADD) and ZREM for a semaphore, through
-#     redis-rs (the client baton uses) with the same clients in the same loop,
-#     each client on its own connection as separate workers would be (shown
-#     beside it, not a target: the same clients sharing one pipelined
-#     connection, as baton shares its own).
-# This build, the first version and the classic recipe take turns, round after
-# round, on the same Redis (FLUSHALL between runs; fa1f1fc sends EVALSHA
-# scripts and this build FCALLs its functions library, so they do not clash):
-# the uncontended lock and semaphore (each client its own name) and the
-# contended lock (all clients on one name, acquire with wait_ms then release,
-# in a closed loop). The machine is shared with whatever else runs on it, and
-# interference only ever slows a run down: each figure is the best round's.
+#   - the classic recipe on Redis alone, no HTTP: SET key id NX PX ttl and a
+#     compare-and-delete script (EVALSHA), the counting-semaphore script
+#     (ZREMRANGEBYSCORE, ZCARD, ZADD) and ZREM, through redis-rs with the same
+#     clients in the same loop, each client on its own connection (shown
+#     beside it: the same clients sharing one pipelined connection).
+# With BENCH_COMPARE=<rev>, a build of that revision too (before and after a
+# change in one run, e.g. BENCH_COMPARE=c0e91c6).
+# Every side takes its turn, round after round, on the same Redis (FLUSHALL
+# between runs; fa1f1fc sends EVALSHA scripts and this build FCALLs its
+# functions library, so they do not clash): the uncontended lock and
+# semaphore (each client its own name) and the contended lock (all clients on
+# one name, acquire with wait_ms then release, in a closed loop). Each round
+# starts with the next side, so that none always goes first.
+# Throughput on 2 shared cores swings by 30% from round to round: every figure
+# is the median of the rounds (each round's shown beside it), the targets are
+# judged on medians, and CPU per operation (steadier than operations per
+# second) is what most targets compare. Server CPU (baton's, a floor's), its
+# kernel part apart, is from /proc/PID/stat (utime, stime) over the window;
 # Redis's work per cycle comes from INFO (CPU: used_cpu_sys + used_cpu_user;
-# commands: the calls of INFO commandstats, which count the commands run inside
-# scripts and functions), and in the first round a MONITOR count of one
-# client's cycles checks the command count.
+# commands: the calls of INFO commandstats, which count the commands run
+# inside scripts and functions), and in the first round a MONITOR count of
+# one client's cycles checks the command count.
 # Then this build alone: the contended semaphore, HTTP/2, expensive reads next
 # door (hammer), a 3-master Redis Cluster, and idle waiters (memory per
 # waiting request). Everything it starts is stopped on exit; it never touches
-# a Redis it did not start.
+# a Redis it did not start. Where baton's CPU goes, layer by layer:
+# scripts/profile.sh.
 #
 # Knobs (environment): BENCH_CLIENTS (16), BENCH_ROUNDS (3 alternated rounds),
 # BENCH_DURATION (4 s per window), BENCH_WINDOWS (1 per run), BENCH_WAITERS
@@ -37,10 +51,12 @@
 # status and listing calls; 0 skips), BENCH_HAMMER_HOLDERS (10000 holders of
 # the semaphore they read), BENCH_HAMMER_LOCKS (10000 held locks they list),
 # BENCH_MONITOR_CYCLES (200 cycles counted with MONITOR; 0 skips),
-# BENCH_CLUSTER (1; 0 skips the cluster run), BENCH_STRICT=1 (exit 1 when a
-# target is missed), BENCH_BATON (another baton binary to measure, e.g. a
-# build of a branch; default: the one built here), BENCH_BASELINE (the commit
-# of the first version: fa1f1fc; "" skips it).
+# BENCH_CLUSTER (1; 0 skips the cluster run), BENCH_FLOORS (1; 0 skips the
+# floors), BENCH_STRICT=1 (exit 1 when a target is missed), BENCH_BATON
+# (another baton binary to measure, e.g. a build of a branch; default: the one
+# built here), BENCH_BASELINE (the commit of the first version: fa1f1fc; ""
+# skips it), BENCH_COMPARE (a revision built beside, in target/bench-compare,
+# and measured in the same rounds; unset: none).
 # Results: target/bench/results.env (every raw figure) and target/bench/report.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -61,6 +77,8 @@ HAMMER_LOCKS=${BENCH_HAMMER_LOCKS:-10000}
 MONITOR_CYCLES=${BENCH_MONITOR_CYCLES:-200}
 CLUSTER=${BENCH_CLUSTER:-1}
 BASELINE=${BENCH_BASELINE-fa1f1fc}
+COMPARE=${BENCH_COMPARE:-}
+FLOORS=${BENCH_FLOORS:-1}
 WAIT_MS=10000
 SEM_LIMIT=4
 
@@ -109,10 +127,11 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- build --------------------------------------------------------------------
-say "cargo build --release (baton and examples/loadgen)"
-cargo build --release --quiet --bin baton --example loadgen
+say "cargo build --release (baton, examples/loadgen and examples/floor)"
+cargo build --release --quiet --bin baton --example loadgen --example floor
 BATON=${BENCH_BATON:-$ROOT/target/release/baton}
 LOADGEN=$ROOT/target/release/examples/loadgen
+FLOOR=$ROOT/target/release/examples/floor
 
 # The first version, built once from the repository's history and kept in
 # target/bench-baseline.
@@ -127,6 +146,25 @@ if [ -n "$BASELINE" ]; then
     (cd "$WORK/baseline" && CARGO_TARGET_DIR=$ROOT/target/bench-baseline cargo build --release --quiet --bin baton)
     git worktree remove --force "$WORK/baseline"
     echo "$BASELINE" >"$ROOT/target/bench-baseline/commit"
+  fi
+fi
+
+# A revision to set beside this build (BENCH_COMPARE): built in a worktree
+# of it, into target/bench-compare (its dependencies stay built there for the
+# next revision), each revision's binary kept by its commit.
+COMPARE_BIN=
+if [ -n "$COMPARE" ]; then
+  sha=$(git rev-parse -q --verify "$COMPARE^{commit}") ||
+    { echo "BENCH_COMPARE=$COMPARE is not a commit here" >&2; exit 1; }
+  COMPARE=$(git rev-parse --short "$sha")
+  COMPARE_BIN=$ROOT/target/bench-compare/bin/$sha
+  if [ ! -x "$COMPARE_BIN" ]; then
+    say "building $COMPARE once, into target/bench-compare"
+    git worktree add --detach --quiet "$WORK/compare" "$sha"
+    (cd "$WORK/compare" && CARGO_TARGET_DIR=$ROOT/target/bench-compare cargo build --release --quiet --bin baton)
+    mkdir -p "$(dirname "$COMPARE_BIN")"
+    cp "$ROOT/target/bench-compare/release/baton" "$COMPARE_BIN"
+    git worktree remove --force "$WORK/compare"
   fi
 fi
 
@@ -156,19 +194,24 @@ rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
   echo "meta.wait_ms=$WAIT_MS"
   echo "meta.sem_limit=$SEM_LIMIT"
   echo "meta.baseline=${BASELINE:-none}"
+  echo "meta.compare=${COMPARE:-none}"
   echo "meta.load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >>"$RESULTS"
 
 # --- baton ------------------------------------------------------------------------
+# baton, or a floor (which reads the same BATON_LISTEN, BATON_REDIS_URL and
+# BATON_KEY_PREFIX): BATON_PID and BATON_PORT are the server's.
 BATON_PID=
 BATON_PORT=
-start_baton() { # log-name binary
+start_baton() { # log-name binary [args...]
   BATON_PORT=$(free_port)
+  local log=$WORK/baton-$1.log
+  shift
   # The idle run holds $WAITERS connections plus the load generator's own:
   # above the default cap of 10,000 connections.
   BATON_LISTEN=127.0.0.1:$BATON_PORT BATON_REDIS_URL=redis://127.0.0.1:$REDIS_PORT \
     BATON_KEY_PREFIX=bench: BATON_MAX_CONNECTIONS=$((WAITERS + 1024)) \
-    "$2" >"$WORK/baton-$1.log" 2>&1 &
+    "$@" >"$log" 2>&1 &
   BATON_PID=$!
   PIDS+=("$BATON_PID")
   wait_for_http "http://127.0.0.1:$BATON_PORT/readyz" 30
@@ -225,39 +268,61 @@ monitor_check() { # target series args...
   rcli flushall >/dev/null
 }
 
-# One side's turn in a round: the uncontended lock and semaphore, then the
-# contended lock; its series are "" (this build), "v" (the first version)
-# and "k" (the classic recipe), the round's number ending each label.
+# One side's turn in a round. The labels of its runs are its prefix ("" this
+# build, "c" BENCH_COMPARE, "v" the first version, "r" the Redis-backed
+# floor, "f" the HTTP floor, "k" the classic recipe), the workload (ul, us,
+# cl) and the round's number: rul2 is the Redis-backed floor's uncontended
+# lock in round 2.
 turn() { # side round
   local side=$1 round=$2 s
   case $side in
     now) s= ;;
+    compare) s=c ;;
     first) s=v ;;
+    rfloor) s=r ;;
+    floor) s=f ;;
     classic) s=k ;;
   esac
-  if [ "$side" = classic ]; then
-    say "round $round: the classic recipe, lock and semaphore"
-    drive classic "kul$round" --kind lock --names each
-    rcli flushall >/dev/null
-    drive classic "kus$round" --kind sem --limit "$SEM_LIMIT" --names each
-    rcli flushall >/dev/null
-    # Beside it, not a target: the clients on one connection that redis-rs
-    # pipelines, as baton pipelines its own calls.
-    drive classic "pul$round" --kind lock --names each --connections 1
-    rcli flushall >/dev/null
-    if [ "$round" = 1 ]; then
-      monitor_check classic kul --kind lock
-      monitor_check classic kus --kind sem --limit "$SEM_LIMIT"
-    fi
-    return
-  fi
-  if [ "$side" = now ]; then
-    say "round $round: this build"
-    start_baton "now-$round" "$BATON"
-  else
-    say "round $round: the first version ($BASELINE)"
-    start_baton "first-$round" "$BASE_BIN"
-  fi
+  case $side in
+    classic)
+      say "round $round: the classic recipe, lock and semaphore"
+      drive classic "kul$round" --kind lock --names each
+      rcli flushall >/dev/null
+      drive classic "kus$round" --kind sem --limit "$SEM_LIMIT" --names each
+      rcli flushall >/dev/null
+      # Beside it, not a target: the clients on one connection that redis-rs
+      # pipelines, as baton pipelines its own calls.
+      drive classic "pul$round" --kind lock --names each --connections 1
+      rcli flushall >/dev/null
+      if [ "$round" = 1 ]; then
+        monitor_check classic kul --kind lock
+        monitor_check classic kus --kind sem --limit "$SEM_LIMIT"
+      fi
+      return
+      ;;
+    rfloor | floor)
+      local store=memory
+      [ "$side" = rfloor ] && store=redis
+      say "round $round: the floor ($store), uncontended lock"
+      start_baton "$side-$round" "$FLOOR" "$store"
+      drive baton "${s}ul$round" --kind lock --names each
+      [ "$round" = 1 ] && [ "$side" = rfloor ] && monitor_check baton "${s}ul" --kind lock
+      stop_baton
+      return
+      ;;
+    now)
+      say "round $round: this build"
+      start_baton "now-$round" "$BATON"
+      ;;
+    compare)
+      say "round $round: $COMPARE (BENCH_COMPARE)"
+      start_baton "compare-$round" "$COMPARE_BIN"
+      ;;
+    first)
+      say "round $round: the first version ($BASELINE)"
+      start_baton "first-$round" "$BASE_BIN"
+      ;;
+  esac
   drive baton "${s}ul$round" --kind lock --names each
   drive baton "${s}us$round" --kind sem --limit "$SEM_LIMIT" --names each
   drive baton "${s}cl$round" --kind lock --names one --wait-ms "$WAIT_MS"
@@ -268,8 +333,11 @@ turn() { # side round
   stop_baton
 }
 
-SIDES=(now classic)
-[ -n "$BASE_BIN" ] && SIDES=(now first classic)
+SIDES=(now)
+[ -n "$COMPARE_BIN" ] && SIDES+=(compare)
+[ -n "$BASE_BIN" ] && SIDES+=(first)
+[ "$FLOORS" = 1 ] && SIDES+=(rfloor floor)
+SIDES+=(classic)
 for round in $(seq "$ROUNDS"); do
   # Each round starts with the next side, so that none always goes first.
   n=${#SIDES[@]}

@@ -23,7 +23,9 @@
 //!   keeps a waiting request small ([`http::ResolveParked`], [`http::Parked`]),
 //!   and the deadline and request-metrics layers.
 //! - [`telemetry`]: logs, the audit trail, request spans, Redis outages and
-//!   Prometheus metrics, a file each; [`shutdown`]: SIGINT and SIGTERM.
+//!   Prometheus metrics, a file each; [`shutdown`]: SIGINT and SIGTERM;
+//!   [`access`]: bearer tokens and their scopes (who may read, write or
+//!   administer which names), read again on SIGHUP.
 //! - [`config`]: settings from the `BATON_*` environment variables and flags
 //!   (declared once, read through one parser, their values, secrets and
 //!   Redis URLs each in a room); [`domain`]: types that cannot hold an
@@ -33,6 +35,7 @@
 //! uses only [`config`] (for the one command line) and [`domain`], and talks to
 //! a service over HTTP.
 
+pub mod access;
 pub mod cli;
 pub mod config;
 pub mod domain;

@@ -1,9 +1,11 @@
 //! The `baton` binary: command line -> a client subcommand (`baton::cli`), or
-//! settings -> telemetry -> Application::build -> serve until SIGINT or SIGTERM.
+//! settings and tokens -> telemetry -> Application::build_with -> serve until
+//! SIGINT or SIGTERM.
 
 use std::io::Write;
 use std::process::ExitCode;
 
+use baton::access::Tokens;
 use baton::cli::Parsed;
 use baton::config::Settings;
 use baton::startup::Application;
@@ -24,6 +26,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The token file is a setting too: read before anything is logged.
+    let tokens = match Tokens::load(&settings) {
+        Ok(tokens) => tokens,
+        Err(line) => {
+            eprintln!("baton: bad setting: {line}");
+            return ExitCode::from(2);
+        }
+    };
     baton::telemetry::init_logging(settings.log_format);
     let names: Vec<String> = std::env::vars_os()
         .filter_map(|(name, _)| name.into_string().ok())
@@ -39,7 +49,7 @@ fn main() -> ExitCode {
         .enable_all()
         .build();
     match runtime {
-        Ok(runtime) => runtime.block_on(serve(settings)),
+        Ok(runtime) => runtime.block_on(serve(settings, tokens)),
         Err(err) => {
             tracing::error!("cannot start the async runtime: {err}");
             ExitCode::FAILURE
@@ -47,8 +57,8 @@ fn main() -> ExitCode {
     }
 }
 
-async fn serve(settings: Settings) -> ExitCode {
-    let app = match Application::build(settings).await {
+async fn serve(settings: Settings, tokens: Tokens) -> ExitCode {
+    let app = match Application::build_with(settings, tokens).await {
         Ok(app) => app,
         Err(err) => {
             tracing::error!("cannot start: {err}");

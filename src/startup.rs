@@ -19,13 +19,14 @@ use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::config::Settings;
+use crate::access::{self, Tokens};
+use crate::config::{ConfigError, Settings};
 use crate::engine::Engine;
 use crate::http::server::{self, App, Limits};
 use crate::http::{Deadline, RecordMetrics, ResolveParked};
 use crate::openapi;
 use crate::routes::lease::unrouted;
-use crate::routes::{self, dashboard, problem, AppError, AppParts, AppState, Auth, BodyLimit};
+use crate::routes::{self, dashboard, problem, AppError, AppParts, AppState, BodyLimit};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -34,7 +35,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 pub fn app(state: AppState) -> App {
     let body_limit = state.settings.max_body_bytes;
     let deadline = state.settings.request_deadline();
-    let auth = state.auth.clone();
+    let tokens = state.tokens.clone();
     let document = bytes::Bytes::from(openapi::document_json_with_max_wait(
         state.settings.max_wait_ms,
     ));
@@ -87,7 +88,7 @@ pub fn app(state: AppState) -> App {
                     },
                 ),
         )
-        .layer(Extension(auth))
+        .layer(Extension(tokens))
         .layer(Extension(BodyLimit(body_limit)))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(Deadline {
@@ -124,6 +125,10 @@ fn drop_unusable_request_id(mut req: Request) -> Request {
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
+    /// A setting read only at start (the token file): exit 2, as for any
+    /// bad setting.
+    #[error("{0}")]
+    Setting(ConfigError),
     #[error("BATON_REDIS_URL is not a Redis URL: {0}")]
     RedisUrl(redis::RedisError),
     #[error("cannot listen on {addr}: {source}")]
@@ -142,12 +147,22 @@ pub struct Application {
 }
 
 impl Application {
+    /// [`Self::build_with`] the tokens of `settings`, read now.
+    ///
+    /// # Errors
+    /// A bad token file, a bad Redis URL, or an address that cannot be bound.
+    pub async fn build(settings: Settings) -> Result<Self, StartupError> {
+        let tokens = Tokens::load(&settings).map_err(StartupError::Setting)?;
+        Self::build_with(settings, tokens).await
+    }
+
     /// Connects to Redis (lazily), subscribes to release events (waiting up to
-    /// two seconds for the first subscription), and binds the listener.
+    /// two seconds for the first subscription), binds the listener, and from
+    /// then on reads the token file of `tokens` again on SIGHUP.
     ///
     /// # Errors
     /// A bad Redis URL, or an address that cannot be bound.
-    pub async fn build(settings: Settings) -> Result<Self, StartupError> {
+    pub async fn build_with(settings: Settings, tokens: Tokens) -> Result<Self, StartupError> {
         // rustls needs a crypto provider for rediss://; ring is the one built in.
         let _ = rustls::crypto::ring::default_provider().install_default();
         crate::telemetry::init_metrics();
@@ -156,10 +171,11 @@ impl Application {
             .await
             .map_err(StartupError::RedisUrl)?;
 
-        let auth = Arc::new(Auth::new(&settings.api_tokens, &settings.admin_tokens));
-        if let Some(open) = auth.what_is_open() {
+        let tokens = Arc::new(tokens);
+        if let Some(open) = tokens.what_is_open() {
             tracing::warn!("{open}");
         }
+        access::reload_on_hangup(tokens.clone());
         let listener = TcpListener::bind(&settings.listen)
             .await
             .map_err(|source| StartupError::Listen {
@@ -177,7 +193,7 @@ impl Application {
         let state = AppState::new(AppParts {
             engine: engine.clone(),
             settings,
-            auth,
+            tokens,
         });
         Ok(Self {
             listener,

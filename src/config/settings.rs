@@ -118,6 +118,11 @@ pub struct Settings {
     #[arg(long, env = "BATON_ADMIN_TOKENS_FILE", value_name = "PATH")]
     pub admin_tokens_file: Option<PathBuf>,
 
+    /// A TOML file of named tokens, each allowed read, write or admin on some
+    /// names or prefixes; combined with the tokens above, read again on SIGHUP
+    #[arg(long, env = "BATON_TOKENS_FILE", value_name = "PATH")]
+    pub tokens_file: Option<PathBuf>,
+
     /// The largest request body accepted, in bytes
     #[arg(long, env = "BATON_MAX_BODY_BYTES", default_value = "16384", value_parser = positive_count)]
     pub max_body_bytes: usize,
@@ -178,6 +183,7 @@ impl fmt::Debug for Settings {
             .field("admin_tokens", &self.admin_tokens.len())
             .field("api_tokens_file", &self.api_tokens_file)
             .field("admin_tokens_file", &self.admin_tokens_file)
+            .field("tokens_file", &self.tokens_file)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_waiters", &self.max_waiters)
             .field("max_event_streams", &self.max_event_streams)

@@ -1,6 +1,6 @@
 //! What an acquisition asks for, whichever the kind.
 
-use super::{Owner, Ttl, WaitTime};
+use super::{Owner, TokenName, Ttl, WaitTime};
 
 /// The parts of an acquisition that locks and semaphores share.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -14,4 +14,7 @@ pub struct AcquireRequest {
     /// Joining the line makes the queued request that also asked this leave
     /// it (409 `superseded`): only the newest matters.
     pub newest_wins: bool,
+    /// The name of the token it was made with (`by` in audit lines and,
+    /// with the lease, in history); `None` on a service without tokens.
+    pub by: Option<TokenName>,
 }

@@ -3,21 +3,29 @@
 
 mod acquire;
 mod demand;
+mod grant;
 mod kind;
 mod lease_id;
 mod name;
+mod name_pattern;
 mod numbers;
 mod owner;
 mod printable;
+mod scope;
+mod token_name;
 
 pub use acquire::AcquireRequest;
 pub use demand::{Demand, Permits};
+pub use grant::Grant;
 pub use kind::Kind;
 pub use lease_id::LeaseId;
 pub use name::{Name, NamePrefix};
+pub use name_pattern::NamePattern;
 pub use numbers::{Limit, Ttl, WaitTime};
 pub use owner::{Owner, MAX_OWNER_LEN};
 pub use printable::{printable_pattern, Printable};
+pub use scope::Scope;
+pub use token_name::{TokenName, MAX_TOKEN_NAME_LEN};
 
 /// Why a value was refused, phrased for the person who sent it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

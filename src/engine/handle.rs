@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 use super::connection::{Store, StoreConfig};
 use super::error::Error;
 use super::events::{Audience, Events};
-use super::functions::caller::Caller;
+use super::functions::invoker::Invoker;
 use super::functions::library::LIBRARY;
 use super::keys::Keys;
 use super::waiters::Registry;
@@ -29,7 +29,7 @@ pub struct Engine(Arc<EngineState>);
 struct EngineState {
     /// How this instance calls the library (the connection and the key
     /// layout among it).
-    caller: Arc<Caller>,
+    invoker: Arc<Invoker>,
     /// This instance's waiters.
     waiters: Arc<Registry>,
     /// Cancelled by [`Engine::shutdown`]: every waiter gives up at once and
@@ -92,15 +92,15 @@ impl Engine {
             shutdown.clone(),
             &tasks,
         );
-        let caller = Arc::new(Caller::new(store, keys, audience));
+        let invoker = Arc::new(Invoker::new(store, keys, audience));
         let waiters = Registry::start(
-            caller.clone(),
+            invoker.clone(),
             settings.max_waiters,
             shutdown.clone(),
             tasks.clone(),
         );
         let engine = Self(Arc::new(EngineState {
-            caller,
+            invoker,
             waiters,
             shutdown,
             tasks,
@@ -162,16 +162,16 @@ impl Engine {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.0.tasks.wait()).await;
     }
 
-    pub(in crate::engine) fn caller(&self) -> &Caller {
-        &self.0.caller
+    pub(in crate::engine) fn invoker(&self) -> &Invoker {
+        &self.0.invoker
     }
 
     pub(in crate::engine) fn store(&self) -> &Store {
-        self.0.caller.store()
+        self.0.invoker.store()
     }
 
     pub(in crate::engine) fn keys(&self) -> &Keys {
-        self.0.caller.keys()
+        self.0.invoker.keys()
     }
 
     /// Waits for a turn to run a read whose cost grows with the data; the

@@ -13,7 +13,7 @@
 //!   whether anyone listens (so that calls publish only then).
 //! - `functions/`: baton's library, the lease core (`core/*.lua`) and one
 //!   function per operation, each with its typed Rust side, and the one
-//!   caller that makes every call.
+//!   invoker that makes every call.
 //! - `waiters/`: this instance's waiters, what each hears, and the tasks
 //!   that keep them alive in the line.
 //! - `handle.rs`: the [`Engine`]: one instance's core, its start and stop.
@@ -35,5 +35,5 @@ pub use error::Error;
 pub use functions::library::{call_context, function_name, library_code};
 pub use handle::{Engine, JOINS_AT_ONCE, READS_AT_ONCE};
 pub use keys::Keys;
-pub use leases::{Acquiring, InLine, Leases, Page, PageCursor, PageLimit, Waiting};
+pub use leases::{Acquiring, InLine, Leases, Page, PageCursor, PageLimit, Shown, Waiting};
 pub use model::{Busy, Holder, Lease, Place, Refusal, Status, Waiter};

@@ -35,46 +35,64 @@ fn tagged(mut router: OpenApiRouter<AppState>, tag: &str) -> OpenApiRouter<AppSt
 }
 
 /// What every guarded operation may answer besides its own responses: a bad
-/// path, query or body (400), no valid token (401), Redis out of reach (503),
-/// and, with a body, one over the limit (413); an operation's own answer for
-/// a status wins. Its security: a bearer token,
-/// or none on a service without tokens.
+/// path, query or body (400), no valid token (401), a name outside the
+/// token's scopes (403, for the operations on one name), Redis out of reach
+/// (503), and, with a body, one over the limit (413); an operation's own
+/// answer for a status wins. Its security: a bearer token, or none on a
+/// service without tokens.
 fn document_guard(doc: &mut OpenApi) {
-    use problem::ProblemType::{InvalidRequest, PayloadTooLarge, RedisUnavailable, Unauthorized};
-    for_each_operation(doc, |op| {
-        let mut shared = vec![InvalidRequest, Unauthorized, RedisUnavailable];
-        if op.request_body.is_some() {
-            shared.push(PayloadTooLarge);
-        }
-        for kind in shared {
-            let reference = utoipa::openapi::Ref::from_response_name(kind.component_name());
-            // An operation's own answer for a status wins (e.g. /events' 503).
-            op.responses
-                .responses
-                .entry(kind.facts().status.to_string())
-                .or_insert_with(|| reference.into());
-        }
-        op.security = Some(vec![
-            SecurityRequirement::default(),
-            SecurityRequirement::new("bearer", Vec::<String>::new()),
-        ]);
-    });
+    use problem::ProblemType::{
+        Forbidden, InvalidRequest, PayloadTooLarge, RedisUnavailable, Unauthorized,
+    };
+    for (path, item) in &mut doc.paths.paths {
+        let on_a_name = path.contains("{name}");
+        for_each_operation_of(item, |op| {
+            let mut shared = vec![InvalidRequest, Unauthorized, RedisUnavailable];
+            if on_a_name {
+                shared.push(Forbidden);
+            }
+            if op.request_body.is_some() {
+                shared.push(PayloadTooLarge);
+            }
+            add_responses(op, &shared);
+        });
+    }
+}
+
+/// Adds `shared` problem responses to `op`, and its security.
+fn add_responses(op: &mut Operation, shared: &[problem::ProblemType]) {
+    for kind in shared {
+        let reference = utoipa::openapi::Ref::from_response_name(kind.component_name());
+        // An operation's own answer for a status wins (e.g. /events' 503).
+        op.responses
+            .responses
+            .entry(kind.facts().status.to_string())
+            .or_insert_with(|| reference.into());
+    }
+    op.security = Some(vec![
+        SecurityRequirement::default(),
+        SecurityRequirement::new("bearer", Vec::<String>::new()),
+    ]);
 }
 
 fn for_each_operation(doc: &mut OpenApi, mut f: impl FnMut(&mut Operation)) {
     for item in doc.paths.paths.values_mut() {
-        let operations = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.options,
-            &mut item.head,
-            &mut item.patch,
-            &mut item.trace,
-        ];
-        for op in operations.into_iter().flatten() {
-            f(op);
-        }
+        for_each_operation_of(item, &mut f);
+    }
+}
+
+fn for_each_operation_of(item: &mut utoipa::openapi::PathItem, mut f: impl FnMut(&mut Operation)) {
+    let operations = [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.options,
+        &mut item.head,
+        &mut item.patch,
+        &mut item.trace,
+    ];
+    for op in operations.into_iter().flatten() {
+        f(op);
     }
 }

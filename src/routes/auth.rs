@@ -1,108 +1,59 @@
-//! Bearer tokens: setting `BATON_API_TOKENS` or `BATON_ADMIN_TOKENS` (either)
-//! guards `/locks` and `/semaphores`; admin tokens are API tokens too, and may
-//! also force-release. Compared in constant time, never logged.
+//! The bearer-token guard of `/locks`, `/semaphores` and `/events`: who the
+//! caller is ([`Caller`], looked up in [`Tokens`]), or 401. What the caller
+//! may do to a name is asked of it by each handler, before any Redis call:
+//! `caller.require(Scope::Write, &name)?` (a refusal is 403 `forbidden`).
 
 use std::convert::Infallible;
 use std::future::{ready, Ready};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use axum::extract::Request;
+use axum::extract::{FromRequestParts, Request};
 use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use futures_util::future::Either;
-use subtle::{Choice, ConstantTimeEq};
 use tower::{Layer, Service};
 
 use super::AppError;
+use crate::access::{Principal, Tokens};
 
-/// The configured tokens.
-pub struct Auth {
-    api: Vec<Vec<u8>>,
-    admin: Vec<Vec<u8>>,
+/// The caller of a guarded request, put in its extensions by
+/// [`RequireToken`]: its token's name and grants ([`Principal`], which it
+/// derefs to). A handler takes it as an argument.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Arc<Principal>);
+
+impl std::ops::Deref for Caller {
+    type Target = Principal;
+
+    fn deref(&self) -> &Principal {
+        &self.0
+    }
 }
 
-/// What the caller proved, put in the request's extensions by [`RequireToken`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// No valid token, on a service whose API is open.
-    Anonymous,
-    /// A valid API token.
-    User,
-    /// A valid admin token.
-    Admin,
-}
-
-impl Auth {
-    pub fn new(api: &[String], admin: &[String]) -> Self {
-        let bytes = |tokens: &[String]| tokens.iter().map(|t| t.as_bytes().to_vec()).collect();
-        Self {
-            api: bytes(api),
-            admin: bytes(admin),
-        }
-    }
-
-    /// No tokens at all: everything is open, force-release included.
-    pub fn is_open(&self) -> bool {
-        self.api.is_empty() && self.admin.is_empty()
-    }
-
-    /// Whether the API itself needs a token: with any token configured.
-    pub fn requires_token(&self) -> bool {
-        !self.is_open()
-    }
-
-    /// What anyone who can reach the service may do without a token, beyond
-    /// the service endpoints (`/healthz`, `/readyz`, `/metrics`,
-    /// `/openapi.json`, `/docs`, `/problems`), which are always open; `None`
-    /// when that is nothing.
-    pub fn what_is_open(&self) -> Option<&'static str> {
-        self.is_open().then_some(
-            "BATON_API_TOKENS and BATON_ADMIN_TOKENS are both unset: anyone who can reach this \
-             service can acquire, refresh, release and force-release every lock and semaphore",
-        )
-    }
-
-    /// What a request with `presented` (the bearer token, if any) may do.
+impl Caller {
+    /// The caller of the request with these `parts`.
     ///
     /// # Errors
-    /// [`AppError::Unauthorized`] when the API needs a token and none valid was given.
-    pub fn access(&self, presented: Option<&[u8]>) -> Result<Access, AppError> {
-        let presented = presented.unwrap_or_default();
-        let is_admin = !presented.is_empty() && matches_any(&self.admin, presented);
-        let is_user = !presented.is_empty() && matches_any(&self.api, presented);
-        if is_admin {
-            Ok(Access::Admin)
-        } else if is_user {
-            Ok(Access::User)
-        } else if self.requires_token() {
-            Err(AppError::Unauthorized)
-        } else {
-            Ok(Access::Anonymous)
-        }
-    }
-
-    /// Whether `access` may force-release a lock.
-    ///
-    /// # Errors
-    /// 401 without a token, 403 with a token that is not an admin token.
-    pub fn allow_force_release(&self, access: Access) -> Result<(), AppError> {
-        match access {
-            Access::Admin => Ok(()),
-            _ if self.is_open() => Ok(()),
-            Access::Anonymous => Err(AppError::Unauthorized),
-            Access::User => Err(AppError::Forbidden),
-        }
+    /// 500 on a route outside the guard (a bug, not the client's).
+    pub fn of(parts: &Parts) -> Result<Self, AppError> {
+        parts
+            .extensions
+            .get::<Self>()
+            .cloned()
+            .ok_or(AppError::Internal(
+                "a guarded route without its token check",
+            ))
     }
 }
 
-/// Compares against every token, without stopping at the first match.
-fn matches_any(tokens: &[Vec<u8>], presented: &[u8]) -> bool {
-    let mut found = Choice::from(0);
-    for token in tokens {
-        found |= token.as_slice().ct_eq(presented);
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AppError> {
+        Self::of(parts)
     }
-    found.into()
 }
 
 fn bearer(request: &Request) -> Option<&[u8]> {
@@ -113,10 +64,10 @@ fn bearer(request: &Request) -> Option<&[u8]> {
         .then(|| token.trim_ascii())
 }
 
-/// The guard of `/locks` and `/semaphores`: answers 401 unless the request
-/// may use the API, and records its [`Access`] for the handlers. The check is
-/// synchronous, so the guard adds nothing to a request's future (a waiting
-/// request keeps that future for its whole wait).
+/// The guard of `/locks`, `/semaphores` and `/events`: answers 401 unless
+/// the request may use the API, and records its [`Caller`] for the
+/// handlers. The check is synchronous, so the guard adds nothing to a
+/// request's future (a waiting request keeps that future for its whole wait).
 #[derive(Clone, Copy)]
 pub struct RequireToken;
 
@@ -146,82 +97,16 @@ where
 
     fn call(&mut self, mut request: Request) -> Self::Future {
         // Put there by the `Extension` layer that wraps every route.
-        let Some(auth) = request.extensions().get::<Arc<Auth>>().cloned() else {
+        let Some(tokens) = request.extensions().get::<Arc<Tokens>>().cloned() else {
             let err = AppError::Internal("no token check");
             return Either::Left(ready(Ok(err.into_response())));
         };
-        match auth.access(bearer(&request)) {
-            Ok(access) => {
-                request.extensions_mut().insert(access);
+        match tokens.principal(bearer(&request)) {
+            Ok(principal) => {
+                request.extensions_mut().insert(Caller(principal));
                 Either::Right(self.0.call(request))
             }
-            Err(err) => Either::Left(ready(Ok(err.into_response()))),
+            Err(_) => Either::Left(ready(Ok(AppError::Unauthorized.into_response()))),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn auth(api: &[&str], admin: &[&str]) -> Auth {
-        let owned = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        Auth::new(&owned(api), &owned(admin))
-    }
-
-    #[test]
-    fn open_service_lets_everyone_do_everything() {
-        let auth = auth(&[], &[]);
-        let access = auth.access(None).unwrap();
-        assert_eq!(access, Access::Anonymous);
-        assert!(auth.allow_force_release(access).is_ok());
-    }
-
-    #[test]
-    fn api_tokens_are_required_and_checked() {
-        let auth = auth(&["alpha", "beta"], &["root"]);
-        assert!(matches!(auth.access(None), Err(AppError::Unauthorized)));
-        assert!(matches!(
-            auth.access(Some(b"alph")),
-            Err(AppError::Unauthorized)
-        ));
-        assert_eq!(auth.access(Some(b"beta")).unwrap(), Access::User);
-        assert_eq!(auth.access(Some(b"root")).unwrap(), Access::Admin);
-    }
-
-    #[test]
-    fn force_release_needs_an_admin_token() {
-        let auth = auth(&["alpha"], &["root"]);
-        assert!(matches!(
-            auth.allow_force_release(Access::User),
-            Err(AppError::Forbidden)
-        ));
-        assert!(auth.allow_force_release(Access::Admin).is_ok());
-        let admin_only = super::tests::auth(&[], &["root"]);
-        assert!(matches!(
-            admin_only.allow_force_release(Access::Anonymous),
-            Err(AppError::Unauthorized)
-        ));
-    }
-
-    #[test]
-    fn admin_tokens_alone_turn_authentication_on() {
-        let auth = auth(&[], &["root"]);
-        assert!(auth.requires_token());
-        assert!(matches!(auth.access(None), Err(AppError::Unauthorized)));
-        assert!(matches!(
-            auth.access(Some(b"other")),
-            Err(AppError::Unauthorized)
-        ));
-        assert_eq!(auth.access(Some(b"root")).unwrap(), Access::Admin);
-        assert_eq!(auth.what_is_open(), None);
-    }
-
-    #[test]
-    fn only_a_service_without_tokens_says_it_is_open() {
-        let open = auth(&[], &[]).what_is_open().unwrap();
-        assert!(open.contains("BATON_API_TOKENS") && open.contains("BATON_ADMIN_TOKENS"));
-        assert!(open.contains("force-release"));
-        assert_eq!(auth(&["a"], &[]).what_is_open(), None);
     }
 }

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::json::json_response;
 use super::problem::{Problem, ProblemType, RetryAfter};
+use crate::access::Denied;
 use crate::domain::{Invalid, Kind};
 use crate::engine;
 
@@ -22,8 +23,9 @@ pub enum AppError {
     WaitTooLong { max_wait_ms: u64 },
     #[error("a bearer token is required")]
     Unauthorized,
-    #[error("an admin token is required")]
-    Forbidden,
+    /// Outside the token's scopes.
+    #[error(transparent)]
+    Forbidden(#[from] Denied),
     #[error("no such path")]
     NotFound,
     #[error("method not allowed")]
@@ -115,7 +117,7 @@ impl AppError {
         match self {
             Self::Invalid(_) | Self::WaitTooLong { .. } => ProblemType::InvalidRequest,
             Self::Unauthorized => ProblemType::Unauthorized,
-            Self::Forbidden => ProblemType::Forbidden,
+            Self::Forbidden(_) => ProblemType::Forbidden,
             Self::NotFound => ProblemType::NotFound,
             Self::MethodNotAllowed => ProblemType::MethodNotAllowed,
             Self::LeaseNotFound => ProblemType::LeaseNotFound,
@@ -189,6 +191,10 @@ impl AppError {
                 problem.holders = Some(*holders);
                 problem.used = Some(*used);
                 problem.limit = Some(*limit);
+            }
+            Self::Forbidden(denied) => {
+                problem.detail = denied.to_string();
+                problem.scope = Some(denied.needed.as_str().to_owned());
             }
             Self::Superseded { name, owner } => {
                 problem.detail = format!(

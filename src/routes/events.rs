@@ -15,7 +15,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::problem::responses::TooManyStreams;
-use super::{AppError, AppState};
+use super::{AppError, AppState, Caller};
 use crate::domain::NamePrefix;
 use crate::engine::events::{ChangeEvent, WatchNotice, Watcher};
 
@@ -90,6 +90,9 @@ impl From<&ChangeEvent> for ChangeEventBody {
 /// the stream ends when the service shuts down. Each instance serves at most
 /// `BATON_MAX_EVENT_STREAMS` streams at once (503 `too-many-streams` beyond).
 ///
+/// With a scoped token, only the changes to names it may read are sent
+/// (and none of any other name's).
+///
 /// Browsers: `EventSource` cannot send an `Authorization` header; when the
 /// service has API tokens, read the stream with `fetch()` (as the dashboard
 /// at `/` does) rather than putting a token in the URL.
@@ -106,17 +109,21 @@ impl From<&ChangeEvent> for ChangeEventBody {
 )]
 pub async fn events(
     State(state): State<AppState>,
+    caller: Caller,
     Query(query): Query<EventsQuery>,
 ) -> Result<Response, AppError> {
     let prefix = NamePrefix::parse(query.prefix.as_deref().unwrap_or_default())
         .map_err(|e| AppError::field("prefix", e))?;
+    // Watch only where the caller may read; when that is nowhere under the
+    // prefix, the stream stays open with nothing but its keep-alives.
+    let prefix = caller.readable_within(&prefix).unwrap_or(prefix);
     let watch = state
         .engine
         .events()
         .watch(prefix)
         .map_err(|e| AppError::TooManyStreams { max: e.max })?;
     state.engine.events().subscribed().await;
-    let sse = Sse::new(stream(watch)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE));
+    let sse = Sse::new(stream(watch, caller)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE));
     Ok((
         [
             (header::CACHE_CONTROL, "no-cache"),
@@ -128,16 +135,23 @@ pub async fn events(
         .into_response())
 }
 
-/// The watch as SSE events, until the service stops.
-fn stream(watch: Watcher) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::unfold(watch, |mut watch| async move {
-        let event = match watch.next().await? {
+/// The watch as SSE events of the names `caller` may read, until the
+/// service stops.
+fn stream(watch: Watcher, caller: Caller) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold((watch, caller), |(mut watch, caller)| async move {
+        let event = loop {
+            match watch.next().await? {
+                WatchNotice::Change(change) if !caller.may_read_text(&change.name) => {}
+                notice => break notice,
+            }
+        };
+        let event = match event {
             WatchNotice::Change(change) => Event::default()
                 .event(change.event.as_str())
                 .json_data(ChangeEventBody::from(&*change))
                 .unwrap_or_else(|_| Event::default().event("resync").data("{}")),
             WatchNotice::Resync => Event::default().event("resync").data("{}"),
         };
-        Some((Ok(event), watch))
+        Some((Ok(event), (watch, caller)))
     })
 }

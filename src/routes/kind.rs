@@ -11,7 +11,6 @@ use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
-use axum::Extension;
 use futures_util::future::{self, Either};
 use futures_util::{FutureExt, TryFutureExt};
 use serde::Serialize;
@@ -22,8 +21,8 @@ use super::lease::{created, found, released, IdPath, NamePath, Refresh};
 use super::listing::{parse_list_query, ListQuery};
 use super::locks::{AcquireLock, LockLeaseBody, LockStatusBody};
 use super::semaphores::{AcquireSemaphore, SemaphoreLeaseBody, SemaphoreStatusBody};
-use super::{kind_doc, progress, Access, AppError, AppState, Json, JsonBody};
-use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner};
+use super::{kind_doc, progress, AppError, AppState, Caller, Json, JsonBody};
+use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Scope, TokenName};
 use crate::engine::{Acquiring, Lease, Refusal, Status};
 use crate::http::Parked;
 use crate::telemetry::RequestContext;
@@ -37,33 +36,38 @@ pub fn router(kind: Kind) -> OpenApiRouter<AppState> {
         .route(
             &format!("/{plural}/{{name}}"),
             post(move |state: State<AppState>, call: AcquireCall| acquire(state, kind, call))
-                .get(move |state: State<AppState>, path: NamePath| status(state, kind, path))
-                .delete(
-                    move |state: State<AppState>, access: Option<Extension<Access>>, path| {
-                        force_release(state, kind, access, path)
-                    },
-                ),
+                .get(move |state: State<AppState>, caller, path: NamePath| {
+                    status(state, kind, caller, path)
+                })
+                .delete(move |state: State<AppState>, caller, path| {
+                    force_release(state, kind, caller, path)
+                }),
         )
         .route(
             &format!("/{plural}/{{name}}/{{id}}"),
-            patch(move |state, name, id, body| refresh(state, kind, name, id, body))
-                .delete(move |state, name, id| release(state, kind, name, id))
-                .get(move |state, name, id| check(state, kind, name, id)),
+            patch(move |state, caller, name, id, body| {
+                refresh(state, kind, caller, name, id, body)
+            })
+            .delete(move |state, caller, name, id| release(state, kind, caller, name, id))
+            .get(move |state, caller, name, id| check(state, kind, caller, name, id)),
         )
         .route(
             &format!("/{plural}"),
-            get(move |state, query| list(state, kind, query)),
+            get(move |state, caller, query| list(state, kind, caller, query)),
         );
     kind_doc::document(kind, router.get_openapi_mut());
     router
 }
 
 /// What an acquire handler takes from its request, in the order it is
-/// checked: the name, then the body (read, and parsed by the kind); and
-/// whether the client accepts progress events (all it keeps of the headers
-/// while it waits).
+/// checked: the name, the caller's `write` on it (before the body is even
+/// read), then the body (read, and parsed by the kind); and whether the
+/// client accepts progress events (all it keeps of the headers while it
+/// waits).
 pub struct AcquireCall {
     pub name: Name,
+    /// The name of the caller's token, for the lease's audit line and history.
+    pub by: Option<TokenName>,
     pub accepts_events: bool,
     /// What its log lines show, should it wait in line (see [`Parked`]).
     pub context: RequestContext,
@@ -84,11 +88,15 @@ impl FromRequest<AppState> for AcquireCall {
         Box::pin(async move {
             let (mut parts, body) = request.into_parts();
             let NamePath { name } = NamePath::from_request_parts(&mut parts, &state).await?;
+            let caller = Caller::of(&parts)?;
+            caller.require(Scope::Write, &name)?;
+            let by = caller.name().cloned();
             let accepts_events = progress::accepts_events(&parts.headers);
             let context = RequestContext::of(&parts);
             let body = read_body(Request::from_parts(parts, body), &state).await?;
             Ok(Self {
                 name,
+                by,
                 accepts_events,
                 context,
                 body,
@@ -124,11 +132,13 @@ async fn acquire(
 ) -> Result<Response, AppError> {
     let AcquireCall {
         name,
+        by,
         accepts_events,
         context,
         body,
     } = call;
-    let (demand, request) = asked(kind, &body, state.settings.max_wait_ms)?;
+    let (demand, mut request) = asked(kind, &body, state.settings.max_wait_ms)?;
+    request.by = by;
     drop(body);
     let wait = request.wait;
     // Boxed: each `async fn` it passes through by value would otherwise
@@ -188,74 +198,105 @@ fn answer(
     }
 }
 
-/// `PATCH /{kind}s/{name}/{id}`.
+/// `PATCH /{kind}s/{name}/{id}` (`write`).
 async fn refresh(
     State(state): State<AppState>,
     kind: Kind,
+    caller: Caller,
     NamePath { name }: NamePath,
     IdPath { id }: IdPath,
     JsonBody(body): JsonBody<Refresh>,
 ) -> Result<Json<LeaseBody>, AppError> {
-    let lease = found(state.leases(kind).refresh(&name, id, body.ttl()?)).await?;
+    caller.require(Scope::Write, &name)?;
+    let leases = state.leases(kind);
+    let lease = found(leases.refresh(&name, id, body.ttl()?, caller.name())).await?;
     Ok(Json(LeaseBody::new(kind, lease)))
 }
 
-/// `DELETE /{kind}s/{name}/{id}`.
+/// `DELETE /{kind}s/{name}/{id}` (`write`).
 async fn release(
     State(state): State<AppState>,
     kind: Kind,
+    caller: Caller,
     NamePath { name }: NamePath,
     IdPath { id }: IdPath,
 ) -> Result<StatusCode, AppError> {
-    released(state.leases(kind).release(&name, id)).await
+    caller.require(Scope::Write, &name)?;
+    released(state.leases(kind).release(&name, id, caller.name())).await
 }
 
-/// `GET /{kind}s/{name}/{id}`.
+/// `GET /{kind}s/{name}/{id}` (`write`: it is the holder's question).
 async fn check(
     State(state): State<AppState>,
     kind: Kind,
+    caller: Caller,
     NamePath { name }: NamePath,
     IdPath { id }: IdPath,
 ) -> Result<Json<LeaseBody>, AppError> {
+    caller.require(Scope::Write, &name)?;
     let lease = found(state.leases(kind).check(&name, id)).await?;
     Ok(Json(LeaseBody::new(kind, lease)))
 }
 
-/// `GET /{kind}s/{name}`.
+/// `GET /{kind}s/{name}` (`read`).
 async fn status(
     State(state): State<AppState>,
     kind: Kind,
+    caller: Caller,
     NamePath { name }: NamePath,
 ) -> Result<Json<StatusBody>, AppError> {
+    caller.require(Scope::Read, &name)?;
     let status = state.leases(kind).status(&name).await?;
     Ok(Json(StatusBody::new(kind, status)))
 }
 
-/// `DELETE /{kind}s/{name}`: an administrator's action.
+/// `DELETE /{kind}s/{name}`: an administrator's action (`admin`).
 async fn force_release(
     State(state): State<AppState>,
     kind: Kind,
-    access: Option<Extension<Access>>,
+    caller: Caller,
     NamePath { name }: NamePath,
 ) -> Result<StatusCode, AppError> {
-    let access = access.map_or(Access::Anonymous, |Extension(a)| a);
-    state.auth.allow_force_release(access)?;
+    caller.require(Scope::Admin, &name)?;
     // The engine writes the audit line of each lease it ended.
-    if state.leases(kind).force_release(&name).await? {
+    if state
+        .leases(kind)
+        .force_release(&name, caller.name())
+        .await?
+    {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(AppError::NotHeld(kind))
     }
 }
 
-/// `GET /{kind}s`: one page of those in use.
+/// `GET /{kind}s`: one page of those in use that the caller may read.
+///
+/// Only where the caller may read is searched (a token with `read:team-a-*`
+/// alone scans `team-a-` names only, and asks Redis nothing for a prefix
+/// it may read nothing under); every name found is filtered before its
+/// status is read. A page counts only the names it shows, so it may come
+/// back short, even empty, with a `next_cursor`, like a page of sparse
+/// names; following the cursors lists every readable name once.
 async fn list(
     State(state): State<AppState>,
     kind: Kind,
+    caller: Caller,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Listing>, AppError> {
     let (prefix, limit, cursor) = parse_list_query(query)?;
-    let page = state.leases(kind).list(&prefix, limit, cursor).await?;
+    let Some(searched) = caller.readable_within(&prefix) else {
+        return Ok(Json(Listing {
+            kind,
+            entries: Vec::new(),
+            next_cursor: None,
+        }));
+    };
+    let shown = |name: &Name| caller.may_read(name);
+    let page = state
+        .leases(kind)
+        .list(&searched, limit, cursor, &shown)
+        .await?;
     Ok(Json(Listing {
         kind,
         entries: page

@@ -211,8 +211,8 @@ fn name_operations(kind: Kind, own: &KindDoc, paths: &mut Paths) {
             format!("Force-release a {noun}"),
             &format!(
                 "Frees the {noun} whoever holds it (every lease of it: an administrator's \
-                 action) and wakes its waiters, who keep their places in line. Needs an admin \
-                 token when the service has tokens."
+                 action) and wakes its waiters, who keep their places in line. Needs `admin` on \
+                 the name (an admin token) when the service has tokens."
             ),
         )
         .parameters(Some(name_parameter()))

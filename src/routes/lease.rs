@@ -121,6 +121,8 @@ pub fn acquire_request(
         wait,
         owner,
         newest_wins: newest_wins.unwrap_or(false),
+        // Not the body's to say: the handler sets it from the caller.
+        by: None,
     })
 }
 

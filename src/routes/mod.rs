@@ -22,7 +22,7 @@ pub mod semaphores;
 mod state;
 
 pub use api::api;
-pub use auth::{Access, Auth, RequireToken};
+pub use auth::{Caller, RequireToken};
 pub use error::AppError;
 pub use extract::{BodyLimit, JsonBody};
 pub use json::Json;

@@ -104,8 +104,12 @@ impl ProblemType {
             ),
             Self::Forbidden => (
                 "forbidden", 403, "Forbidden",
-                "Force-releasing needs one of the service's admin tokens.",
-                "force-releasing needs an admin token", json!({}), Never,
+                "The token may not do this to this name: it needs the scope named in `scope` \
+                 (`read`: status, listings, events; `write`: acquire, refresh, release, check; \
+                 `admin`: force-release) on it. Scopes come from `BATON_TOKENS_FILE`; \
+                 `BATON_API_TOKENS` have `write` on every name, `BATON_ADMIN_TOKENS` `admin`.",
+                "this token may not write \"team-b-deploy\": it needs write on that name",
+                json!({"scope": "write"}), Never,
             ),
             Self::NotFound => (
                 "not-found", 404, "Not found", "No such path.",
@@ -310,6 +314,11 @@ pub struct Problem {
     /// `invalid-request` for a `wait_ms` over the server's maximum: that maximum.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_wait_ms: Option<u64>,
+    /// `forbidden`: the scope the request needed on the name, `read`,
+    /// `write` or `admin`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^(read|write|admin)$")]
+    pub scope: Option<String>,
 }
 
 impl Problem {
@@ -329,6 +338,7 @@ impl Problem {
             limit: None,
             waiting: None,
             max_wait_ms: None,
+            scope: None,
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::Auth;
+use crate::access::Tokens;
 use crate::config::Settings;
 use crate::domain::Kind;
 use crate::engine::{Engine, Leases};
@@ -17,7 +17,8 @@ pub struct AppParts {
     /// answer and the eviction warning for readiness, the change events.
     pub engine: Engine,
     pub settings: Settings,
-    pub auth: Arc<Auth>,
+    /// The tokens in force (swapped whole on SIGHUP).
+    pub tokens: Arc<Tokens>,
 }
 
 impl AppState {

@@ -1,18 +1,21 @@
 //! The audit trail: one line for each change to a lease.
 
-use crate::domain::{Kind, Name, Owner};
+use crate::domain::{Kind, Name, Owner, TokenName};
 
 /// One audit line at `info` (target `baton::audit`) for a change to the
 /// lease of `name` with `fencing_token`, held by `owner`: `event` is
-/// `acquired`, `released`, `refreshed`, `expired` or `force-released`.
-/// Inside a request it carries the request span (`request_id`). Never given
-/// a lease id or an API token.
+/// `acquired`, `released`, `refreshed`, `expired` or `force-released`; `by`
+/// is the name of the token the change was made with (absent on a service
+/// without tokens, and for an expiry, which nobody makes). Inside a request
+/// it carries the request span (`request_id`). Never given a lease id or a
+/// token.
 pub fn audit(
     event: &'static str,
     kind: Kind,
     name: &Name,
     owner: Option<&Owner>,
     fencing_token: u64,
+    by: Option<&TokenName>,
 ) {
     tracing::info!(
         target: "baton::audit",
@@ -21,19 +24,28 @@ pub fn audit(
         name = name.as_str(),
         owner = owner.map(Owner::as_str),
         fencing_token,
+        by = by.map(TokenName::as_str),
         "audit"
     );
 }
 
 /// One audit line for `more_leases` leases of `name` that `event` ended
-/// besides those audited one by one (a force-release of more than 100).
-pub fn audit_more(event: &'static str, kind: Kind, name: &Name, more_leases: u64) {
+/// `by` that token besides those audited one by one (a force-release of
+/// more than 100).
+pub fn audit_more(
+    event: &'static str,
+    kind: Kind,
+    name: &Name,
+    more_leases: u64,
+    by: Option<&TokenName>,
+) {
     tracing::info!(
         target: "baton::audit",
         event,
         kind = kind.as_str(),
         name = name.as_str(),
         more_leases,
+        by = by.map(TokenName::as_str),
         "audit"
     );
 }

@@ -11,6 +11,7 @@ mod modes;
 mod names;
 mod outages;
 mod permits;
+mod scopes;
 mod semaphores;
 mod service;
 mod shared;

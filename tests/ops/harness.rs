@@ -105,6 +105,22 @@ impl Service {
             .collect()
     }
 
+    /// Sends `signal` (e.g. `libc::SIGHUP`) to the running process.
+    pub fn signal(&self, signal: i32) {
+        let child = self.child.as_ref().expect("running");
+        let pid = i32::try_from(child.id()).expect("pid");
+        // SAFETY: kill(2) on the pid of our own child, which has not been reaped.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+
+    /// Whether the process still runs.
+    pub fn is_running(&mut self) -> bool {
+        let child = self.child.as_mut().expect("not stopped");
+        child.try_wait().expect("try_wait").is_none()
+    }
+
     /// Sends SIGTERM and waits for the exit.
     pub fn stop(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");

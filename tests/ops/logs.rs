@@ -384,3 +384,83 @@ async fn a_redis_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
         assert_eq!(line["level"], "WARN", "{line}");
     }
 }
+
+#[tokio::test]
+async fn audit_lines_name_the_token_they_were_made_with_as_by() {
+    const TEAM: &str = "team-a-token-61f0c2";
+    const OPS: &str = "ops-token-0b9e77";
+    let path = std::env::temp_dir().join(format!("baton-logs-tokens-{}.toml", unique_prefix()));
+    std::fs::write(
+        &path,
+        format!(
+            "[[token]]\nname = \"team-a-ci\"\nvalue = \"{TEAM}\"\nallow = [\"write:team-a-*\"]\n\n\
+             [[token]]\nname = \"ops on call\"\nvalue = \"{OPS}\"\nallow = [\"admin:*\"]\n"
+        ),
+    )
+    .unwrap();
+    let mut service = json_logging(&[
+        ("BATON_TOKENS_FILE", path.to_str().unwrap()),
+        ("BATON_API_TOKENS", API_TOKEN),
+    ])
+    .await;
+    let client = Client::new();
+    let team = Api {
+        client: client.clone(),
+        service: &service,
+        token: TEAM,
+    };
+    let ops = Api {
+        client: client.clone(),
+        service: &service,
+        token: OPS,
+    };
+    let api = Api {
+        client,
+        service: &service,
+        token: API_TOKEN,
+    };
+    let lease = team
+        .send(201, "POST /locks/team-a-x", "", "req-acquire")
+        .await;
+    let lease_path = format!("/locks/team-a-x/{}", lease["id"].as_str().unwrap());
+    team.send(200, &format!("PATCH {lease_path}"), "", "req-refresh")
+        .await;
+    team.send(204, &format!("DELETE {lease_path}"), "", "req-release")
+        .await;
+    let sem = team
+        .send(
+            201,
+            "POST /semaphores/team-a-s",
+            r#"{"limit": 2}"#,
+            "req-sem",
+        )
+        .await;
+    ops.send(204, "DELETE /semaphores/team-a-s", "", "req-force")
+        .await;
+    api.send(201, "POST /locks/anything", "", "req-api").await;
+    drop((team, ops, api));
+
+    assert_eq!(service.stop().code(), Some(0));
+    std::fs::remove_file(&path).unwrap();
+    let lines = service.json_lines();
+    let audits = audit_lines(&lines);
+    let expected = [
+        ("req-acquire", "acquired", "team-a-ci"),
+        ("req-refresh", "refreshed", "team-a-ci"),
+        ("req-release", "released", "team-a-ci"),
+        ("req-sem", "acquired", "team-a-ci"),
+        ("req-force", "force-released", "ops on call"),
+        ("req-api", "acquired", "BATON_API_TOKENS"),
+    ];
+    assert_eq!(audits.len(), expected.len(), "{audits:#?}");
+    for (line, (request_id, event, by)) in audits.iter().zip(expected) {
+        assert_eq!(line["span"]["request_id"], request_id, "{line}");
+        assert_eq!(line["event"], event, "{line}");
+        assert_eq!(line["by"], by, "{line}");
+    }
+    assert_eq!(audits[4]["fencing_token"], sem["fencing_token"]);
+    let log = service.log();
+    for secret in [TEAM, OPS, API_TOKEN, lease["id"].as_str().unwrap()] {
+        assert!(!log.contains(secret), "{secret} is in the log:\n{log}");
+    }
+}

@@ -15,3 +15,4 @@ mod metrics;
 mod run;
 mod secrets;
 mod steps;
+mod tokens;

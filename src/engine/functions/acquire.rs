@@ -4,7 +4,7 @@ use redis::Cmd;
 
 use super::cursor::Cursor;
 use super::library::{Function, Op, Serving};
-use super::waiter::Entry;
+use super::waiter::LineEntry;
 use crate::engine::error::Error;
 use crate::engine::model::Occupancy;
 
@@ -24,7 +24,7 @@ pub(in crate::engine) enum Join {
 
 /// One acquire call for a waiter.
 pub(in crate::engine) struct Acquire<'a> {
-    pub waiter: Entry<'a>,
+    pub waiter: LineEntry<'a>,
     pub join: Join,
 }
 

@@ -2,7 +2,7 @@
 //! (`core/*.lua`, joined in the order of [`CORE`]) followed by one function
 //! per operation's file, each called with `FCALL` through its one typed
 //! module beside it ([`Function`]): a request type that owns the arguments
-//! after the two every operation takes (which the [`Caller`] adds), and a
+//! after the two every operation takes (which the [`Invoker`] adds), and a
 //! reply type decoded by a [`Cursor`].
 //!
 //! A function, unlike a script sent with `EVALSHA`, does not define the lease
@@ -12,7 +12,7 @@
 //! where it is missing (a fresh or restarted Redis, a new cluster node).
 //!
 //! [`Store`]: crate::engine::connection::Store
-//! [`Caller`]: super::caller::Caller
+//! [`Invoker`]: super::invoker::Invoker
 
 use std::sync::LazyLock;
 

@@ -9,10 +9,10 @@
 //! the wire format.
 
 pub(super) mod acquire;
-pub(super) mod caller;
 pub(super) mod check;
 pub(super) mod cursor;
 pub(super) mod force_release;
+pub(super) mod invoker;
 pub(super) mod keep_alive;
 pub(super) mod library;
 pub(super) mod message;

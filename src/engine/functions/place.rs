@@ -8,7 +8,7 @@ use super::status::holders;
 use crate::engine::error::Error;
 use crate::engine::model::Place;
 
-/// The place of one waiter, as the line keeps it ([`super::waiter::Entry`]).
+/// The place of one waiter, as the line keeps it ([`super::waiter::LineEntry`]).
 pub(in crate::engine) struct Find<'a>(pub &'a str);
 
 impl Function for Find<'_> {

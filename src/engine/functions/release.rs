@@ -4,7 +4,7 @@ use redis::Cmd;
 
 use super::cursor::Cursor;
 use super::library::{Function, Op, Serving};
-use super::waiter::Entry;
+use super::waiter::LineEntry;
 use crate::domain::{LeaseId, Owner};
 use crate::engine::error::Error;
 use crate::engine::model::Occupancy;
@@ -16,10 +16,10 @@ pub(in crate::engine) enum End<'a> {
     /// A waiter whose client is gone (an abandoned acquisition): leaves the
     /// line and releases the lease granted meanwhile or taken by a call
     /// whose reply was lost, whichever it has.
-    Leave(Entry<'a>),
+    Leave(LineEntry<'a>),
     /// A waiter whose wait ended: takes a lease granted meanwhile or one the
     /// name has room for now, else leaves the line.
-    GiveUp(Entry<'a>),
+    GiveUp(LineEntry<'a>),
 }
 
 impl End<'_> {

@@ -74,6 +74,7 @@ impl Tail {
                 name,
                 lease.owner.as_ref(),
                 lease.fencing_token,
+                None,
             );
         }
     }

@@ -23,7 +23,7 @@ use super::waiting::Waiting;
 use crate::domain::{AcquireRequest, Demand, Name};
 use crate::engine::error::Error;
 use crate::engine::functions::acquire::{Acquire, Attempt, Join};
-use crate::engine::functions::waiter::Entry;
+use crate::engine::functions::waiter::LineEntry;
 use crate::engine::model::{Lease, Refusal};
 
 /// How long a waiter waits for its name's channel before joining anyway (it
@@ -124,7 +124,7 @@ impl Leases {
     pub(super) async fn try_acquire(
         &self,
         name: &Name,
-        waiter: Entry<'_>,
+        waiter: LineEntry<'_>,
         join: Join,
     ) -> Result<Attempt, Error> {
         self.serve(name, &Acquire { waiter, join }).await

@@ -7,11 +7,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::operations::Leases;
-use crate::domain::{AcquireRequest, Demand, LeaseId, Name};
+use crate::domain::{AcquireRequest, Demand, LeaseId, Name, TokenName};
 use crate::engine::error::Error;
 use crate::engine::functions::acquire::Attempt;
 use crate::engine::functions::release::{End, Ended};
-use crate::engine::functions::waiter::Entry;
+use crate::engine::functions::waiter::LineEntry;
 use crate::engine::model::{Busy, Lease, Refusal};
 use crate::engine::waiters::new_tag;
 use crate::telemetry::{audit, record_acquisition};
@@ -54,9 +54,14 @@ impl Acquisition {
         }
     }
 
+    /// The name of the token it was made with, for its audit lines.
+    pub(super) fn by(&self) -> Option<&TokenName> {
+        self.request.by.as_ref()
+    }
+
     /// Its place in line as Redis keeps it (the same for the whole wait).
-    pub(super) fn entry(&self) -> Entry<'_> {
-        Entry {
+    pub(super) fn entry(&self) -> LineEntry<'_> {
+        LineEntry {
             id: self.id,
             tag: self.tag,
             instance: self.leases.engine.waiters().instance(),
@@ -121,7 +126,14 @@ impl Acquisition {
         record_acquisition(kind, outcome.is_ok(), attempts, self.started.elapsed());
         let request = &self.request;
         if let Ok((token, _)) = &outcome {
-            audit("acquired", kind, name, request.owner.as_ref(), *token);
+            audit(
+                "acquired",
+                kind,
+                name,
+                request.owner.as_ref(),
+                *token,
+                self.by(),
+            );
         }
         Ok(outcome.map(|(token, expires_at_ms)| Lease {
             name: name.clone(),
@@ -161,7 +173,7 @@ impl Drop for Acquisition {
             let mut backoff = Duration::from_millis(100);
             loop {
                 let leave = End::Leave(parting.entry());
-                match parting.leases.end(&parting.name, leave).await {
+                match parting.leases.end(&parting.name, leave, parting.by()).await {
                     Ok(ended) => {
                         if matches!(ended, Ended::Released { .. }) {
                             tracing::info!("released a lease whose requester was gone");

@@ -143,7 +143,7 @@ pub struct Page<T> {
 
 impl Leases {
     /// One page of those in use (with holders) whose names start with
-    /// `prefix`, sorted by name.
+    /// `prefix` and are `shown` (those the caller may read), sorted by name.
     ///
     /// # Errors
     /// Redis unavailable.
@@ -152,13 +152,21 @@ impl Leases {
         prefix: &NamePrefix,
         limit: PageLimit,
         cursor: PageCursor,
+        shown: Shown<'_>,
     ) -> Result<Page<Status>, Error> {
-        page(self, prefix, limit, cursor).await
+        page(self, prefix, limit, cursor, shown).await
     }
 }
 
+/// Which names a page may show (those its caller may read); the others are
+/// skipped as they are found, before any status call, and take no room in
+/// the page.
+pub type Shown<'a> = &'a (dyn Fn(&Name) -> bool + Sync);
+
 /// One page of the locks or semaphores in use (with holders) whose names
-/// start with `prefix`.
+/// start with `prefix` and are `shown`. A page may hold fewer than `limit`
+/// entries, none even, and still a cursor, when the names it found were
+/// not shown: the work of a page stays bounded however few are.
 ///
 /// # Errors
 /// Redis unavailable.
@@ -167,6 +175,7 @@ async fn page(
     prefix: &NamePrefix,
     limit: PageLimit,
     cursor: PageCursor,
+    shown: Shown<'_>,
 ) -> Result<Page<Status>, Error> {
     let (engine, kind) = (leases.engine(), leases.kind());
     // One turn for the whole page: its status calls run together, as one read.
@@ -188,6 +197,7 @@ async fn page(
             &pattern,
             "hash",
             |k| keys.name_of(kind, k),
+            shown,
             want,
             from,
         )
@@ -214,12 +224,13 @@ async fn page(
 }
 
 /// Up to `limit` names, sorted, from the keys matching `pattern` (of Redis
-/// type `kind`) from `cursor` on, and the cursor after them.
+/// type `kind`) from `cursor` on, those `shown` only, and the cursor after them.
 async fn find_names(
     engine: &Engine,
     pattern: &str,
     kind: &str,
     name_of: impl Fn(&str) -> Option<&str>,
+    shown: Shown<'_>,
     limit: PageLimit,
     cursor: PageCursor,
 ) -> Result<(Vec<Name>, Option<PageCursor>), Error> {
@@ -246,6 +257,7 @@ async fn find_names(
             .filter_map(|key| name_of(key))
             .filter_map(|name| Name::parse(name).ok())
             .filter(|name| after.as_ref().is_none_or(|after| name > after))
+            .filter(|name| shown(name))
             .collect();
         batch.sort();
         batch.dedup();

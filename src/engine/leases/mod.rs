@@ -13,7 +13,7 @@ mod run_to_end;
 mod waiting;
 
 pub use acquire::Acquiring;
-pub use listing::{Page, PageCursor, PageLimit};
+pub use listing::{Page, PageCursor, PageLimit, Shown};
 pub use operations::Leases;
 pub use progress::InLine;
 pub use waiting::Waiting;

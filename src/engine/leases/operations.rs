@@ -5,7 +5,7 @@
 //! demand each acquisition carries.
 
 use super::run_to_end::RunToEnd;
-use crate::domain::{Kind, LeaseId, Name, Ttl};
+use crate::domain::{Kind, LeaseId, Name, TokenName, Ttl};
 use crate::engine::error::Error;
 use crate::engine::functions::check::{Check, Stored};
 use crate::engine::functions::force_release::ForceRelease;
@@ -45,7 +45,7 @@ impl Leases {
 
     /// Runs a function that does not serve the line.
     async fn run<F: Function>(&self, name: &Name, function: &F) -> Result<F::Reply, Error> {
-        self.engine.caller().run(self.kind, name, function).await
+        self.engine.invoker().run(self.kind, name, function).await
     }
 
     /// Runs a function that serves the line, and hears what its reply ends
@@ -67,11 +67,11 @@ impl Leases {
     where
         F::Reply: Send + 'static,
     {
-        let call = self.engine.caller().call(self.kind, name, function);
+        let call = self.engine.invoker().call(self.kind, name, function);
         let (engine, kind, name) = (self.engine.clone(), self.kind, name.clone());
         RunToEnd::new(async move {
             let waiters = engine.waiters();
-            match engine.caller().run_serving::<F>(&call).await {
+            match engine.invoker().run_serving::<F>(&call).await {
                 Ok((reply, tail)) => {
                     waiters.heard(kind, &name, tail);
                     Ok(reply)
@@ -85,32 +85,52 @@ impl Leases {
         .await
     }
 
-    /// Ends what `end` names on `name`, auditing a release.
-    pub(super) async fn end(&self, name: &Name, end: End<'_>) -> Result<Ended, Error> {
+    /// Ends what `end` names on `name`, auditing a release as made `by`
+    /// that token.
+    pub(super) async fn end(
+        &self,
+        name: &Name,
+        end: End<'_>,
+        by: Option<&TokenName>,
+    ) -> Result<Ended, Error> {
         let ended = self.serve(name, &end).await?;
         if let Ended::Released {
             fencing_token,
             owner,
         } = &ended
         {
-            audit("released", self.kind, name, owner.as_ref(), *fencing_token);
+            audit(
+                "released",
+                self.kind,
+                name,
+                owner.as_ref(),
+                *fencing_token,
+                by,
+            );
         }
         Ok(ended)
     }
 
     /// Releases the lease `id` and serves the line; `false` when no live
-    /// lease had that id.
+    /// lease had that id. `by`: the name of the token that asked, for the
+    /// audit line.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn release(&self, name: &Name, id: LeaseId) -> Result<bool, Error> {
-        let ended = self.end(name, End::Release(id)).await?;
+    pub async fn release(
+        &self,
+        name: &Name,
+        id: LeaseId,
+        by: Option<&TokenName>,
+    ) -> Result<bool, Error> {
+        let ended = self.end(name, End::Release(id), by).await?;
         Ok(matches!(ended, Ended::Released { .. }))
     }
 
     /// Extends the lease `id` by `ttl` (or its own ttl); `None` when it is not
     /// live (expired, released, or never this name's). An expired lease is
-    /// never brought back.
+    /// never brought back. `by`: the name of the token that asked, for the
+    /// audit line.
     ///
     /// # Errors
     /// Redis unavailable.
@@ -119,12 +139,13 @@ impl Leases {
         name: &Name,
         id: LeaseId,
         ttl: Option<Ttl>,
+        by: Option<&TokenName>,
     ) -> Result<Option<Lease>, Error> {
         let stored = self.run(name, &Extend { id, ttl }).await?;
         let lease = stored.map(|stored| lease_of(name, id, stored));
         if let Some(lease) = &lease {
             let owner = lease.owner.as_ref();
-            audit("refreshed", self.kind, name, owner, lease.fencing_token);
+            audit("refreshed", self.kind, name, owner, lease.fencing_token, by);
         }
         Ok(lease)
     }
@@ -139,12 +160,12 @@ impl Leases {
     }
 
     /// Ends every lease of `name`, whoever holds it, writing one audit line
-    /// for each lease it ended (the first 100, then one for the rest), and
-    /// serves the line; `false` when none was held.
+    /// for each lease it ended (the first 100, then one for the rest), made
+    /// `by` that token, and serves the line; `false` when none was held.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn force_release(&self, name: &Name) -> Result<bool, Error> {
+    pub async fn force_release(&self, name: &Name, by: Option<&TokenName>) -> Result<bool, Error> {
         let Some(ended) = self.serve(name, &ForceRelease).await? else {
             return Ok(false);
         };
@@ -156,11 +177,12 @@ impl Leases {
                 name,
                 owner,
                 lease.fencing_token,
+                by,
             );
         }
         let rest = ended.count.saturating_sub(ended.shown.len() as u64);
         if rest > 0 {
-            audit_more("force-released", self.kind, name, rest);
+            audit_more("force-released", self.kind, name, rest, by);
         }
         Ok(true)
     }

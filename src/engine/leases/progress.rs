@@ -24,6 +24,6 @@ impl Engine {
     /// [`Error::Unavailable`] when Redis does not answer.
     pub async fn place(&self, in_line: &InLine) -> Result<Option<Place>, Error> {
         let find = Find(&in_line.waiter);
-        self.caller().run(in_line.kind, &in_line.name, &find).await
+        self.invoker().run(in_line.kind, &in_line.name, &find).await
     }
 }

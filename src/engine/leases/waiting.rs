@@ -69,7 +69,12 @@ impl Waiting {
                 WaiterNotice::ShuttingDown => {
                     // Leave now, so the next in line moves up (and a lease
                     // granted meanwhile goes back); the acquisition retries.
-                    let _ = Box::pin(leases.end(name, End::Leave(acquisition.entry()))).await;
+                    let _ = Box::pin(leases.end(
+                        name,
+                        End::Leave(acquisition.entry()),
+                        acquisition.by(),
+                    ))
+                    .await;
                     return Err(Error::ShuttingDown);
                 }
                 // Held until its expiry already (written full for this instance).
@@ -80,7 +85,12 @@ impl Waiting {
                 } => return Ok(Ok((token, expires_at_ms))),
                 WaiterNotice::Superseded { owner } => {
                     // Takes the note of it out of the line.
-                    let _ = Box::pin(leases.end(name, End::Leave(acquisition.entry()))).await;
+                    let _ = Box::pin(leases.end(
+                        name,
+                        End::Leave(acquisition.entry()),
+                        acquisition.by(),
+                    ))
+                    .await;
                     return Ok(Err(Refusal::Superseded { owner }));
                 }
                 // Asking again is for a waiter whose wait goes on.
@@ -112,7 +122,8 @@ impl Waiting {
         // The wait is over: take a lease granted meanwhile (or room there is
         // now), else leave the line.
         self.registration = None;
-        let ended = Box::pin(leases.end(name, End::GiveUp(acquisition.entry()))).await?;
+        let ended =
+            Box::pin(leases.end(name, End::GiveUp(acquisition.entry()), acquisition.by())).await?;
         Ok(match ended {
             Ended::Kept {
                 token,

@@ -32,7 +32,7 @@ impl Registry {
             return Err(Error::TooManyWaiters);
         }
         crate::telemetry::record_waiting(kind.as_str(), 1.0);
-        let channel = self.caller.keys().name_channel(kind, name);
+        let channel = self.invoker.keys().name_channel(kind, name);
         let mailbox = Arc::new(Mailbox::default());
         let mut names = self.names();
         if self.closed.load(Ordering::Relaxed) {

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::mailbox::{Mailbox, WaiterNotice};
 use crate::domain::{Kind, Name};
 use crate::engine::connection::PubSub;
-use crate::engine::functions::caller::Caller;
+use crate::engine::functions::invoker::Invoker;
 use crate::engine::functions::message::LineMessage;
 use crate::engine::functions::tail::Tail;
 
@@ -46,7 +46,7 @@ pub(super) struct NameWaiters {
 /// The registry of this instance's waiters, by name channel.
 pub(crate) struct Registry {
     /// How this instance calls the library (and its id in Redis's lines).
-    pub(super) caller: Arc<Caller>,
+    pub(super) invoker: Arc<Invoker>,
     names: Mutex<HashMap<Arc<str>, NameWaiters>>,
     pub(super) count: AtomicUsize,
     pub(super) max: usize,
@@ -64,14 +64,14 @@ pub(crate) struct Registry {
 impl Registry {
     /// Starts the registry and its pub/sub connection; both stop on `shutdown`.
     pub(crate) fn start(
-        caller: Arc<Caller>,
+        invoker: Arc<Invoker>,
         max: usize,
         shutdown: CancellationToken,
         tasks: tokio_util::task::TaskTracker,
     ) -> Arc<Self> {
-        let (pubsub, notices) = caller.store().pubsub(shutdown.clone());
+        let (pubsub, notices) = invoker.store().pubsub(shutdown.clone());
         let registry = Arc::new(Self {
-            caller,
+            invoker,
             names: Mutex::default(),
             closed: std::sync::atomic::AtomicBool::new(false),
             count: AtomicUsize::new(0),
@@ -107,7 +107,7 @@ impl Registry {
     }
 
     pub(crate) fn instance(&self) -> &str {
-        self.caller.instance()
+        self.invoker.instance()
     }
 
     /// How many requests wait on this instance now.
@@ -146,7 +146,7 @@ impl Registry {
         if tail.messages.is_empty() {
             return;
         }
-        let channel = self.caller.keys().name_channel(kind, name);
+        let channel = self.invoker.keys().name_channel(kind, name);
         for message in tail.messages {
             self.dispatch(&channel, message);
         }
@@ -157,7 +157,7 @@ impl Registry {
     /// a call that may have granted to them failed, and with it the message
     /// of the grant. Not at once: while Redis is away, asking fails too.
     pub(crate) fn ask_again(&self, kind: Kind, name: &Name) {
-        let channel = self.caller.keys().name_channel(kind, name);
+        let channel = self.invoker.keys().name_channel(kind, name);
         if let Some(entry) = self.names().get_mut(channel.as_str()) {
             entry.unsure = true;
         }

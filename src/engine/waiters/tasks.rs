@@ -92,8 +92,8 @@ impl Registry {
                 in_line,
                 heard_lost,
             };
-            let call = self.caller.call(kind, &name, &beat);
-            match self.caller.run_serving::<KeepAlive>(&call).await {
+            let call = self.invoker.call(kind, &name, &beat);
+            match self.invoker.run_serving::<KeepAlive>(&call).await {
                 Ok((beat, tail)) => {
                     self.heard(kind, &name, tail);
                     heard_lost = Some(beat.lost);

@@ -1,4 +1,4 @@
-//! This instance as the caller of the library: every call of a function is
+//! This instance as the caller of the library (the invoker): every call of a function is
 //! made here, with what every call passes besides its own arguments (the
 //! name's owners hash, the events channel while anyone listens, the call's
 //! context) and its reply read by the function's own decoder.
@@ -17,7 +17,7 @@ use crate::engine::keys::Keys;
 /// Who calls the library and how: the connection, the key layout, this
 /// instance's id in Redis's lines, and whether anyone listens to change
 /// events.
-pub(in crate::engine) struct Caller {
+pub(in crate::engine) struct Invoker {
     store: Store,
     keys: Keys,
     /// This process's id in Redis's lines; waiters of a dead instance leave.
@@ -26,8 +26,8 @@ pub(in crate::engine) struct Caller {
     audience: Arc<Audience>,
 }
 
-impl Caller {
-    /// A caller with a new instance id.
+impl Invoker {
+    /// An invoker with a new instance id for this instance.
     pub(in crate::engine) fn new(store: Store, keys: Keys, audience: Arc<Audience>) -> Self {
         Self {
             store,

@@ -1,0 +1,25 @@
+//! Who may do what: bearer tokens and their scopes.
+//!
+//! A request's bearer token is looked up by its SHA-256 among the tokens in
+//! force ([`Tokens`]: `BATON_API_TOKENS` as `write:*`, `BATON_ADMIN_TOKENS`
+//! as `admin:*`, and the named, scoped tokens of `BATON_TOKENS_FILE`),
+//! which SIGHUP reads again and swaps whole. What it finds is a
+//! [`Principal`]: the token's name (`by` in audit lines and history) and
+//! its grants, which every route asks before it touches a name.
+//!
+//! - [`principal`]: the caller, its checks, and the refusal ([`Denied`]).
+//! - [`tokens`]: the set in force and its reload; [`keyring`]: one set,
+//!   looked up by digest; [`digest`]: a token's SHA-256.
+//! - [`tokens_file`]: the TOML file of named tokens.
+//! - [`hangup`]: SIGHUP reads the file again.
+
+pub mod digest;
+mod hangup;
+pub mod keyring;
+pub mod principal;
+pub mod tokens;
+pub mod tokens_file;
+
+pub use hangup::reload_on_hangup;
+pub use principal::{Denied, Principal};
+pub use tokens::{NoValidToken, Tokens};

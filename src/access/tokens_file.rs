@@ -1,0 +1,346 @@
+//! `BATON_TOKENS_FILE`: named tokens with their scopes, in TOML.
+//!
+//! ```toml
+//! [[token]]
+//! name = "team-a-ci"     # who, in audit lines and history (`by`)
+//! sha256 = "9f86d0…"     # the SHA-256 of the token in hex (or value = "…")
+//! allow = ["write:team-a-*", "read:*"]
+//! ```
+//!
+//! The `toml` crate reads the syntax; this file reads the entries, by hand,
+//! so that every message names the entry (by its `name`, or its number when
+//! it has none) and what is wrong with it, and none ever shows a token (nor
+//! its digest): a value is never quoted, whatever its type.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use toml::{Table, Value};
+
+use super::digest::TokenDigest;
+use crate::domain::{Grant, TokenName};
+
+/// The `by` of a token from `BATON_API_TOKENS` (or its file), which has no
+/// name; a token file may not use it.
+pub const API_TOKENS_NAME: &str = "BATON_API_TOKENS";
+/// The `by` of a token from `BATON_ADMIN_TOKENS` (or its file).
+pub const ADMIN_TOKENS_NAME: &str = "BATON_ADMIN_TOKENS";
+
+/// One entry of the file.
+#[derive(Debug, Clone)]
+pub struct FileToken {
+    pub name: TokenName,
+    pub digest: TokenDigest,
+    pub grants: Vec<Grant>,
+}
+
+/// Reads and parses the file at `path`.
+///
+/// # Errors
+/// One line saying what is wrong, naming the entry at fault.
+pub fn read(path: &Path) -> Result<Vec<FileToken>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| format!("a readable TOML file of [[token]] entries ({err})"))?;
+    parse(&text)
+}
+
+/// Parses the text of a token file.
+///
+/// # Errors
+/// One line saying what is wrong, naming the entry at fault.
+pub fn parse(text: &str) -> Result<Vec<FileToken>, String> {
+    let table: Table = text.parse().map_err(|err: toml::de::Error| {
+        // The message only, never the snippet of the line it quotes (which
+        // may hold a token).
+        let line = err.span().map_or(1, |span| {
+            text[..span.start.min(text.len())].matches('\n').count() + 1
+        });
+        format!(
+            "line {line}: not valid TOML ({})",
+            first_line(err.message())
+        )
+    })?;
+    for key in table.keys() {
+        if key != "token" {
+            return Err(format!(
+                "unknown key {key:?} at the top: only [[token]] entries are read"
+            ));
+        }
+    }
+    let entries = match table.get("token") {
+        None => return Err("no [[token]] entries".into()),
+        Some(Value::Array(entries)) => entries,
+        Some(_) => return Err("token must be [[token]] entries (an array of tables)".into()),
+    };
+    if entries.is_empty() {
+        return Err("no [[token]] entries".into());
+    }
+    let mut tokens: Vec<FileToken> = Vec::with_capacity(entries.len());
+    let mut seen: HashMap<TokenDigest, usize> = HashMap::with_capacity(entries.len());
+    for (index, entry) in entries.iter().enumerate() {
+        let label = label(index, entry);
+        let Value::Table(entry) = entry else {
+            return Err(format!(
+                "{label}: must be a table of name, sha256 or value, allow"
+            ));
+        };
+        let token = read_entry(entry).map_err(|what| format!("{label}: {what}"))?;
+        if let Some(&earlier) = seen.get(&token.digest) {
+            return Err(format!(
+                "{label}: the same token as {}; list each token once",
+                label_of(&tokens[earlier].name)
+            ));
+        }
+        seen.insert(token.digest, index);
+        tokens.push(token);
+    }
+    Ok(tokens)
+}
+
+/// How an entry is named in messages: `[[token]] "team-a-ci"`, or by its
+/// number (from 1) when it has no usable name.
+fn label(index: usize, entry: &Value) -> String {
+    let name = entry
+        .get("name")
+        .and_then(Value::as_str)
+        .and_then(|name| TokenName::parse(name).ok());
+    match name {
+        Some(name) => label_of(&name),
+        None => format!("[[token]] number {}", index + 1),
+    }
+}
+
+fn label_of(name: &TokenName) -> String {
+    format!("[[token]] {:?}", name.as_str())
+}
+
+fn read_entry(entry: &Table) -> Result<FileToken, String> {
+    for key in entry.keys() {
+        if !["name", "sha256", "value", "allow"].contains(&key.as_str()) {
+            return Err(format!(
+                "unknown key {key:?} (an entry has name, sha256 or value, allow)"
+            ));
+        }
+    }
+    let name = match entry.get("name") {
+        None => return Err("has no name (the name audit lines show as `by`)".into()),
+        Some(Value::String(name)) => TokenName::parse(name).map_err(|err| format!("name {err}"))?,
+        Some(_) => return Err("name must be a string".into()),
+    };
+    if [API_TOKENS_NAME, ADMIN_TOKENS_NAME].contains(&name.as_str()) {
+        return Err(format!(
+            "name {:?} is what audit lines call the tokens of that variable: choose another",
+            name.as_str()
+        ));
+    }
+    let digest = match (entry.get("sha256"), entry.get("value")) {
+        (Some(_), Some(_)) => return Err("has both sha256 and value: give one".into()),
+        (None, None) => {
+            return Err("has neither sha256 (the token's SHA-256 in hex) nor value".into())
+        }
+        (Some(hex), None) => hex
+            .as_str()
+            .and_then(TokenDigest::from_hex)
+            .ok_or("sha256 must be 64 hexadecimal digits, as sha256sum prints them")?,
+        (None, Some(value)) => {
+            let value = value.as_str().ok_or("value must be a string")?;
+            if value.is_empty() || !value.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(
+                    "value must be visible ASCII characters, without spaces (as sent after Bearer)"
+                        .into(),
+                );
+            }
+            TokenDigest::of(value.as_bytes())
+        }
+    };
+    let allow = match entry.get("allow") {
+        None => return Err("has no allow (e.g. allow = [\"write:team-a-*\", \"read:*\"])".into()),
+        Some(Value::Array(allow)) => allow,
+        Some(_) => {
+            return Err("allow must be an array of strings such as \"write:team-a-*\"".into())
+        }
+    };
+    if allow.is_empty() {
+        return Err("allow is empty: the token could do nothing".into());
+    }
+    let grants = allow
+        .iter()
+        .enumerate()
+        .map(|(i, grant)| {
+            let text = grant
+                .as_str()
+                .ok_or_else(|| format!("allow[{i}] must be a string such as \"read:*\""))?;
+            Grant::parse(text).map_err(|err| format!("allow[{i}] = {text:?}: {err}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(FileToken {
+        name,
+        digest,
+        grants,
+    })
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text).trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Scope;
+
+    const SECRET: &str = "s3cret-token-never-shown";
+
+    fn error(text: &str) -> String {
+        let err = parse(text).unwrap_err();
+        assert!(!err.contains(SECRET), "{err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+        err
+    }
+
+    #[test]
+    fn entries_are_read_with_their_names_digests_and_grants() {
+        let tokens = parse(&format!(
+            r#"
+            [[token]]
+            name = "team-a-ci"
+            sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+            allow = ["write:team-a-*", "read:*"]
+
+            [[token]]
+            name = "dashboard"
+            value = "{SECRET}"
+            allow = ["read:*"]
+            "#
+        ))
+        .unwrap();
+        assert_eq!(tokens.len(), 2);
+        assert_eq!(tokens[0].name.as_str(), "team-a-ci");
+        assert!(tokens[0].digest.same_as(&TokenDigest::of(b"test")));
+        assert_eq!(tokens[0].grants[0].scope, Scope::Write);
+        assert_eq!(tokens[0].grants[1].to_string(), "read:*");
+        assert!(tokens[1]
+            .digest
+            .same_as(&TokenDigest::of(SECRET.as_bytes())));
+        assert!(!format!("{tokens:?}").contains(SECRET));
+    }
+
+    #[test]
+    fn a_bad_entry_is_named_and_what_is_wrong_said() {
+        let entry = |body: &str| format!("[[token]]\n{body}\n");
+        let hex = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        for (text, says) in [
+            (
+                entry(&format!(
+                    "name = \"a\"\nvalue = \"{SECRET}\"\nallow = [\"wirte:x-*\"]"
+                )),
+                "[[token]] \"a\": allow[0] = \"wirte:x-*\": \"wirte\" is not a scope",
+            ),
+            (
+                entry(&format!("value = \"{SECRET}\"\nallow = [\"read:*\"]")),
+                "[[token]] number 1: has no name",
+            ),
+            (
+                entry(&format!(
+                    "name = \"a\"\nvalue = \"{SECRET}\"\nsha256 = \"{hex}\"\nallow = [\"read:*\"]"
+                )),
+                "[[token]] \"a\": has both sha256 and value",
+            ),
+            (
+                entry("name = \"a\"\nallow = [\"read:*\"]"),
+                "[[token]] \"a\": has neither sha256",
+            ),
+            (
+                entry(&format!(
+                    "name = \"a\"\nsha256 = \"{SECRET}\"\nallow = [\"read:*\"]"
+                )),
+                "[[token]] \"a\": sha256 must be 64 hexadecimal digits",
+            ),
+            (
+                entry(&format!(
+                    "name = \"a\"\nvalue = \"{SECRET} x\"\nallow = [\"read:*\"]"
+                )),
+                "[[token]] \"a\": value must be visible ASCII",
+            ),
+            (
+                entry(&format!("name = \"a\"\nvalue = \"{SECRET}\"")),
+                "[[token]] \"a\": has no allow",
+            ),
+            (
+                entry(&format!("name = \"a\"\nvalue = \"{SECRET}\"\nallow = []")),
+                "[[token]] \"a\": allow is empty",
+            ),
+            (
+                entry(&format!(
+                    "name = \"a\"\nvalue = \"{SECRET}\"\nallow = \"read:*\""
+                )),
+                "[[token]] \"a\": allow must be an array",
+            ),
+            (
+                entry(&format!(
+                    "name = \"a\"\nvalue = \"{SECRET}\"\nalow = [\"read:*\"]"
+                )),
+                "[[token]] \"a\": unknown key \"alow\"",
+            ),
+            (
+                entry(&format!(
+                    "name = 7\nvalue = \"{SECRET}\"\nallow = [\"read:*\"]"
+                )),
+                "[[token]] number 1: name must be a string",
+            ),
+            (
+                entry(&format!(
+                    "name = \"BATON_API_TOKENS\"\nvalue = \"{SECRET}\"\nallow = [\"read:*\"]"
+                )),
+                "choose another",
+            ),
+            (
+                format!(
+                    "{}{}",
+                    entry(&format!(
+                        "name = \"first\"\nvalue = \"{SECRET}\"\nallow = [\"read:*\"]"
+                    )),
+                    entry(&format!(
+                        "name = \"second\"\nvalue = \"{SECRET}\"\nallow = [\"read:*\"]"
+                    )),
+                ),
+                "[[token]] \"second\": the same token as [[token]] \"first\"",
+            ),
+            (String::new(), "no [[token]] entries"),
+            ("tokens = 1".into(), "unknown key \"tokens\" at the top"),
+            ("token = 1".into(), "token must be [[token]] entries"),
+        ] {
+            let err = error(&text);
+            assert!(err.contains(says), "{text}\n=> {err}");
+        }
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_never_quoted() {
+        let err = error("[[token]]\nname = \"a\"\nvalue = 123456789\nallow = [\"read:*\"]");
+        assert!(
+            err.contains("value must be a string") && !err.contains("123456789"),
+            "{err}"
+        );
+        let err = error("[[token]]\nname = \"a\"\nsha256 = 123456789\nallow = [\"read:*\"]");
+        assert!(!err.contains("123456789"), "{err}");
+    }
+
+    #[test]
+    fn broken_toml_names_the_line_and_never_shows_it() {
+        for text in [
+            format!("[[token]]\nname = \"a\"\nvalue = \"{SECRET}\nallow = [\"read:*\"]"),
+            format!("[[token]]\nname = \"a\"\nvalue = {SECRET}\n"),
+            format!("[[token]]\nname = \"a\"\nvalue = \"{SECRET}\" \"again\"\n"),
+            format!("[[token]]\nname = \"a\"\nvalue = '''{SECRET}\n"),
+            format!("[[token]]\nname = \"a\"\nvalue = \"x\"\nvalue = \"{SECRET}\"\n"),
+        ] {
+            let err = error(&text);
+            assert!(
+                err.starts_with("line 3: not valid TOML")
+                    || err.starts_with("line 4: not valid TOML"),
+                "{err}"
+            );
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! Scoped tokens (`BATON_TOKENS_FILE`): a team's token touches only its own
+//! names; a read token reads; listings and `/events` show only readable
+//! names; the variables' tokens keep their meaning beside the file.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::helpers::{problem, settings_for, shared_redis, unique_prefix, TestApp};
+use crate::watching::{open_events, SseStream};
+
+const TEAM_A: &str = "team-a-token-5d1e";
+const READER: &str = "reader-token-c07b";
+const TEAM_A_ADMIN: &str = "team-a-admin-9a3f";
+const API: &str = "plain-api-token";
+const ADMIN: &str = "plain-admin-token";
+/// Reads three names that share a prefix with others it may not read.
+const PICKY: &str = "picky-reader-e4a2";
+
+/// A token file in the temp dir, removed when dropped.
+struct TokenFile(PathBuf);
+
+impl TokenFile {
+    fn new(text: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("baton-scopes-{}.toml", unique_prefix()));
+        std::fs::write(&path, text).unwrap();
+        Self(path)
+    }
+}
+
+impl Drop for TokenFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A service with the file's three tokens (`team-a-ci` writes, and so
+/// reads, `team-a-*` only; `auditor` reads every name; `team-a-ops`
+/// administers `team-a-*`; `picky` reads `team-a-1`, `team-a-3` and
+/// `team-a-5*`) and one token of each variable.
+async fn scoped_app() -> (TestApp, TokenFile) {
+    let file = TokenFile::new(&format!(
+        r#"
+        [[token]]
+        name = "team-a-ci"
+        value = "{TEAM_A}"
+        allow = ["write:team-a-*"]
+
+        [[token]]
+        name = "auditor"
+        sha256 = "{}"
+        allow = ["read:*"]
+
+        [[token]]
+        name = "team-a-ops"
+        value = "{TEAM_A_ADMIN}"
+        allow = ["admin:team-a-*"]
+
+        [[token]]
+        name = "picky"
+        value = "{PICKY}"
+        allow = ["read:team-a-1", "read:team-a-3", "read:team-a-5*"]
+        "#,
+        sha256_hex(READER)
+    ));
+    let mut settings = settings_for(&shared_redis().url(), &unique_prefix());
+    settings.tokens_file = Some(file.0.clone());
+    settings.api_tokens = vec![API.into()];
+    settings.admin_tokens = vec![ADMIN.into()];
+    (TestApp::spawn_with(settings).await, file)
+}
+
+fn sha256_hex(token: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+async fn send(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: &str,
+) -> reqwest::Response {
+    app.client
+        .request(method, format!("{}{path}", app.base))
+        .bearer_auth(token)
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Acquires `path` with `token`; the lease body, after checking the 201.
+async fn acquired(app: &TestApp, path: &str, token: &str, body: &str) -> Value {
+    let response = send(app, Method::POST, path, token, body).await;
+    assert_eq!(response.status(), 201, "POST {path}");
+    response.json().await.unwrap()
+}
+
+/// Checks a 403 naming `scope` and `name`.
+async fn forbidden(response: reqwest::Response, scope: &str, name: &str) {
+    let body = problem(response, 403, "forbidden").await;
+    assert_eq!(body["scope"], scope, "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("it needs {scope} on that name")) && detail.contains(name),
+        "{detail}"
+    );
+}
+
+#[tokio::test]
+async fn a_team_token_acquires_its_own_names_and_gets_403_on_another_team_s() {
+    let (app, _file) = scoped_app().await;
+    for (kind, body) in [("locks", "{}"), ("semaphores", r#"{"limit": 2}"#)] {
+        let mine = acquired(&app, &format!("/{kind}/team-a-x"), TEAM_A, body).await;
+        assert_eq!(mine["name"], "team-a-x");
+
+        let theirs = send(
+            &app,
+            Method::POST,
+            &format!("/{kind}/team-b-x"),
+            TEAM_A,
+            body,
+        )
+        .await;
+        forbidden(theirs, "write", "\"team-b-x\"").await;
+        // Refused before Redis was asked: nothing is held there.
+        let status: Value = send(&app, Method::GET, &format!("/{kind}/team-b-x"), ADMIN, "")
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(status["waiting"], 0, "{status}");
+        assert!(
+            status["holders"] == 0 || status["held"] == false,
+            "{kind}: {status}"
+        );
+
+        // Its own lease: refreshed, checked and released with the same token.
+        let path = format!("/{kind}/team-a-x/{}", mine["id"].as_str().unwrap());
+        assert_eq!(
+            send(&app, Method::PATCH, &path, TEAM_A, "").await.status(),
+            200
+        );
+        assert_eq!(
+            send(&app, Method::GET, &path, TEAM_A, "").await.status(),
+            200
+        );
+        assert_eq!(
+            send(&app, Method::DELETE, &path, TEAM_A, "").await.status(),
+            204
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_lease_of_another_team_cannot_be_touched_even_with_its_id() {
+    let (app, _file) = scoped_app().await;
+    let lease = acquired(&app, "/locks/team-b-deploy", API, "{}").await;
+    let path = format!("/locks/team-b-deploy/{}", lease["id"].as_str().unwrap());
+    for method in [Method::PATCH, Method::GET, Method::DELETE] {
+        let response = send(&app, method.clone(), &path, TEAM_A, "").await;
+        forbidden(response, "write", "team-b-deploy").await;
+    }
+    // Still held by its holder.
+    assert_eq!(send(&app, Method::GET, &path, API, "").await.status(), 200);
+}
+
+#[tokio::test]
+async fn a_read_token_reads_status_but_cannot_acquire_release_or_force_release() {
+    let (app, _file) = scoped_app().await;
+    let lease = acquired(&app, "/locks/team-a-read", TEAM_A, r#"{"owner": "job 7"}"#).await;
+
+    let status = send(&app, Method::GET, "/locks/team-a-read", READER, "").await;
+    assert_eq!(status.status(), 200);
+    let status: Value = status.json().await.unwrap();
+    assert_eq!(status["held"], true);
+    assert_eq!(status["owner"], "job 7");
+    let sem = send(&app, Method::GET, "/semaphores/anything", READER, "").await;
+    assert_eq!(sem.status(), 200);
+    // History (GET /locks/{name}/history) is read the same way once it exists.
+
+    let acquire = send(&app, Method::POST, "/locks/team-a-other", READER, "{}").await;
+    forbidden(acquire, "write", "team-a-other").await;
+    let acquire = send(
+        &app,
+        Method::POST,
+        "/semaphores/s",
+        READER,
+        r#"{"limit": 1}"#,
+    )
+    .await;
+    forbidden(acquire, "write", "\"s\"").await;
+    let path = format!("/locks/team-a-read/{}", lease["id"].as_str().unwrap());
+    forbidden(
+        send(&app, Method::DELETE, &path, READER, "").await,
+        "write",
+        "team-a-read",
+    )
+    .await;
+    let force = send(&app, Method::DELETE, "/locks/team-a-read", READER, "").await;
+    forbidden(force, "admin", "team-a-read").await;
+    // The team's write token reads its own names but not another team's.
+    let own = send(&app, Method::GET, "/locks/team-a-read", TEAM_A, "").await;
+    assert_eq!(own.status(), 200);
+    let other = send(&app, Method::GET, "/locks/team-b-x", TEAM_A, "").await;
+    forbidden(other, "read", "team-b-x").await;
+}
+
+#[tokio::test]
+async fn force_release_needs_admin_on_that_name() {
+    let (app, _file) = scoped_app().await;
+    acquired(&app, "/locks/team-a-stuck", TEAM_A, "{}").await;
+    acquired(&app, "/semaphores/team-b-stuck", API, r#"{"limit": 1}"#).await;
+
+    let mine = send(
+        &app,
+        Method::DELETE,
+        "/locks/team-a-stuck",
+        TEAM_A_ADMIN,
+        "",
+    )
+    .await;
+    assert_eq!(mine.status(), 204);
+    let theirs = send(
+        &app,
+        Method::DELETE,
+        "/semaphores/team-b-stuck",
+        TEAM_A_ADMIN,
+        "",
+    )
+    .await;
+    forbidden(theirs, "admin", "team-b-stuck").await;
+    let writer = send(&app, Method::DELETE, "/semaphores/team-b-stuck", TEAM_A, "").await;
+    forbidden(writer, "admin", "team-b-stuck").await;
+    // An admin token of the variable administers every name.
+    let admin = send(&app, Method::DELETE, "/semaphores/team-b-stuck", ADMIN, "").await;
+    assert_eq!(admin.status(), 204);
+}
+
+/// The names of a listing page, and its cursor.
+async fn page(app: &TestApp, query: &str, token: &str) -> (Vec<String>, Option<String>) {
+    let response = send(app, Method::GET, &format!("/locks?{query}"), token, "").await;
+    assert_eq!(response.status(), 200, "{query}");
+    let body: Value = response.json().await.unwrap();
+    let names = body["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|status| status["name"].as_str().unwrap().to_owned())
+        .collect();
+    (names, body["next_cursor"].as_str().map(str::to_owned))
+}
+
+#[tokio::test]
+async fn a_listing_shows_only_the_names_the_token_may_read_and_pages_through_them() {
+    let (app, _file) = scoped_app().await;
+    let mine = ["team-a-1", "team-a-2", "team-a-3", "team-a-4", "team-a-5"];
+    for name in mine {
+        acquired(&app, &format!("/locks/{name}"), TEAM_A, "{}").await;
+    }
+    for name in ["team-b-1", "team-b-2", "other", "team-a"] {
+        acquired(&app, &format!("/locks/{name}"), API, "{}").await;
+    }
+
+    let (all, _) = page(&app, "", TEAM_A).await;
+    assert_eq!(all, mine, "the team token sees only its names");
+    let (everything, _) = page(&app, "", READER).await;
+    assert_eq!(everything.len(), 9, "{everything:?}");
+
+    // Pages of one: every readable name once, in order, nothing else; also
+    // for a token whose names share their prefix with names it may not read.
+    for (token, readable) in [
+        (TEAM_A, &mine[..]),
+        (PICKY, &["team-a-1", "team-a-3", "team-a-5"][..]),
+    ] {
+        let (mut seen, mut cursor) = (Vec::new(), None::<String>);
+        for _ in 0..20 {
+            let query = match &cursor {
+                None => "limit=1".to_owned(),
+                Some(cursor) => format!("limit=1&cursor={cursor}"),
+            };
+            let (names, next) = page(&app, &query, token).await;
+            assert!(names.len() <= 1, "{names:?}");
+            seen.extend(names);
+            cursor = next;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        assert_eq!(cursor, None, "the listing ended");
+        assert_eq!(seen, readable);
+        assert_eq!(page(&app, "", token).await.0, readable);
+    }
+
+    // A prefix it may read nothing under: an empty page, and no cursor.
+    assert_eq!(page(&app, "prefix=team-b", TEAM_A).await, (vec![], None));
+    let (narrowed, _) = page(&app, "prefix=team-a-3", TEAM_A).await;
+    assert_eq!(narrowed, ["team-a-3"]);
+}
+
+#[tokio::test]
+async fn events_carry_only_the_names_the_token_may_read() {
+    let (app, _file) = scoped_app().await;
+    let mut team = SseStream::new(open_events(&app, "", Some(TEAM_A)).await);
+    let mut reader = SseStream::new(open_events(&app, "", Some(READER)).await);
+    let mut picky = SseStream::new(open_events(&app, "team-a-", Some(PICKY)).await);
+
+    acquired(&app, "/locks/team-b-secret", API, "{}").await;
+    acquired(&app, "/locks/team-a-2", TEAM_A, "{}").await;
+    acquired(&app, "/locks/team-a-3", TEAM_A, "{}").await;
+
+    let first = picky.next_within(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(first.data["name"], "team-a-3", "{first:?}");
+    let first = reader.next_within(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(first.data["name"], "team-b-secret", "{first:?}");
+    let first = team.next_within(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        (first.name.as_str(), &first.data["name"]),
+        ("acquired", &Value::from("team-a-2")),
+        "the other team's change never reaches the team's stream"
+    );
+}
+
+#[tokio::test]
+async fn the_variables_tokens_keep_working_beside_the_file() {
+    let (app, _file) = scoped_app().await;
+    for token in [API, ADMIN] {
+        acquired(&app, &format!("/locks/anything-{token}"), token, "{}").await;
+    }
+    let refused = send(&app, Method::DELETE, "/locks/anything-x", API, "").await;
+    forbidden(refused, "admin", "anything-x").await;
+    for token in [None, Some("nope"), Some(&TEAM_A[1..])] {
+        let mut request = app.client.post(format!("{}/locks/team-a-x", app.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        problem(request.send().await.unwrap(), 401, "unauthorized").await;
+    }
+}
+
+#[tokio::test]
+async fn a_token_file_alone_turns_authentication_on() {
+    let file = TokenFile::new(&format!(
+        "[[token]]\nname = \"only\"\nvalue = \"{TEAM_A}\"\nallow = [\"read:*\"]\n"
+    ));
+    let mut settings = settings_for(&shared_redis().url(), &unique_prefix());
+    settings.tokens_file = Some(file.0.clone());
+    let app = TestApp::spawn_with(settings).await;
+    problem(app.get("/locks").await, 401, "unauthorized").await;
+    assert_eq!(
+        send(&app, Method::GET, "/locks", TEAM_A, "").await.status(),
+        200
+    );
+    assert_eq!(app.get("/healthz").await.status(), 200);
+}

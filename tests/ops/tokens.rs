@@ -1,0 +1,219 @@
+//! Scoped tokens on the real binary: a bad token file stops the start with
+//! exit 2 and one line naming the entry (never the token); SIGHUP reads
+//! the file again without a restart, and keeps the tokens in force when
+//! the new file is bad.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use reqwest::Client;
+
+use crate::harness::{baton, run, Service};
+use crate::helpers::{free_port, shared_redis, unique_prefix};
+
+const OLD: &str = "old-token-8c2d1f";
+const NEW: &str = "new-token-5e7a90";
+const BROKEN: &str = "broken-token-d3b6c4";
+
+/// A token file in the temp dir, removed when dropped.
+struct TokenFile(PathBuf);
+
+impl TokenFile {
+    fn new(text: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("baton-ops-tokens-{}.toml", unique_prefix()));
+        std::fs::write(&path, text).unwrap();
+        Self(path)
+    }
+
+    fn rewrite(&self, text: &str) {
+        // Written whole, then renamed, as a config manager does.
+        let staged = self.0.with_extension("staged");
+        std::fs::write(&staged, text).unwrap();
+        std::fs::rename(&staged, &self.0).unwrap();
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TokenFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn one_token(name: &str, token: &str, allow: &str) -> String {
+    format!("[[token]]\nname = \"{name}\"\nvalue = \"{token}\"\nallow = [\"{allow}\"]\n")
+}
+
+#[test]
+fn a_malformed_token_file_exits_2_naming_the_entry_and_never_the_token() {
+    let listen = format!("127.0.0.1:{}", free_port());
+    for (text, says) in [
+        (
+            format!(
+                "{}{}",
+                one_token("fine", OLD, "read:*"),
+                one_token("team-a-ci", BROKEN, "wirte:team-a-*")
+            ),
+            "[[token]] \"team-a-ci\": allow[0] = \"wirte:team-a-*\"",
+        ),
+        (
+            format!("[[token]]\nvalue = \"{BROKEN}\"\nallow = [\"read:*\"]\n"),
+            "[[token]] number 1: has no name",
+        ),
+        (
+            format!("[[token]]\nname = \"team-a-ci\"\nvalue = \"{BROKEN}\nallow = [\"read:*\"]\n"),
+            "line 3: not valid TOML",
+        ),
+        (
+            format!(
+                "[[token]]\nname = \"team-a-ci\"\nsha256 = \"{BROKEN}\"\nallow = [\"read:*\"]\n"
+            ),
+            "[[token]] \"team-a-ci\": sha256 must be 64 hexadecimal digits",
+        ),
+    ] {
+        let file = TokenFile::new(&text);
+        let out = run(
+            baton()
+                .env("BATON_LISTEN", &listen)
+                .env("BATON_TOKENS_FILE", file.path()),
+            Duration::from_secs(20),
+        );
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.starts_with("baton: bad setting: BATON_TOKENS_FILE (--tokens-file) = ")
+                && stderr.contains(file.path())
+                && stderr.contains(says),
+            "{says}: {stderr}"
+        );
+        assert!(!stderr.contains(BROKEN), "the token is printed: {stderr}");
+        assert!(out.stdout.is_empty());
+    }
+    let missing = run(
+        baton()
+            .env("BATON_LISTEN", &listen)
+            .env("BATON_TOKENS_FILE", "/nonexistent/tokens.toml"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(missing.status.code(), Some(2));
+    // Nothing was served meanwhile.
+    assert!(std::net::TcpStream::connect(&listen).is_err());
+}
+
+/// The status of `POST /locks/{name}` with `token`.
+async fn acquire_status(client: &Client, service: &Service, name: &str, token: &str) -> u16 {
+    client
+        .post(format!("{}/locks/{name}", service.base))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Waits (up to 10 s) until `done` holds; the signal is handled by the
+/// service on its own time, so the test waits for the effect, not a delay.
+async fn eventually<F, Fut>(what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done().await {
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn sighup_reads_the_token_file_again_without_a_restart() {
+    let file = TokenFile::new(&one_token("team-a-ci", OLD, "write:team-a-*"));
+    let (url, prefix) = (shared_redis().url(), unique_prefix());
+    let mut service = Service::start(&[
+        ("BATON_REDIS_URL", url.as_str()),
+        ("BATON_KEY_PREFIX", prefix.as_str()),
+        ("BATON_TOKENS_FILE", file.path()),
+        ("BATON_LOG_FORMAT", "json"),
+    ])
+    .await;
+    let client = Client::new();
+    assert_eq!(
+        acquire_status(&client, &service, "team-a-1", OLD).await,
+        201
+    );
+    assert_eq!(
+        acquire_status(&client, &service, "team-b-1", OLD).await,
+        403
+    );
+    assert_eq!(
+        acquire_status(&client, &service, "team-b-1", NEW).await,
+        401
+    );
+
+    // A new file: the new token in force, the old one gone, the same process.
+    file.rewrite(&one_token("team-b-ci", NEW, "write:team-b-*"));
+    service.signal(libc::SIGHUP);
+    eventually("the new token is in force", || async {
+        acquire_status(&client, &service, "team-b-2", NEW).await == 201
+    })
+    .await;
+    assert_eq!(
+        acquire_status(&client, &service, "team-a-2", OLD).await,
+        401
+    );
+    assert_eq!(
+        acquire_status(&client, &service, "team-a-2", NEW).await,
+        403
+    );
+
+    // A bad file: logged, and the tokens in force kept.
+    file.rewrite(&one_token("team-c-ci", BROKEN, "wirte:*"));
+    service.signal(libc::SIGHUP);
+    eventually("the bad file is logged", || async {
+        service
+            .log()
+            .contains("SIGHUP: the tokens in force are kept")
+    })
+    .await;
+    assert!(service.is_running());
+    assert_eq!(
+        acquire_status(&client, &service, "team-b-3", NEW).await,
+        201
+    );
+    assert_eq!(
+        acquire_status(&client, &service, "team-b-3", BROKEN).await,
+        401
+    );
+
+    assert_eq!(service.stop().code(), Some(0));
+    let lines = service.json_lines();
+    let refused: Vec<_> = lines
+        .iter()
+        .filter(|l| l["level"] == "ERROR")
+        .map(|l| l["message"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].contains("[[token]] \"team-c-ci\": allow[0] = \"wirte:*\""),
+        "{}",
+        refused[0]
+    );
+    let reloaded = lines
+        .iter()
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("SIGHUP: the token file was read again"))
+        })
+        .count();
+    assert_eq!(reloaded, 1, "{}", service.log());
+    let log = service.log();
+    for token in [OLD, NEW, BROKEN] {
+        assert!(!log.contains(token), "{token} is in the log:\n{log}");
+    }
+}
