@@ -17,16 +17,7 @@ pub fn audit(
     fencing_token: u64,
     by: Option<&TokenName>,
 ) {
-    tracing::info!(
-        target: "baton::audit",
-        event,
-        kind = kind.as_str(),
-        name = name.as_str(),
-        owner = owner.map(Owner::as_str),
-        fencing_token,
-        by = by.map(TokenName::as_str),
-        "audit"
-    );
+    line(event, kind, name, owner, Some(fencing_token), None, by);
 }
 
 /// One audit line for `more_leases` leases of `name` that `event` ended
@@ -39,11 +30,26 @@ pub fn audit_more(
     more_leases: u64,
     by: Option<&TokenName>,
 ) {
+    line(event, kind, name, None, None, Some(more_leases), by);
+}
+
+/// The line itself: a field that is `None` is left out.
+fn line(
+    event: &'static str,
+    kind: Kind,
+    name: &Name,
+    owner: Option<&Owner>,
+    fencing_token: Option<u64>,
+    more_leases: Option<u64>,
+    by: Option<&TokenName>,
+) {
     tracing::info!(
         target: "baton::audit",
         event,
         kind = kind.as_str(),
         name = name.as_str(),
+        owner = owner.map(Owner::as_str),
+        fencing_token,
         more_leases,
         by = by.map(TokenName::as_str),
         "audit"
