@@ -3,10 +3,10 @@
 //! side (`NAME.rs`: a request that owns its arguments, a reply decoded by a
 //! [`cursor::Cursor`] that rejects what is left over). `core/` is the lease
 //! core every function shares, in parts by concern that [`library`] joins
-//! (`core/state.lua` lists them); [`tail`] decodes what every serving
-//! function's reply ends with, [`message`] the messages about a waiter, and
-//! [`waiter`] is how the line keeps a waiter. Nothing outside `engine/` sees
-//! the wire format.
+//! (`core/state.lua` lists them); [`invoker`] makes every call, with what
+//! every call passes; [`tail`] decodes what every serving function's reply
+//! ends with, [`message`] the messages about a waiter, and [`waiter`] is how
+//! the line keeps a waiter. Nothing outside `engine/` sees the wire format.
 
 pub(super) mod acquire;
 pub(super) mod check;
