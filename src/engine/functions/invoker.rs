@@ -1,7 +1,8 @@
-//! This instance as the caller of the library (the invoker): every call of a function is
-//! made here, with what every call passes besides its own arguments (the
-//! name's owners hash, the events channel while anyone listens, the call's
-//! context) and its reply read by the function's own decoder.
+//! This instance as the caller of the library (the invoker): every call of
+//! a function is made here, with what every call passes besides its own
+//! arguments (the name's owners hash, the events channel while anyone
+//! listens, the call's context) and its reply read by the function's own
+//! decoder.
 
 use std::sync::Arc;
 
