@@ -14,9 +14,11 @@
 //!   bodies, [`routes::lease`]); handlers parse requests into [`domain`]
 //!   types, call the [`engine`], and answer [`wire`] bodies as JSON or
 //!   problem+json (one table of problem types: [`wire::ProblemType`]).
-//! - [`engine`]: the Redis core, one function of baton's Redis Functions
-//!   library per operation, and the waiters woken by pub/sub instead of
-//!   polling.
+//! - [`engine`]: the Redis core: one function of baton's Redis Functions
+//!   library per operation over a lease core in parts by concern, the
+//!   connection to Redis, change events, this instance's waiters (woken by
+//!   pub/sub instead of polling) and the operations of both kinds, a room
+//!   each (the engine's own map says which uses which).
 //! - [`http`], beside [`engine`] (neither uses the other): the HTTP plumbing.
 //!   The connection server ([`http::server`]: HTTP/1.1 and HTTP/2 on one port,
 //!   connection limits), the outermost layer that reads a request whole and

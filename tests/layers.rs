@@ -6,7 +6,9 @@
 //! the stack, the client (`cli`) uses only what it names in `ONLY`. This test
 //! reads every `crate::` and `super::` path in `src/`, in folder modules to
 //! any depth, and fails on a use that breaks the order or a module's `ONLY`,
-//! and on a module missing from the order.
+//! and on a module missing from the order. Inside `engine/` the same holds
+//! between its rooms ([`ENGINE_ROOMS`]), and no file takes a thing through
+//! `engine/mod.rs`, which only declares and re-exports.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -35,6 +37,20 @@ const ONLY: &[(&str, &[&str])] = &[("cli", &["config", "domain", "wire"])];
 /// Within `routes/`, files that must not use one another: what the two kinds
 /// share lives in a shared module.
 const SIBLINGS_APART: &[(&str, &str)] = &[("locks", "semaphores"), ("semaphores", "locks")];
+
+/// The rooms of `engine/`, from the bottom: each may use only rooms below
+/// it (and itself).
+const ENGINE_ROOMS: &[(&str, u8)] = &[
+    ("error", 0),
+    ("model", 0),
+    ("keys", 0),
+    ("connection", 1),
+    ("events", 2),
+    ("functions", 3),
+    ("waiters", 4),
+    ("handle", 5),
+    ("leases", 6),
+];
 
 fn layer(module: &str) -> u8 {
     LAYERS
@@ -152,6 +168,59 @@ fn breaches(files: &[(PathBuf, String)]) -> (Vec<String>, usize) {
     (found, checked)
 }
 
+/// Every use inside `engine/` (files under `src/`) that reaches a room above
+/// or beside its own, or reaches through `engine/mod.rs`.
+fn engine_breaches(files: &[(PathBuf, String)]) -> Vec<String> {
+    let floor = |room: &str| {
+        ENGINE_ROOMS
+            .iter()
+            .find(|(r, _)| *r == room)
+            .map(|(_, f)| *f)
+    };
+    let mut found = Vec::new();
+    for (relative, source) in files {
+        let parts: Vec<String> = relative
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if parts.first().map(String::as_str) != Some("engine") || parts.len() < 2 {
+            continue;
+        }
+        let own = parts[1].trim_end_matches(".rs").to_owned();
+        if own == "mod" {
+            continue;
+        }
+        let own_floor = floor(&own).unwrap_or_else(|| {
+            panic!("src/engine/{own}: add it to ENGINE_ROOMS in tests/layers.rs")
+        });
+        let code = code(source);
+        let mut used = first_segments(&code, "crate::engine::");
+        // (A test module's `super::` is its own file.)
+        let outside_tests = code.split("#[cfg(test)]").next().unwrap_or_default();
+        used.extend(first_segments(
+            outside_tests,
+            if parts.len() == 2 {
+                "super::"
+            } else {
+                "super::super::"
+            },
+        ));
+        for room in used {
+            match floor(&room) {
+                None => found.push(format!(
+                    "{} takes {room} through engine/mod.rs",
+                    relative.display()
+                )),
+                Some(f) if room != own && f >= own_floor => {
+                    found.push(format!("{} uses engine/{room}", relative.display()))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    found
+}
+
 #[test]
 fn every_module_uses_only_modules_below_it() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -175,6 +244,42 @@ fn every_module_uses_only_modules_below_it() {
         found.is_empty(),
         "uses that reach up or sideways:\n{}",
         found.join("\n")
+    );
+    let inside = engine_breaches(&files);
+    assert!(
+        inside.is_empty(),
+        "uses inside engine/ that reach up or sideways:\n{}",
+        inside.join("\n")
+    );
+}
+
+#[test]
+fn a_use_inside_the_engine_that_reaches_up_or_through_its_map_is_found() {
+    let file = |path: &str, source: &str| (PathBuf::from(path), source.to_owned());
+    let found = engine_breaches(&[
+        file(
+            "engine/connection/store.rs",
+            "use crate::engine::events::Audience;",
+        ),
+        file("engine/functions/invoker.rs", "use crate::engine::Error;"),
+        file(
+            "engine/handle.rs",
+            "use super::leases::Leases; use super::keys::Keys;",
+        ),
+        file(
+            "engine/waiters/registry.rs",
+            "use super::super::handle::Engine;",
+        ),
+        file("engine/leases/acquire.rs", "use super::operations::Leases;"),
+    ]);
+    assert_eq!(
+        found,
+        [
+            "engine/connection/store.rs uses engine/events",
+            "engine/functions/invoker.rs takes Error through engine/mod.rs",
+            "engine/handle.rs uses engine/leases",
+            "engine/waiters/registry.rs uses engine/handle",
+        ]
     );
 }
 

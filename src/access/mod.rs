@@ -11,7 +11,7 @@
 //! - [`tokens`]: the set in force and its reload; [`keyring`]: one set,
 //!   looked up by digest; [`digest`]: a token's SHA-256.
 //! - [`tokens_file`]: the TOML file of named tokens.
-//! - [`hangup`]: SIGHUP reads the file again.
+//! - `hangup.rs` ([`reload_on_hangup`]): SIGHUP reads the file again.
 
 pub mod digest;
 mod hangup;

@@ -70,10 +70,10 @@ pub enum ClientCommand {
 /// `baton run` alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Internal {
-    /// `baton __guard`: the guard of a `baton run` ([`super::guard`]).
+    /// `baton __guard`: the guard of a `baton run` (`guard.rs`).
     Guard,
     /// `baton __exec FD -- COMMAND...`: COMMAND, started once the guard knows
-    /// its group ([`super::launch`]).
+    /// its group (`launch.rs`).
     Exec { fd: i32, command: Vec<OsString> },
 }
 

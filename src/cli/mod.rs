@@ -4,8 +4,8 @@
 //! server runs in a client process.
 //!
 //! Two hidden subcommands are halves of `baton run`: `__guard` (the process
-//! that stops COMMAND should baton run be killed or stopped, [`guard`]) and
-//! `__exec` (COMMAND, started once the guard knows its group, [`launch`]).
+//! that stops COMMAND should baton run be killed or stopped, `guard.rs`) and
+//! `__exec` (COMMAND, started once the guard knows its group, `launch.rs`).
 
 mod args;
 mod calls;

@@ -6,17 +6,17 @@
 //! A bad value is reported as one line naming the variable, the value (never a
 //! secret) and the form expected ([`ConfigError`]).
 //!
-//! - [`settings`]: every setting, declared once with its flag, variable,
+//! - `settings.rs`: every setting, declared once with its flag, variable,
 //!   default and help line, and the command line they make ([`Cli`]).
-//! - [`parse`]: reading them, from the command line or the environment
+//! - `parse.rs`: reading them, from the command line or the environment
 //!   through one parser, the checks across settings, and a clap error as one
 //!   line.
-//! - [`values`]: the form each value must have, and the words that say so.
-//! - [`secrets`]: bearer tokens, listed or read from files.
-//! - [`redis_url`]: how the service reaches Redis: the mode, the URLs each
+//! - `values.rs`: the form each value must have, and the words that say so.
+//! - `secrets.rs`: bearer tokens, listed or read from files.
+//! - `redis_url.rs`: how the service reaches Redis: the mode, the URLs each
 //!   mode takes, and a URL with its passwords hidden.
-//! - [`error`]: a setting that could not be read, as one line.
-//! - [`variables`](mod@variables): the variables baton knows, to warn of unknown ones.
+//! - `error.rs`: a setting that could not be read, as one line.
+//! - `variables.rs`: the variables baton knows, to warn of unknown ones.
 
 mod error;
 mod parse;

@@ -1,7 +1,8 @@
 //! What one lease takes of its name: one model for every kind.
 //!
 //! A name has a capacity and a lease takes some of it: its weight, judged
-//! against the limit its acquisition carries (`functions/line.lua`, `fits()`).
+//! against the limit its acquisition carries (`fits()` in the library's
+//! `functions/core/admission.lua`).
 //! The HTTP layer names the cases: an exclusive lock takes all of a lock's
 //! capacity, a shared lock one unit of it, a semaphore lease its permits of
 //! its limit.
@@ -48,7 +49,8 @@ pub struct Demand {
 
 impl Demand {
     /// A lock's capacity, and an exclusive lease's weight: more than any
-    /// number of shared leases held at once. `line.lua` has it as `FULL`.
+    /// number of shared leases held at once. The library has it as `FULL`
+    /// (`functions/core/state.lua`).
     pub const LOCK_CAPACITY: u64 = 1_000_000_000;
     /// An exclusive (write) lock: held alone.
     pub const EXCLUSIVE: Self = Self {
@@ -170,8 +172,8 @@ mod tests {
     }
 
     #[test]
-    fn the_lock_capacity_is_the_one_line_lua_uses() {
-        let line = include_str!("../engine/functions/line.lua");
-        assert!(line.contains(&format!("local FULL = {}", Demand::LOCK_CAPACITY)));
+    fn the_lock_capacity_is_the_one_the_library_uses() {
+        let state = include_str!("../engine/functions/core/state.lua");
+        assert!(state.contains(&format!("local FULL = {}", Demand::LOCK_CAPACITY)));
     }
 }

@@ -21,10 +21,6 @@ pub struct Keys {
     events: String,
 }
 
-/// The suffixes of one name's keys, in the order every script takes them
-/// (`functions/line.lua` documents each).
-const LINE_KEYS: [&str; 6] = ["leases", "owners", "queue", "byinst", "instances", "notes"];
-
 impl Keys {
     pub fn new(prefix: impl Into<String>) -> Self {
         let prefix = prefix.into();
@@ -37,21 +33,10 @@ impl Keys {
         format!("{}{{{}:{name}}}", self.prefix, tag(kind))
     }
 
-    /// The keys of `name`, in the order every script takes them as KEYS.
-    pub fn line(&self, kind: Kind, name: &Name) -> [String; 6] {
-        let stem = self.stem(kind, name);
-        LINE_KEYS.map(|suffix| format!("{stem}:{suffix}"))
-    }
-
     /// The owners hash of `name`: the one key every call declares
-    /// (`functions/line.lua` names the others from it).
+    /// (`functions/core/state.lua` names the others from it).
     pub fn owners(&self, kind: Kind, name: &Name) -> String {
         format!("{}:owners", self.stem(kind, name))
-    }
-
-    /// The sorted set of live leases of `name`.
-    pub fn leases(&self, kind: Kind, name: &Name) -> String {
-        format!("{}:leases", self.stem(kind, name))
     }
 
     /// A short-lived string written before `WAIT` (BATON_REDIS_WAIT_REPLICAS),
@@ -71,7 +56,7 @@ impl Keys {
         &self.events
     }
 
-    /// A SCAN pattern matching the lease sets of the names of `kind` that
+    /// A SCAN pattern matching the owners hashes of the names of `kind` that
     /// start with `prefix` (glob characters in either match only themselves).
     pub fn scan_pattern(&self, kind: Kind, prefix: &NamePrefix) -> String {
         // Names may hold glob characters too: both parts match only themselves.
@@ -105,10 +90,13 @@ mod tests {
     fn keys_of_one_resource_share_a_hash_tag() {
         let keys = Keys::new("baton:");
         let name = Name::parse("deploy").unwrap();
-        let line = keys.line(Kind::Lock, &name);
-        assert_eq!(line[0], "baton:{lock:deploy}:leases");
-        assert_eq!(line[5], "baton:{lock:deploy}:notes");
-        assert!(line.iter().all(|k| k.starts_with("baton:{lock:deploy}:")));
+        let owned = [
+            keys.owners(Kind::Lock, &name),
+            keys.replication_mark(Kind::Lock, &name),
+            keys.name_channel(Kind::Lock, &name),
+        ];
+        assert_eq!(owned[0], "baton:{lock:deploy}:owners");
+        assert!(owned.iter().all(|k| k.starts_with("baton:{lock:deploy}:")));
         assert_eq!(
             keys.name_channel(Kind::Semaphore, &name),
             "baton:{sem:deploy}:events"
@@ -144,7 +132,7 @@ mod tests {
             r"baton:{sem:a\*b\?\[c\]\\/*}:owners"
         );
         let name = Name::parse("review/a}:owners").unwrap();
-        let key = &keys.line(Kind::Semaphore, &name)[1];
+        let key = &keys.owners(Kind::Semaphore, &name);
         assert_eq!(keys.name_of(Kind::Semaphore, key), Some(name.as_str()));
     }
 }

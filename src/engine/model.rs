@@ -88,13 +88,6 @@ pub struct Status {
     pub waiters: Vec<Waiter>,
 }
 
-impl Status {
-    /// A lock's holder (a semaphore's first lease).
-    pub fn holder(&self) -> Option<&Holder> {
-        self.leases.first()
-    }
-}
-
 impl Busy {
     /// The name's state as a refusal judged against `limit` shows it.
     pub(crate) fn new(state: Occupancy, demand: Demand) -> Self {

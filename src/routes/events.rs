@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 use super::problem::responses::TooManyStreams;
 use super::{AppError, AppState, Caller};
 use crate::domain::NamePrefix;
-use crate::engine::events::{ChangeEvent, Notice, Watch};
+use crate::engine::events::{ChangeEvent, WatchNotice, Watcher};
 
 /// How often a comment line keeps proxies from closing an idle stream.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -137,20 +137,20 @@ pub async fn events(
 
 /// The watch as SSE events of the names `caller` may read, until the
 /// service stops.
-fn stream(watch: Watch, caller: Caller) -> impl Stream<Item = Result<Event, Infallible>> {
+fn stream(watch: Watcher, caller: Caller) -> impl Stream<Item = Result<Event, Infallible>> {
     futures_util::stream::unfold((watch, caller), |(mut watch, caller)| async move {
         let event = loop {
             match watch.next().await? {
-                Notice::Change(change) if !caller.may_read_text(&change.name) => {}
+                WatchNotice::Change(change) if !caller.may_read_text(&change.name) => {}
                 notice => break notice,
             }
         };
         let event = match event {
-            Notice::Change(change) => Event::default()
+            WatchNotice::Change(change) => Event::default()
                 .event(change.event.as_str())
                 .json_data(ChangeEventBody::from(&*change))
                 .unwrap_or_else(|_| Event::default().event("resync").data("{}")),
-            Notice::Resync => Event::default().event("resync").data("{}"),
+            WatchNotice::Resync => Event::default().event("resync").data("{}"),
         };
         Some((Ok(event), (watch, caller)))
     })

@@ -34,7 +34,7 @@ pub fn router(kind: Kind) -> OpenApiRouter<AppState> {
     let mut router = OpenApiRouter::new()
         .route(
             &format!("/{plural}/{{name}}"),
-            post(move |state: State<AppState>, call: Acquisition| acquire(state, kind, call))
+            post(move |state: State<AppState>, call: AcquireCall| acquire(state, kind, call))
                 .get(move |state: State<AppState>, caller, path: NamePath| {
                     status(state, kind, caller, path)
                 })
@@ -63,7 +63,7 @@ pub fn router(kind: Kind) -> OpenApiRouter<AppState> {
 /// read), then the body (read, and parsed by the kind); and whether the
 /// client accepts progress events (all it keeps of the headers while it
 /// waits).
-pub struct Acquisition {
+pub struct AcquireCall {
     pub name: Name,
     /// The name of the caller's token, for the lease's audit line and history.
     pub by: Option<TokenName>,
@@ -73,7 +73,7 @@ pub struct Acquisition {
     pub body: Bytes,
 }
 
-impl FromRequest<AppState> for Acquisition {
+impl FromRequest<AppState> for AcquireCall {
     type Rejection = AppError;
 
     /// Boxed, and gone once the body is read: axum's handler future is as
@@ -127,9 +127,9 @@ fn asked(kind: Kind, body: &[u8], max_wait_ms: u64) -> Result<(Demand, AcquireRe
 async fn acquire(
     State(state): State<AppState>,
     kind: Kind,
-    call: Acquisition,
+    call: AcquireCall,
 ) -> Result<Response, AppError> {
-    let Acquisition {
+    let AcquireCall {
         name,
         by,
         accepts_events,

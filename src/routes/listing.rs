@@ -8,7 +8,7 @@ use utoipa::IntoParams;
 
 use super::AppError;
 use crate::domain::NamePrefix;
-use crate::engine::{Cursor, PageLimit};
+use crate::engine::{PageCursor, PageLimit};
 
 /// The query of `GET /locks` and `GET /semaphores`.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -32,7 +32,7 @@ pub struct ListQuery {
 /// The prefix, page size and cursor of a listing, or a 400 naming the field.
 pub(crate) fn parse_list_query(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<(NamePrefix, PageLimit, Cursor), AppError> {
+) -> Result<(NamePrefix, PageLimit, PageCursor), AppError> {
     let Query(query) = query.map_err(|e| AppError::Invalid(format!("query: {}", e.body_text())))?;
     let prefix = NamePrefix::parse(query.prefix.as_deref().unwrap_or(""))
         .map_err(|e| AppError::field("prefix", e))?;
@@ -45,7 +45,7 @@ pub(crate) fn parse_list_query(
         .as_deref()
         // An empty `cursor=` is the first page, as an absent one is.
         .filter(|cursor| !cursor.is_empty())
-        .map_or(Ok(Cursor::default()), Cursor::parse)
+        .map_or(Ok(PageCursor::default()), PageCursor::parse)
         .map_err(|e| AppError::field("cursor", e))?;
     Ok((prefix, limit, cursor))
 }

@@ -19,9 +19,8 @@ use tokio::sync::mpsc;
 
 use super::AppError;
 use crate::domain::{Demand, Kind, Name, Owner, WaitTime};
-use crate::engine::events::{Notice, Watch};
-use crate::engine::progress::{InLine, Place};
-use crate::engine::{Acquiring, Engine, Lease, Refusal};
+use crate::engine::events::{WatchNotice, Watcher};
+use crate::engine::{Acquiring, Engine, InLine, Lease, Place, Refusal};
 use crate::wire::{Queued, QueuedBehind};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`
@@ -99,7 +98,7 @@ pub fn lease_json(body: &impl Serialize) -> Result<serde_json::Value, AppError> 
 struct Progress {
     acquisition: Pin<Box<dyn Future<Output = Outcome> + Send>>,
     joins: mpsc::UnboundedReceiver<InLine>,
-    changes: Option<Watch>,
+    changes: Option<Watcher>,
     engine: Engine,
     kind: Kind,
     /// What it asks of the name.
@@ -130,7 +129,7 @@ impl Progress {
                         self.changes = None;
                         continue;
                     }
-                    Some(Notice::Change(change))
+                    Some(WatchNotice::Change(change))
                         if change.name != self.name.as_str() || change.kind != self.kind =>
                     {
                         continue;
@@ -155,7 +154,7 @@ impl Progress {
     }
 }
 
-async fn next_change(changes: &mut Option<Watch>) -> Option<Notice> {
+async fn next_change(changes: &mut Option<Watcher>) -> Option<WatchNotice> {
     match changes {
         Some(watch) => watch.next().await,
         None => std::future::pending().await,

@@ -35,6 +35,16 @@ pub fn record_waiting(kind: &'static str, change: f64) {
     metrics::gauge!("baton_waiters", "kind" => kind).increment(change);
 }
 
+/// A `GET /events` stream opened (`+1`) or closed (`-1`) on this instance.
+pub fn record_event_stream(change: f64) {
+    metrics::gauge!("baton_event_streams").increment(change);
+}
+
+/// An acquisition answered 503 because too few replicas had it in time.
+pub fn record_replica_wait_failure() {
+    metrics::counter!("baton_replica_wait_failures_total").increment(1);
+}
+
 static METRICS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Installs the process-wide metrics recorder once (several services in one

@@ -8,11 +8,11 @@ mod metrics;
 mod outage;
 mod request;
 
-pub use self::audit::audit;
+pub use self::audit::{audit, audit_more};
 pub use self::logs::init_logging;
 pub use self::metrics::{
-    init_metrics, record_acquisition, record_expired, record_request, record_waiting,
-    render_metrics,
+    init_metrics, record_acquisition, record_event_stream, record_expired,
+    record_replica_wait_failure, record_request, record_waiting, render_metrics,
 };
 pub use self::outage::{redis_answered, redis_failed, redis_timed_out, redis_unreachable};
 pub use self::request::{

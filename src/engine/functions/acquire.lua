@@ -1,13 +1,14 @@
--- Acquire a lease, or join the line of waiters (line.lua: KEYS, ARGV[1..2]).
+-- Acquire a lease, or join the line of waiters (core/state.lua: KEYS,
+-- ARGV[1..2]).
 --
 -- ARGV[3]  the waiter, as the line keeps it
---          ("id|tag|instance|ttl_ms|limit|weight|newest|owner", line.lua): id is
---          the new lease's id (a UUID), ttl in milliseconds (1 .. 86400000),
---          limit and weight as line.lua names them for each kind, owner ""
---          for none
+--          ("id|tag|instance|ttl_ms|limit|weight|newest|owner", core/state.lua):
+--          id is the new lease's id (a UUID), ttl in milliseconds (1 ..
+--          86400000), limit and weight as core/admission.lua names them for
+--          each kind, owner "" for none
 -- ARGV[4]  1: join the line when busy (the caller waits); 0: do not queue
 --
--- Replies, each ended by finish() (line.lua)
+-- Replies, each ended by finish() (core/messages.lua)
 --   {1, fencing_token, expires_at_ms}
 --       acquired: now; or earlier, by a grant to this waiter, which this call
 --       confirms (a waiter's instance calls again to confirm a grant made by
@@ -22,8 +23,8 @@
 --       waiting 0 (not counted: a waiter needs only when the first lease
 --       ends), and the time left of the lease that ends first; queued 0:
 --       refused, with the live leases and their weight, the requests in line,
---       and the time left and owner of the lease in its way (line.lua,
---       in_the_way(); -1 and "" when none)
+--       and the time left and owner of the lease in its way (in_the_way(),
+--       core/views.lua; -1 and "" when none)
 --   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
 --
 -- A request that has not queued acquires only when it fits beside the live
@@ -36,25 +37,25 @@ local waiter, join = ARGV[3], ARGV[4] == '1'
 -- only call with its id, which holds nothing.
 local mine, newest_wins
 if join then
-  mine, newest_wins = string.match(waiter, '^([^|]*)|%d+|[^|]*|%d+|%d+|%d+|(%d)|')
+  mine, newest_wins = string.match(waiter, READ_WAITER_ID_NEWEST)
 end
 local read = read_fields(mine)
 
 if read[1] and read[4] ~= '1' and newest_wins ~= '1' then
   -- The fast path: the owners hash exists, nobody waits and leases is empty
-  -- (line.lua), so the name has at most its solo lease. (Not for a
+  -- (core/leases.lua), so the name has at most its solo lease. (Not for a
   -- newest_wins waiter: it may have been superseded, which only the line's
   -- notes say.)
   local solo = read[3]
   if solo and mine then
-    local expires, token, holder = string.match(solo, '^(%d+)|(%d+)|([^|]*)|')
+    local expires, token, holder = string.match(solo, READ_SOLO_HEAD)
     if holder == mine and tonumber(expires) > now_ms then
       -- Its own, taken by an earlier call with this waiter (whose reply was
       -- lost): held until its expiry, as that call wrote it.
       return finish({1, tonumber(token), tonumber(expires)})
     end
   end
-  if not solo or tonumber(string.match(solo, '^%d+')) <= now_ms then
+  if not solo or tonumber(string.match(solo, READ_SOLO_EXPIRES)) <= now_ms then
     -- Free: this lease is written with its full expiry, and the caller
     -- answers it from this reply.
     FENCE = tonumber(read[1])
@@ -63,7 +64,7 @@ if read[1] and read[4] ~= '1' and newest_wins ~= '1' then
       local expired = parse_solo(solo)
       note_expired(expired.owner, expired.token)
     end
-    local ttl, limit = string.match(waiter, '^[^|]*|%d+|[^|]*|(%d+)|(%d+)|')
+    local ttl, limit = string.match(waiter, READ_WAITER_TERMS)
     UNTIL, LIMIT_RAW = tonumber(read[2] or '0'), read[6]
     local token, full
     token, full, solo = write_solo(waiter, ttl, limit)

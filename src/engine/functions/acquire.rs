@@ -4,9 +4,9 @@ use redis::Cmd;
 
 use super::cursor::Cursor;
 use super::library::{Function, Op, Serving};
-use super::waiter::Entry;
+use super::waiter::LineEntry;
+use crate::engine::error::Error;
 use crate::engine::model::Occupancy;
-use crate::engine::Error;
 
 /// Whether a call queues when busy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub(in crate::engine) enum Join {
 
 /// One acquire call for a waiter.
 pub(in crate::engine) struct Acquire<'a> {
-    pub waiter: Entry<'a>,
+    pub waiter: LineEntry<'a>,
     pub join: Join,
 }
 
@@ -63,13 +63,7 @@ impl Function for Acquire<'_> {
                 owner: reply.owner()?,
             }),
             0 => {
-                let state = Occupancy {
-                    holders: reply.uint()?,
-                    used: reply.uint()?,
-                    waiting: reply.uint()?,
-                    next_expiry_in: reply.expiry()?,
-                    owner: reply.owner()?,
-                };
+                let state = reply.occupancy()?;
                 Ok(if reply.flag()? {
                     Attempt::Queued {
                         next_expiry_in: state.next_expiry_in,

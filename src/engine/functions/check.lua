@@ -1,4 +1,5 @@
--- Read a live lease by its id (line.lua: KEYS, ARGV[1..2]); writes nothing.
+-- Read a live lease by its id (core/state.lua: KEYS, ARGV[1..2]); writes
+-- nothing.
 --
 -- ARGV[3]  lease id
 --

@@ -5,7 +5,7 @@ use redis::Cmd;
 use super::cursor::Cursor;
 use super::library::{Function, Op};
 use crate::domain::{Demand, LeaseId, Owner, Ttl};
-use crate::engine::Error;
+use crate::engine::error::Error;
 
 /// The check of one lease.
 pub(in crate::engine) struct Check(pub LeaseId);

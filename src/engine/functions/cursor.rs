@@ -8,7 +8,8 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::domain::Owner;
-use crate::engine::Error;
+use crate::engine::error::Error;
+use crate::engine::model::Occupancy;
 
 /// A function's reply, read field by field from the front.
 pub(in crate::engine) struct Cursor {
@@ -133,6 +134,21 @@ impl Cursor {
     /// [`Error::Protocol`] unless the next field is an integer.
     pub(in crate::engine) fn time_left(&mut self) -> Result<Duration, Error> {
         Ok(Duration::from_millis(self.int()?.max(0).unsigned_abs()))
+    }
+
+    /// How busy a name is, as a function that refuses (or gives up) reports
+    /// it: `holders, used, waiting, expires_in_ms, owner`.
+    ///
+    /// # Errors
+    /// [`Error::Protocol`] unless the next fields are that.
+    pub(in crate::engine) fn occupancy(&mut self) -> Result<Occupancy, Error> {
+        Ok(Occupancy {
+            holders: self.uint()?,
+            used: self.uint()?,
+            waiting: self.uint()?,
+            next_expiry_in: self.expiry()?,
+            owner: self.owner()?,
+        })
     }
 
     /// The end of the reply.

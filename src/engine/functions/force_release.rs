@@ -5,14 +5,14 @@ use redis::Cmd;
 use super::cursor::Cursor;
 use super::library::{Function, Op, Serving};
 use super::tail::Expired;
-use crate::engine::Error;
+use crate::engine::error::Error;
 
 /// The force-release of one name.
 pub(in crate::engine) struct ForceRelease;
 
 /// The leases it ended (each as the audit names an ended lease).
 #[derive(Debug)]
-pub(in crate::engine) struct Ended {
+pub(in crate::engine) struct EndedLeases {
     /// How many, in all.
     pub count: u64,
     /// The first 100 of them, with their owner and token (for the audit).
@@ -22,18 +22,18 @@ pub(in crate::engine) struct Ended {
 impl Function for ForceRelease {
     const OP: Op = Op::ForceRelease;
     /// `None` when nothing was held (nothing changed).
-    type Reply = Option<Ended>;
+    type Reply = Option<EndedLeases>;
 
     fn args(&self, _call: &mut Cmd) {}
 
-    fn decode(reply: &mut Cursor) -> Result<Option<Ended>, Error> {
+    fn decode(reply: &mut Cursor) -> Result<Option<EndedLeases>, Error> {
         if !reply.flag()? {
             return Ok(None);
         }
         let count = reply.uint()?;
         let n = reply.count()?;
         let shown = Expired::decode_list(reply, n)?;
-        Ok(Some(Ended { count, shown }))
+        Ok(Some(EndedLeases { count, shown }))
     }
 }
 

@@ -1,13 +1,13 @@
 -- One instance's heartbeat for its waiters on one name, about every second
--- while it has any (line.lua: KEYS, ARGV[1..2]); also what an instance runs
+-- while it has any (core/state.lua: KEYS, ARGV[1..2]); also what an instance runs
 -- when a lease of the name expires, to serve the line then.
 --
 -- ARGV[3]  how many of this instance's waiters on the name are in line, as
 --          far as it knows
--- ARGV[4]  the line's "lost" (line.lua) as this instance's last keep-alive
+-- ARGV[4]  the line's "lost" (core/state.lua) as this instance's last keep-alive
 --          on the name heard it (0: none); "" for its first
 --
--- Replies, ended by finish() (line.lua)
+-- Replies, ended by finish() (core/messages.lua)
 --   {next_expiry_in_ms, missing, lost}   the earliest live expiry (-1 when
 --       none), after pruning and serving; missing 1 when this instance's
 --       waiters may not all be in line any more: byinst names fewer of them
@@ -43,7 +43,7 @@ if size ~= QUEUED_N then
   -- The line's sums do not count the queue (its key was lost or expired, or
   -- the owners hash was): they are the queue's again, its own when it is
   -- short, else its count and a weight that lets no newcomer past it until
-  -- a call sees the line whole (line.lua).
+  -- a call sees the line whole (core/admission.lua).
   if size <= SCAN_BATCH then
     local weight = 0
     for _, waiter in ipairs(redis.call('ZRANGE', K_QUEUE, '0', '-1')) do

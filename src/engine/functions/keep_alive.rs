@@ -6,7 +6,7 @@ use redis::Cmd;
 
 use super::cursor::Cursor;
 use super::library::{Function, Op, Serving};
-use crate::engine::Error;
+use crate::engine::error::Error;
 
 /// The keep-alive of one name's waiters on this instance.
 pub(in crate::engine) struct KeepAlive {

@@ -1,8 +1,9 @@
-//! baton's operations as one Redis Functions library: `line.lua` (the lease
-//! core) followed by one function per operation's file, each called with
-//! `FCALL` through its one typed module beside it ([`Function`]): a request
-//! type that owns the arguments after the two every operation takes
-//! ([`invocation`]), and a reply type decoded by a [`Cursor`].
+//! baton's operations as one Redis Functions library: the lease core's parts
+//! (`core/*.lua`, joined in the order of [`CORE`]) followed by one function
+//! per operation's file, each called with `FCALL` through its one typed
+//! module beside it ([`Function`]): a request type that owns the arguments
+//! after the two every operation takes (which the [`Invoker`] adds), and a
+//! reply type decoded by a [`Cursor`].
 //!
 //! A function, unlike a script sent with `EVALSHA`, does not define the lease
 //! core's helpers again on every call: the library is compiled once when it
@@ -10,7 +11,8 @@
 //! two versions of baton on one Redis each call their own. [`Store`] loads it
 //! where it is missing (a fresh or restarted Redis, a new cluster node).
 //!
-//! [`Store`]: crate::engine::Store
+//! [`Store`]: crate::engine::connection::Store
+//! [`Invoker`]: super::invoker::Invoker
 
 use std::sync::LazyLock;
 
@@ -19,9 +21,7 @@ use redis::{Cmd, Value};
 use super::cursor::Cursor;
 use super::tail::Tail;
 use crate::domain::{Kind, Name};
-use crate::engine::keys::Keys;
-use crate::engine::Error;
-use crate::engine::Store;
+use crate::engine::error::Error;
 
 /// One operation of the library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +76,19 @@ impl Op {
     }
 }
 
+/// The lease core's parts, in the order they are joined: each uses only
+/// the parts before it (`core/state.lua` says what each holds). One chunk of
+/// Lua in all: at most 200 local variables at its top level, and at most 60
+/// upvalues in any one function (Lua 5.1, as Redis runs it).
+const CORE: [&str; 6] = [
+    include_str!("core/state.lua"),
+    include_str!("core/messages.lua"),
+    include_str!("core/pruning.lua"),
+    include_str!("core/leases.lua"),
+    include_str!("core/admission.lua"),
+    include_str!("core/views.lua"),
+];
+
 /// The library's code and the names of its functions.
 pub(in crate::engine) struct Library {
     code: String,
@@ -84,8 +97,8 @@ pub(in crate::engine) struct Library {
 
 impl Library {
     fn new() -> Self {
-        let core = include_str!("line.lua");
-        let mut all = String::from(core);
+        let core = CORE.concat();
+        let mut all = core.clone();
         for op in Op::ALL {
             all.push_str(op.code());
         }
@@ -136,7 +149,7 @@ pub(in crate::engine) trait Function {
     fn decode(reply: &mut Cursor) -> Result<Self::Reply, Error>;
 }
 
-/// A function whose reply ends with `finish()` (`line.lua`): it may serve the
+/// A function whose reply ends with `finish()` (`core/messages.lua`): it may serve the
 /// line, and so grant leases to waiters.
 pub(in crate::engine) trait Serving: Function {}
 
@@ -184,42 +197,16 @@ pub fn function_name(op: &str) -> Option<&'static str> {
     Some(LIBRARY.function(op))
 }
 
-/// A call of `op` over `name`'s owners hash (the key every call declares;
-/// `line.lua` names the others from it) with the two arguments every
-/// operation takes: the events channel ("" while nobody listens there, so
-/// the call publishes no event), and the call's [`context`]. Its own
-/// arguments follow, with `arg`.
-pub(in crate::engine) fn invocation(
-    op: Op,
-    keys: &Keys,
-    kind: Kind,
-    name: &Name,
-    store: &Store,
-    instance: &str,
-) -> Cmd {
-    let mut call = redis::cmd("FCALL");
-    call.arg(LIBRARY.function(op))
-        .arg(1)
-        .arg(keys.owners(kind, name))
-        .arg(if store.events_watched() {
-            keys.events_channel()
-        } else {
-            ""
-        })
-        .arg(context(
-            kind,
-            store.shard_publish_command(),
-            instance,
-            &keys.name_channel(kind, name),
-            name,
-        ));
-    call
-}
-
-/// The context every call passes as its second argument (`line.lua`):
+/// The context every call passes as its second argument (`core/state.lua`):
 /// kind, publish command, instance, the name's channel and the name, one
 /// field a line (a name holds no newline: it is printable).
-pub fn context(kind: Kind, publish: &str, instance: &str, channel: &str, name: &Name) -> String {
+pub fn call_context(
+    kind: Kind,
+    publish: &str,
+    instance: &str,
+    channel: &str,
+    name: &Name,
+) -> String {
     [kind.as_str(), publish, instance, channel, name.as_str()].join("\n")
 }
 
@@ -238,5 +225,34 @@ mod tests {
             assert_eq!(function, format!("baton_{version}_{}", op.name()));
             assert!(library.code().contains(&format!("'{function}'")));
         }
+    }
+
+    /// The pattern `core/state.lua` names `READ_{name}`, without its captures.
+    fn pattern(name: &str) -> String {
+        let line = CORE[0]
+            .lines()
+            .find(|l| l.starts_with(&format!("local READ_{name} = '")))
+            .unwrap_or_else(|| panic!("READ_{name} in core/state.lua"));
+        let quoted = line.split_once(" = '").map_or("", |(_, p)| p);
+        quoted.trim_end_matches('\'').replace(['(', ')'], "")
+    }
+
+    /// The fast paths read leading fields of a waiter or a solo with
+    /// patterns of their own: each must read the same fields as the whole
+    /// format's pattern, and a solo is its expiry and token, then a waiter.
+    #[test]
+    fn every_pattern_reads_its_format_from_the_start() {
+        let (waiter, solo) = (pattern("WAITER"), pattern("SOLO"));
+        assert_eq!(solo, format!("^%d+|%d+|{}", &waiter[1..]));
+        for view in ["WAITER_ID_NEWEST", "WAITER_TERMS"] {
+            assert!(waiter.starts_with(&pattern(view)), "READ_{view}");
+        }
+        for view in ["SOLO_EXPIRES", "SOLO_HEAD", "SOLO_HELD_BY"] {
+            assert!(solo.starts_with(&pattern(view)), "READ_{view}");
+        }
+        assert!(
+            pattern("LEASE").ends_with("|.*$"),
+            "a lease's owner comes last"
+        );
     }
 }

@@ -1,5 +1,5 @@
-//! The messages the library sends an instance about its waiters (`line.lua`
-//! writes them; this is their one decoder): in a serving function's reply for
+//! The messages the library sends an instance about its waiters
+//! (`core/messages.lua` writes them; this is their one decoder): in a serving function's reply for
 //! the caller's own waiters, on the name's channel for another instance's.
 
 use std::time::Duration;
@@ -8,7 +8,7 @@ use crate::domain::Owner;
 
 /// One message about a name's line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(in crate::engine) enum Message {
+pub(in crate::engine) enum LineMessage {
     /// `G TAG TOKEN EXPIRES_AT_MS EXPIRES_IN_MS` (held until its expiry) or
     /// `g ...` (provisional: Redis lets it go in `expires_in` unless the
     /// waiter's instance confirms it first, which it must before answering).
@@ -28,7 +28,7 @@ pub(in crate::engine) enum Message {
     EndsSooner { expires_in: Duration },
 }
 
-impl Message {
+impl LineMessage {
     /// The message `text` says, or `None` when it is none of ours.
     pub(in crate::engine) fn decode(text: &str) -> Option<Self> {
         let (kind, rest) = text.split_once(' ')?;
@@ -76,8 +76,8 @@ mod tests {
     #[test]
     fn grants_say_whether_the_lease_is_held_already() {
         assert_eq!(
-            Message::decode("G 7 120 1700000060000 60000"),
-            Some(Message::Granted {
+            LineMessage::decode("G 7 120 1700000060000 60000"),
+            Some(LineMessage::Granted {
                 tag: 7,
                 token: 120,
                 expires_at_ms: 1_700_000_060_000,
@@ -85,25 +85,25 @@ mod tests {
                 held: true,
             })
         );
-        let provisional = Message::decode("g 7 120 1700000060000 3000");
+        let provisional = LineMessage::decode("g 7 120 1700000060000 3000");
         assert!(matches!(
             provisional,
-            Some(Message::Granted { held: false, expires_in, .. }) if expires_in == Duration::from_secs(3)
+            Some(LineMessage::Granted { held: false, expires_in, .. }) if expires_in == Duration::from_secs(3)
         ));
     }
 
     #[test]
     fn a_superseding_carries_the_newer_owner_spaces_included() {
         assert_eq!(
-            Message::decode("s 9 deploy run 42"),
-            Some(Message::Superseded {
+            LineMessage::decode("s 9 deploy run 42"),
+            Some(LineMessage::Superseded {
                 tag: 9,
                 owner: Owner::from_stored("deploy run 42".to_owned()),
             })
         );
         assert_eq!(
-            Message::decode("s 9 "),
-            Some(Message::Superseded {
+            LineMessage::decode("s 9 "),
+            Some(LineMessage::Superseded {
                 tag: 9,
                 owner: None
             })
@@ -121,11 +121,11 @@ mod tests {
             "q 1",
             "g a 2 3 4",
         ] {
-            assert_eq!(Message::decode(text), None, "{text:?}");
+            assert_eq!(LineMessage::decode(text), None, "{text:?}");
         }
         assert_eq!(
-            Message::decode("x 250"),
-            Some(Message::EndsSooner {
+            LineMessage::decode("x 250"),
+            Some(LineMessage::EndsSooner {
                 expires_in: Duration::from_millis(250)
             })
         );

@@ -1,16 +1,18 @@
 //! baton's Redis Functions library, one function a pair of files: its Lua
 //! (`NAME.lua`, whose header lists its `ARGV` and replies) and its typed Rust
 //! side (`NAME.rs`: a request that owns its arguments, a reply decoded by a
-//! [`cursor::Cursor`] that rejects what is left over). `line.lua` is the
-//! lease core every function shares; [`tail`] decodes what every serving
-//! function's reply ends with, [`message`] the messages about a waiter, and
-//! [`waiter`] is how the line keeps a waiter. Nothing outside `engine/` sees
-//! the wire format.
+//! [`cursor::Cursor`] that rejects what is left over). `core/` is the lease
+//! core every function shares, in parts by concern that [`library`] joins
+//! (`core/state.lua` lists them); [`invoker`] makes every call, with what
+//! every call passes; [`tail`] decodes what every serving function's reply
+//! ends with, [`message`] the messages about a waiter, and [`waiter`] is how
+//! the line keeps a waiter. Nothing outside `engine/` sees the wire format.
 
 pub(super) mod acquire;
 pub(super) mod check;
 pub(super) mod cursor;
 pub(super) mod force_release;
+pub(super) mod invoker;
 pub(super) mod keep_alive;
 pub(super) mod library;
 pub(super) mod message;

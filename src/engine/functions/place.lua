@@ -1,9 +1,9 @@
 -- A waiter's place in line and the leases it waits behind, for acquisitions
--- that report their progress (line.lua: KEYS, ARGV[1..2]). Bounded: at most
+-- that report their progress (core/state.lua: KEYS, ARGV[1..2]). Bounded: at most
 -- 100 leases. It writes only to take the waiters of dead instances out of
 -- the line (and its sums).
 --
--- ARGV[3]  the waiter, as the line keeps it (line.lua)
+-- ARGV[3]  the waiter, as the line keeps it (core/state.lua)
 --
 -- Reply
 --   {position, waiting, n, token_1, expires_in_ms_1, weight_1, owner_1, ..., token_n, ...}

@@ -5,10 +5,10 @@ use redis::Cmd;
 use super::cursor::Cursor;
 use super::library::{Function, Op};
 use super::status::holders;
+use crate::engine::error::Error;
 use crate::engine::model::Place;
-use crate::engine::Error;
 
-/// The place of one waiter, as the line keeps it ([`super::waiter::Entry`]).
+/// The place of one waiter, as the line keeps it ([`super::waiter::LineEntry`]).
 pub(in crate::engine) struct Find<'a>(pub &'a str);
 
 impl Function for Find<'_> {

@@ -6,15 +6,15 @@ use super::check::Stored;
 use super::cursor::Cursor;
 use super::library::{Function, Op};
 use crate::domain::{LeaseId, Ttl};
-use crate::engine::Error;
+use crate::engine::error::Error;
 
 /// The refresh of one lease: by `ttl`, or by its own ttl.
-pub(in crate::engine) struct Refresh {
+pub(in crate::engine) struct Extend {
     pub id: LeaseId,
     pub ttl: Option<Ttl>,
 }
 
-impl Function for Refresh {
+impl Function for Extend {
     const OP: Op = Op::Refresh;
     /// The lease with its new expiry; `None` when it was not live.
     type Reply = Option<Stored>;

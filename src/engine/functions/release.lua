@@ -1,21 +1,21 @@
--- End a lease, or leave the line, and serve whoever moves up (line.lua: KEYS,
--- ARGV[1..2]).
+-- End a lease, or leave the line, and serve whoever moves up
+-- (core/state.lua: KEYS, ARGV[1..2]).
 --
 -- ARGV[3]  lease id (the waiter's id while it waits)
 -- ARGV[4]  mode:
 --            "release"  the holder gives the lease back (DELETE)
 --            "leave"    a waiter whose client is gone (an abandoned
 --                       acquisition): leaves the line and releases its lease,
---                       whichever of the two it has (line.lua: never both,
---                       but both go if it had)
+--                       whichever of the two it has (never both:
+--                       core/admission.lua; but both go if it had)
 --            "give-up"  a waiter whose wait ended: takes a lease granted
 --                       meanwhile, or one the name has room for now (the line
 --                       is served first, so a waiter at the head of a free
 --                       name is never refused); else leaves the line
--- ARGV[5]  the waiter, as the line keeps it (line.lua), for "leave" and
+-- ARGV[5]  the waiter, as the line keeps it (core/state.lua), for "leave" and
 --          "give-up"; "" for "release"
 --
--- Replies, each ended by finish() (line.lua)
+-- Replies, each ended by finish() (core/messages.lua)
 --   {3, fencing_token, expires_at_ms}  "give-up" got a lease: held (confirmed)
 --                                      until expires_at_ms
 --   {code, holders, used, waiting, expires_in_ms, owner, released_token, released_owner}, code:
@@ -24,8 +24,8 @@
 --       0  nothing: no live lease, not in line
 --   with the name's state afterwards ("give-up" only; 0, 0, 0, -1 and ""
 --   for the others): live leases and their weight, queued requests, and the
---   time left and owner of the lease in its way (line.lua, in_the_way(); -1
---   and "" when none);
+--   time left and owner of the lease in its way (in_the_way(),
+--   core/views.lua; -1 and "" when none);
 --   then the fencing token and owner of the lease released (0 and "" unless
 --   code 1), for the audit line
 --   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
@@ -34,18 +34,17 @@ local id, mode, waiter = ARGV[3], ARGV[4], ARGV[5]
 -- grants next.
 local read = read_fields(id)
 local solo = read[3]
-local expires, token, solo_id
+local expires, token, solo_id, owner
 if solo then
-  expires, token, solo_id = string.match(solo, '^(%d+)|(%d+)|([^|]*)|')
+  expires, token, solo_id, owner = string.match(solo, READ_SOLO_HELD_BY)
 end
 if solo_id == id then
-  -- The fast path: the name's only lease, and nobody waits (line.lua).
+  -- The fast path: the name's only lease, and nobody waits (core/leases.lua).
   local live = tonumber(expires) > now_ms
   if live and mode == 'give-up' then
     return finish({3, token, expires})
   end
   redis.call('HDEL', K_OWNERS, 'solo')
-  local owner = string.match(solo, '^%d+|%d+|[^|]*|%d+|[^|]*|%d+|%d+|%d+|%d|(.*)$')
   if live then
     event('released', owner, tonumber(token), 0)
     return finish({1, 0, 0, 0, -1, '', token, owner})
@@ -80,7 +79,7 @@ if waiter ~= '' then
     packed = redis.call('HGET', K_OWNERS, id)
     local lease = lease_for(id, packed)
     if lease then
-      -- (A grant took it out of the line: line.lua.)
+      -- (A grant took it out of the line: core/admission.lua.)
       confirm(id, lease)
       return finish({3, lease.token, lease.expires_at})
     end

@@ -4,10 +4,10 @@ use redis::Cmd;
 
 use super::cursor::Cursor;
 use super::library::{Function, Op, Serving};
-use super::waiter::Entry;
+use super::waiter::LineEntry;
 use crate::domain::{LeaseId, Owner};
+use crate::engine::error::Error;
 use crate::engine::model::Occupancy;
-use crate::engine::Error;
 
 /// What ends, and how.
 pub(in crate::engine) enum End<'a> {
@@ -16,10 +16,10 @@ pub(in crate::engine) enum End<'a> {
     /// A waiter whose client is gone (an abandoned acquisition): leaves the
     /// line and releases the lease granted meanwhile or taken by a call
     /// whose reply was lost, whichever it has.
-    Leave(Entry<'a>),
+    Leave(LineEntry<'a>),
     /// A waiter whose wait ended: takes a lease granted meanwhile or one the
     /// name has room for now, else leaves the line.
-    GiveUp(Entry<'a>),
+    GiveUp(LineEntry<'a>),
 }
 
 impl End<'_> {
@@ -71,13 +71,7 @@ impl Function for End<'_> {
                 expires_at_ms: reply.uint()?,
             });
         }
-        let state = Occupancy {
-            holders: reply.uint()?,
-            used: reply.uint()?,
-            waiting: reply.uint()?,
-            next_expiry_in: reply.expiry()?,
-            owner: reply.owner()?,
-        };
+        let state = reply.occupancy()?;
         let (fencing_token, owner) = (reply.uint()?, reply.owner()?);
         match code {
             1 => Ok(Ended::Released {

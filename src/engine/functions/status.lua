@@ -1,12 +1,12 @@
--- A lock or semaphore as anyone may see it, never a lease id (line.lua: KEYS,
--- ARGV[1..2]). Bounded: at most 100 leases and 100 waiters. It writes only to
+-- A lock or semaphore as anyone may see it, never a lease id
+-- (core/state.lua: KEYS, ARGV[1..2]). Bounded: at most 100 leases and 100 waiters. It writes only to
 -- take the waiters of dead instances out of the line (and its sums).
 --
 -- Reply
 --   {holders, used, limit, waiting, n, token_1, expires_in_ms_1, weight_1, owner_1, ...,
 --    m, owner_1, waited_ms_1, weight_1, ..., owner_m, waited_ms_m, weight_m}
---   holders: live leases in all; used: their weight (line.lua,
---   used_unpruned()); limit: that of the latest acquisition (0 when none is
+--   holders: live leases in all; used: their weight (used_unpruned(),
+--   core/leases.lua); limit: that of the latest acquisition (0 when none is
 --   known); n (<= 100) leases, those that expire first; m (<= 100) waiters,
 --   in the order they will be served; owner "" when none
 read_state()

@@ -7,11 +7,11 @@ use redis::Cmd;
 use super::cursor::Cursor;
 use super::library::{Function, Op};
 use crate::domain::Limit;
+use crate::engine::error::Error;
 use crate::engine::model::{Holder, Waiter};
-use crate::engine::Error;
 
 /// The status call of one name.
-pub(in crate::engine) struct Status;
+pub(in crate::engine) struct ReadStatus;
 
 /// What it answers: all but the name.
 #[derive(Debug)]
@@ -27,7 +27,7 @@ pub(in crate::engine) struct Snapshot {
 }
 
 /// `n, (token, expires_in_ms, weight, owner) x n`: the live leases that expire first
-/// (`append_leases` in `line.lua`), those first.
+/// (`append_leases()` in `core/views.lua`), those first.
 pub(in crate::engine) fn holders(reply: &mut Cursor) -> Result<Vec<Holder>, Error> {
     let n = reply.count()?;
     let mut leases = Vec::with_capacity(n);
@@ -42,7 +42,7 @@ pub(in crate::engine) fn holders(reply: &mut Cursor) -> Result<Vec<Holder>, Erro
     Ok(leases)
 }
 
-impl Function for Status {
+impl Function for ReadStatus {
     const OP: Op = Op::Status;
     type Reply = Snapshot;
 

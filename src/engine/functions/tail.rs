@@ -1,11 +1,12 @@
-//! What every serving function's reply ends with (`finish()` in `line.lua`),
+//! What every serving function's reply ends with (`finish()` in
+//! `core/messages.lua`),
 //! decoded in this one place: the expired leases the call noticed, and the
 //! messages for the caller's own waiters.
 
 use super::cursor::Cursor;
-use super::message::Message;
+use super::message::LineMessage;
 use crate::domain::{Kind, Name, Owner};
-use crate::engine::Error;
+use crate::engine::error::Error;
 use crate::telemetry::{audit, record_expired};
 
 /// A lease that a call found expired and removed.
@@ -20,7 +21,7 @@ pub(in crate::engine) struct Expired {
 pub(in crate::engine) struct Tail {
     pub expired: Vec<Expired>,
     /// For this instance's waiters: delivered as the name's channel would.
-    pub messages: Vec<Message>,
+    pub messages: Vec<LineMessage>,
 }
 
 impl Expired {
@@ -53,7 +54,7 @@ impl Tail {
         let mut messages = Vec::with_capacity(m);
         for _ in 0..m {
             let text = reply.text()?;
-            let message = Message::decode(&text)
+            let message = LineMessage::decode(&text)
                 .ok_or_else(|| Error::Protocol(format!("not a line message: {text:?}")))?;
             messages.push(message);
         }
@@ -69,10 +70,10 @@ impl Tail {
         for lease in &self.expired {
             audit(
                 "expired",
-                kind.as_str(),
-                name.as_str(),
-                lease.owner.as_ref().map(Owner::as_str),
-                Some(lease.fencing_token),
+                kind,
+                name,
+                lease.owner.as_ref(),
+                lease.fencing_token,
                 None,
             );
         }

@@ -1,12 +1,12 @@
-//! A waiter as the line keeps it in Redis (`line.lua` reads it with
-//! `unpack_waiter`): this is its one encoder. Its fields are fixed for the
+//! A waiter as the line keeps it in Redis (`core/state.lua` reads it with
+//! `unpack_waiter()`): this is its one encoder. Its fields are fixed for the
 //! whole wait, so the same request always names the same member of the line.
 
 use crate::domain::{Demand, LeaseId, Owner, Ttl};
 
 /// One acquisition's place in line, as Redis keeps it.
 #[derive(Debug, Clone, Copy)]
-pub(in crate::engine) struct Entry<'a> {
+pub(in crate::engine) struct LineEntry<'a> {
     /// The lease it acquires under (a capability: never logged).
     pub id: LeaseId,
     /// A number naming it among its instance's waiters, in messages.
@@ -20,7 +20,7 @@ pub(in crate::engine) struct Entry<'a> {
     pub owner: Option<&'a Owner>,
 }
 
-impl Entry<'_> {
+impl LineEntry<'_> {
     /// `id|tag|instance|ttl_ms|limit|weight|newest|owner`; the owner comes last, so
     /// it may hold `|`.
     pub(in crate::engine) fn encode(&self) -> String {
@@ -47,7 +47,7 @@ mod tests {
     fn the_owner_comes_last_so_it_may_hold_the_separator() {
         let id = LeaseId::new();
         let owner = Owner::from_stored("ci|job 7".to_owned()).expect("owner");
-        let entry = Entry {
+        let entry = LineEntry {
             id,
             tag: 42,
             instance: "0123456789abcdef",

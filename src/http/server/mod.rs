@@ -11,7 +11,7 @@
 //!   the first byte of its next request) is closed, and so is a connection
 //!   with no request in flight for [`Limits::idle_timeout`]: each connection
 //!   has a timer of its own, which sleeps while requests are in flight
-//!   ([`activity`] says why hyper's own header timer cannot do this).
+//!   (`activity.rs` says why hyper's own header timer cannot do this).
 //! - HTTP/2 connections may carry many waits each; keep-alive pings drop a
 //!   peer that vanished without closing, and with it its waits. A stream
 //!   reset by the client drops its request's future, as a closed HTTP/1.1
@@ -21,10 +21,10 @@
 //!   let the others finish (waiters are answered 503 by the engine), then
 //!   return.
 //!
-//! Its rooms: [`accept`], the accept loop and the HTTP/1.1 and HTTP/2
-//! settings; [`connection`], one connection, with the socket and the service
-//! that report what it does; [`activity`], what a connection is doing and its
-//! timer; [`limits`], the limits as the settings give them; [`open_files`],
+//! Its rooms: `accept.rs`, the accept loop and the HTTP/1.1 and HTTP/2
+//! settings; `connection.rs`, one connection, with the socket and the service
+//! that report what it does; `activity.rs`, what a connection is doing and its
+//! timer; `limits.rs`, the limits as the settings give them; `open_files.rs`,
 //! the process's open-files limit.
 
 mod accept;

@@ -1,15 +1,21 @@
 //! How a connection to Redis is made in each deployment (one server, a Redis
 //! Cluster, a master found through Redis Sentinel): the settings, the
-//! cluster client and the sentinel-named master, shared by the call
-//! connection ([`super::store`]) and the subscription ([`super::pubsub`]).
+//! cluster client, the sentinel-named master and a cluster's masters, shared
+//! by the call connection ([`super::store`]) and the subscription
+//! ([`super::pubsub`]); and the connection one call runs on, whichever the
+//! deployment.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
-use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo, RedisResult};
+use redis::{
+    AsyncConnectionConfig, Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult,
+    Value,
+};
 
 use crate::config::RedisMode;
 
@@ -156,6 +162,66 @@ impl SentinelMaster {
     }
 }
 
+/// The masters with slots in `CLUSTER NODES` output, as (host, port).
+pub(super) fn cluster_masters(nodes: &str) -> Vec<(String, u16)> {
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let flags = fields.get(2)?;
+            let serving = flags.split(',').any(|f| f == "master")
+                && !flags.split(',').any(|f| f == "fail" || f == "noaddr")
+                && fields.len() > 8;
+            if !serving {
+                return None;
+            }
+            // ip:port@cport[,hostname]
+            let address = fields.get(1)?.split(['@', ',']).next()?;
+            let (host, port) = address.rsplit_once(':')?;
+            Some((host.to_owned(), port.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A connection for one call, whichever the deployment.
+#[derive(Clone)]
+pub(super) enum Conn {
+    Manager(ConnectionManager),
+    Cluster(ClusterConnection),
+    Plain(MultiplexedConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Manager(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.req_packed_command(cmd),
+            Self::Plain(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Manager(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Plain(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Manager(c) => c.get_db(),
+            Self::Cluster(c) => c.get_db(),
+            Self::Plain(c) => c.get_db(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +234,26 @@ mod tests {
                 "redis://127.0.0.1:7000",
                 "redis://h:7001",
                 "rediss://:pw@h:7002"
+            ]
+        );
+    }
+
+    #[test]
+    fn cluster_masters_are_the_live_masters_with_slots() {
+        let nodes = "\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
+b2 127.0.0.1:7001@17001 master - 0 0 2 connected 5461-10922
+c3 127.0.0.1:7002@17002,host.example master,fail - 0 0 3 connected
+d4 127.0.0.1:7003@17003 slave a1 0 0 1 connected
+e5 127.0.0.1:7004@17004 master - 0 0 5 connected 10923-16383
+f6 127.0.0.1:7005@17005 master - 0 0 6 connected
+";
+        assert_eq!(
+            cluster_masters(nodes),
+            [
+                ("127.0.0.1".to_owned(), 7000),
+                ("127.0.0.1".to_owned(), 7001),
+                ("127.0.0.1".to_owned(), 7004),
             ]
         );
     }

@@ -2,7 +2,7 @@
 //! start with a prefix, a page at a time.
 //!
 //! Names are found with `SCAN MATCH … COUNT … TYPE hash` over the names'
-//! owners hashes (`functions/line.lua`: a name's only lease lives there, as
+//! owners hashes (`functions/core/state.lua`: a name's only lease lives there, as
 //! every lease's details do) (never `KEYS`), a bounded
 //! number of SCAN calls per page, then one status script per name found, at
 //! most [`STATUS_CALLS_IN_FLIGHT`] at once on the multiplexed connection
@@ -18,15 +18,15 @@
 //! its hash table meanwhile, when SCAN itself may return a key twice), and
 //! within a batch names are taken in order.
 //!
-//! [`Store::nodes`]: super::Store::nodes
+//! [`Store::nodes`]: crate::engine::connection::Store::nodes
 
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 
+use super::operations::Leases;
 use crate::domain::{Invalid, Name, NamePrefix};
-
-use super::lease::Leases;
-use super::model::Status;
-use super::{Engine, Error};
+use crate::engine::error::Error;
+use crate::engine::handle::Engine;
+use crate::engine::model::Status;
 
 /// Status scripts run at once for one page.
 const STATUS_CALLS_IN_FLIGHT: usize = 64;
@@ -72,13 +72,13 @@ impl Default for PageLimit {
 /// Where the next page starts: opaque to clients, `NODE-SCAN_CURSOR` or
 /// `NODE-SCAN_CURSOR.HEX_OF_LAST_NAME`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Cursor {
+pub struct PageCursor {
     node: usize,
     scan: u64,
     after: Option<Name>,
 }
 
-impl Cursor {
+impl PageCursor {
     /// # Errors
     /// When `raw` is not a cursor this service handed out.
     pub fn parse(raw: &str) -> Result<Self, Invalid> {
@@ -138,7 +138,24 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
 pub struct Page<T> {
     pub entries: Vec<T>,
     /// Where the next page starts; `None` when this was the last.
-    pub next_cursor: Option<Cursor>,
+    pub next_cursor: Option<PageCursor>,
+}
+
+impl Leases {
+    /// One page of those in use (with holders) whose names start with
+    /// `prefix` and are `shown` (those the caller may read), sorted by name.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn list(
+        &self,
+        prefix: &NamePrefix,
+        limit: PageLimit,
+        cursor: PageCursor,
+        shown: Shown<'_>,
+    ) -> Result<Page<Status>, Error> {
+        page(self, prefix, limit, cursor, shown).await
+    }
 }
 
 /// Which names a page may show (those its caller may read); the others are
@@ -153,11 +170,11 @@ pub type Shown<'a> = &'a (dyn Fn(&Name) -> bool + Sync);
 ///
 /// # Errors
 /// Redis unavailable.
-pub(crate) async fn page(
+async fn page(
     leases: &Leases,
     prefix: &NamePrefix,
     limit: PageLimit,
-    cursor: Cursor,
+    cursor: PageCursor,
     shown: Shown<'_>,
 ) -> Result<Page<Status>, Error> {
     let (engine, kind) = (leases.engine(), leases.kind());
@@ -215,10 +232,10 @@ async fn find_names(
     name_of: impl Fn(&str) -> Option<&str>,
     shown: Shown<'_>,
     limit: PageLimit,
-    cursor: Cursor,
-) -> Result<(Vec<Name>, Option<Cursor>), Error> {
+    cursor: PageCursor,
+) -> Result<(Vec<Name>, Option<PageCursor>), Error> {
     let limit = limit.get();
-    let Cursor {
+    let PageCursor {
         mut node,
         mut scan,
         mut after,
@@ -254,7 +271,7 @@ async fn find_names(
             names.sort();
             return Ok((
                 names,
-                Some(Cursor {
+                Some(PageCursor {
                     node,
                     scan,
                     after: last,
@@ -278,7 +295,7 @@ async fn find_names(
     names.sort();
     Ok((
         names,
-        Some(Cursor {
+        Some(PageCursor {
             node,
             scan,
             after: None,
@@ -303,19 +320,19 @@ mod tests {
     #[test]
     fn cursors_read_back_what_they_write() {
         for cursor in [
-            Cursor::default(),
-            Cursor {
+            PageCursor::default(),
+            PageCursor {
                 node: 2,
                 scan: 1234,
                 after: None,
             },
-            Cursor {
+            PageCursor {
                 node: 0,
                 scan: 7,
                 after: Some(Name::parse("review/app 1 é🚀.x").unwrap()),
             },
         ] {
-            assert_eq!(Cursor::parse(&cursor.encode()).unwrap(), cursor);
+            assert_eq!(PageCursor::parse(&cursor.encode()).unwrap(), cursor);
         }
     }
 
@@ -339,7 +356,7 @@ mod tests {
             "0-1.c3", // not UTF-8
             "0-1.07", // a control character: no name
         ] {
-            assert!(Cursor::parse(bad).is_err(), "{bad:?}");
+            assert!(PageCursor::parse(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -8,25 +8,23 @@
 //! on a cluster the load goes to every master. All keys of one lock or
 //! semaphore share a hash tag, so each call runs on one node.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{
-    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
-};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterConfig;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{
     MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
 };
-use redis::{Client, Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use redis::{Client, Cmd, RedisResult, Value};
 
-pub use crate::config::RedisMode;
-
-use super::connect::{cluster_client, connect_timeout, SentinelMaster, StoreConfig};
-use super::pubsub::{PubSub, Source};
-use super::Error;
+use super::connect::{
+    cluster_client, cluster_masters, connect_timeout, Conn, SentinelMaster, StoreConfig,
+};
+use super::pubsub::{PubSub, PubSubNotices, Source};
+use crate::config::RedisMode;
+use crate::engine::error::Error;
 
 /// A Redis node that [`Store::scan`] walks: one per cluster master, one in
 /// the other modes. Opaque; its order is stable while the topology is.
@@ -35,46 +33,18 @@ pub struct Node(Option<(String, u16)>);
 
 /// A cheap handle to the multiplexed connection(s) to Redis.
 #[derive(Clone)]
-pub struct Store(Arc<Inner>);
+pub struct Store(Arc<StoreState>);
 
-struct Inner {
+/// What every clone of a [`Store`] shares.
+struct StoreState {
     config: StoreConfig,
     backend: Backend,
     call_timeout: Duration,
     wait_replicas: u32,
+    /// The code of baton's library, loaded where a call finds it missing.
+    library: &'static str,
     /// Held while the library is being loaded.
     loading: tokio::sync::Mutex<()>,
-    /// Whether anyone listens for change events (see [`Store::events_watched`]).
-    watched: Watched,
-}
-
-/// Whether anyone listens on the events channel, as this instance knows it:
-/// counted about every second (`PUBSUB NUMSUB`, [`super::events`]), and
-/// true at once for a few seconds when an instance says it starts listening.
-/// On a cluster a node counts only its own subscribers: always true there.
-struct Watched {
-    always: bool,
-    counted: AtomicBool,
-    /// When an instance last said it starts listening: ms since `epoch`, 0 never.
-    told_at_ms: AtomicU64,
-    epoch: std::time::Instant,
-}
-
-/// How long a new listener counts as one before the next count includes it.
-const TOLD_FOR: Duration = Duration::from_secs(3);
-
-impl Watched {
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64 + 1
-    }
-
-    fn get(&self) -> bool {
-        if self.always || self.counted.load(Ordering::Relaxed) {
-            return true;
-        }
-        let told = self.told_at_ms.load(Ordering::Relaxed);
-        told != 0 && self.now_ms() < told + TOLD_FOR.as_millis() as u64
-    }
 }
 
 enum Backend {
@@ -90,11 +60,16 @@ enum Backend {
 
 impl Store {
     /// Prepares the connection without making it, so that the service starts
-    /// (and answers `/readyz` with 503) while Redis is down.
+    /// (and answers `/readyz` with 503) while Redis is down. `library` is the
+    /// code of baton's library, which the store loads wherever a call finds
+    /// it missing.
     ///
     /// # Errors
     /// When the URL (or a seed or sentinel in it) cannot be read.
-    pub fn connect_lazy(config: &StoreConfig) -> Result<Self, redis::RedisError> {
+    pub fn connect_lazy(
+        config: &StoreConfig,
+        library: &'static str,
+    ) -> Result<Self, redis::RedisError> {
         let backend = match config.mode {
             RedisMode::Standalone => {
                 let client = Client::open(config.url.trim())?;
@@ -123,27 +98,19 @@ impl Store {
             }
             RedisMode::Sentinel => Backend::Sentinel(Arc::new(SentinelMaster::new(config)?)),
         };
-        Ok(Self(Arc::new(Inner {
+        Ok(Self(Arc::new(StoreState {
             config: config.clone(),
             backend,
             call_timeout: config.call_timeout,
             wait_replicas: config.wait_replicas,
+            library,
             loading: tokio::sync::Mutex::new(()),
-            watched: Watched {
-                always: config.mode == RedisMode::Cluster,
-                counted: AtomicBool::new(false),
-                told_at_ms: AtomicU64::new(0),
-                epoch: std::time::Instant::now(),
-            },
         })))
     }
 
     /// Starts this instance's subscription connection, which lives until
     /// `stop`; see [`PubSub`].
-    pub fn pubsub(
-        &self,
-        stop: tokio_util::sync::CancellationToken,
-    ) -> (PubSub, super::pubsub::Notices) {
+    pub fn pubsub(&self, stop: tokio_util::sync::CancellationToken) -> (PubSub, PubSubNotices) {
         let source = match &self.0.backend {
             Backend::Standalone { client, .. } => Source::Server((**client).clone()),
             Backend::Cluster { .. } => Source::Cluster(self.0.config.clone()),
@@ -153,13 +120,13 @@ impl Store {
     }
 
     /// Runs one operation of baton's library (an `FCALL`, see
-    /// [`super::functions`]), within the call timeout, on the node that holds
+    /// [`crate::engine::functions`]), within the call timeout, on the node that holds
     /// its keys; where the library is missing (a fresh or restarted Redis, a
     /// new cluster node), loads it and calls again.
     ///
     /// # Errors
     /// [`Error::Unavailable`] when Redis fails or does not answer in time.
-    pub(super) async fn fcall(&self, call: &Cmd) -> Result<Value, Error> {
+    pub(crate) async fn fcall(&self, call: &Cmd) -> Result<Value, Error> {
         self.bounded(|mut conn| async move {
             match call.query_async::<Value>(&mut conn).await {
                 Err(err) if is_missing_function(&err) => {
@@ -168,7 +135,7 @@ impl Store {
                     let _loading = self.0.loading.lock().await;
                     match call.query_async::<Value>(&mut conn).await {
                         Err(err) if is_missing_function(&err) => {
-                            load_library(&mut conn).await?;
+                            load_library(&mut conn, self.0.library).await?;
                             call.query_async(&mut conn).await
                         }
                         other => other,
@@ -184,9 +151,9 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::Unavailable`] when Redis fails or does not answer in time.
-    pub(super) async fn load_library(&self) -> Result<(), Error> {
+    pub(crate) async fn load_library(&self) -> Result<(), Error> {
         self.bounded(|mut conn| async move {
-            load_library(&mut conn).await?;
+            load_library(&mut conn, self.0.library).await?;
             Ok(Value::Okay)
         })
         .await
@@ -282,7 +249,7 @@ impl Store {
         if acked >= wanted {
             Ok(())
         } else {
-            metrics::counter!("baton_replica_wait_failures_total").increment(1);
+            crate::telemetry::record_replica_wait_failure();
             Err(Error::Unavailable(
                 format!("{acked} of {wanted} replicas acknowledged in {wait_ms} ms").into(),
             ))
@@ -349,31 +316,6 @@ impl Store {
         redis::from_redis_value(reply).map_err(|e| Error::Protocol(e.to_string()))
     }
 
-    /// Whether a change event should be published: someone listens, as far
-    /// as this instance knows. The functions publish one only then
-    /// (`line.lua`, `ARGV[1]`), so that a call costs no `PUBSUB NUMSUB`.
-    pub fn events_watched(&self) -> bool {
-        self.0.watched.get()
-    }
-
-    /// Whether the events channel needs counting: not on a cluster.
-    pub(super) fn events_counted(&self) -> bool {
-        !self.0.watched.always
-    }
-
-    /// The count of the events channel's listeners, just taken.
-    pub(super) fn note_listeners(&self, listening: bool) {
-        self.0.watched.counted.store(listening, Ordering::Relaxed);
-    }
-
-    /// An instance (this one or another) says it starts listening.
-    pub(super) fn note_new_listener(&self) {
-        let watched = &self.0.watched;
-        watched
-            .told_at_ms
-            .store(watched.now_ms(), Ordering::Relaxed);
-    }
-
     /// The command a script uses to announce an event on a per-name channel:
     /// `SPUBLISH` on a cluster (only the channel's shard hears it), `PUBLISH`
     /// elsewhere; [`PubSub::subscribe_shard`] listens with the matching one.
@@ -433,97 +375,12 @@ fn is_missing_function(err: &redis::RedisError) -> bool {
 
 /// `FUNCTION LOAD REPLACE` of the library: its name carries its version, so
 /// replacing it replaces it with itself (and on a cluster, every master gets it).
-async fn load_library(conn: &mut Conn) -> RedisResult<()> {
+async fn load_library(conn: &mut Conn, code: &str) -> RedisResult<()> {
     redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")
-        .arg(super::functions::library::LIBRARY.code())
+        .arg(code)
         .query_async::<Value>(conn)
         .await
         .map(|_| ())
-}
-
-/// The masters with slots in `CLUSTER NODES` output, as (host, port).
-fn cluster_masters(nodes: &str) -> Vec<(String, u16)> {
-    nodes
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let flags = fields.get(2)?;
-            let serving = flags.split(',').any(|f| f == "master")
-                && !flags.split(',').any(|f| f == "fail" || f == "noaddr")
-                && fields.len() > 8;
-            if !serving {
-                return None;
-            }
-            // ip:port@cport[,hostname]
-            let address = fields.get(1)?.split(['@', ',']).next()?;
-            let (host, port) = address.rsplit_once(':')?;
-            Some((host.to_owned(), port.parse().ok()?))
-        })
-        .collect()
-}
-
-/// A connection for one call, whichever the deployment.
-#[derive(Clone)]
-enum Conn {
-    Manager(ConnectionManager),
-    Cluster(ClusterConnection),
-    Plain(MultiplexedConnection),
-}
-
-impl ConnectionLike for Conn {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Self::Manager(c) => c.req_packed_command(cmd),
-            Self::Cluster(c) => c.req_packed_command(cmd),
-            Self::Plain(c) => c.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Self::Manager(c) => c.req_packed_commands(cmd, offset, count),
-            Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
-            Self::Plain(c) => c.req_packed_commands(cmd, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Self::Manager(c) => c.get_db(),
-            Self::Cluster(c) => c.get_db(),
-            Self::Plain(c) => c.get_db(),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cluster_masters_are_the_live_masters_with_slots() {
-        let nodes = "\
-a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
-b2 127.0.0.1:7001@17001 master - 0 0 2 connected 5461-10922
-c3 127.0.0.1:7002@17002,host.example master,fail - 0 0 3 connected
-d4 127.0.0.1:7003@17003 slave a1 0 0 1 connected
-e5 127.0.0.1:7004@17004 master - 0 0 5 connected 10923-16383
-f6 127.0.0.1:7005@17005 master - 0 0 6 connected
-";
-        assert_eq!(
-            cluster_masters(nodes),
-            [
-                ("127.0.0.1".to_owned(), 7000),
-                ("127.0.0.1".to_owned(), 7001),
-                ("127.0.0.1".to_owned(), 7004),
-            ]
-        );
-    }
 }

@@ -1,12 +1,10 @@
 //! Progress of a waiting acquisition: the query of its place in line.
 
-use super::functions::library::Function;
-use super::functions::library::{decode, invocation};
-use super::functions::place::Find;
-use super::{Engine, Error};
 use crate::domain::{Kind, Name};
-
-pub use super::model::Place;
+use crate::engine::error::Error;
+use crate::engine::functions::place::Find;
+use crate::engine::handle::Engine;
+use crate::engine::model::Place;
 
 /// A waiter's place in one name's line, to ask about ([`Engine::place`]);
 /// what it holds is the engine's business.
@@ -26,15 +24,6 @@ impl Engine {
     /// [`Error::Unavailable`] when Redis does not answer.
     pub async fn place(&self, in_line: &InLine) -> Result<Option<Place>, Error> {
         let find = Find(&in_line.waiter);
-        let mut call = invocation(
-            Find::OP,
-            self.keys(),
-            in_line.kind,
-            &in_line.name,
-            self.store(),
-            self.line().instance(),
-        );
-        find.args(&mut call);
-        decode::<Find>(self.store().fcall(&call).await?)
+        self.invoker().run(in_line.kind, &in_line.name, &find).await
     }
 }

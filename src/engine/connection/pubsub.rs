@@ -1,7 +1,7 @@
 //! This instance's subscriptions to Redis pub/sub, the same over one server, a
 //! Redis Cluster and Sentinel: channels come and go while the connection
-//! lives, messages arrive as [`Notice::Message`], and [`Notice::Lost`] and
-//! [`Notice::Subscribed`] say that messages may have been missed (a
+//! lives, messages arrive as [`PubSubNotice::Message`], and [`PubSubNotice::Lost`] and
+//! [`PubSubNotice::Subscribed`] say that messages may have been missed (a
 //! disconnection, a reconnection, a failover), so whoever waits on one must
 //! check Redis again.
 //!
@@ -31,33 +31,33 @@ use super::connect::{cluster_client, SentinelMaster, StoreConfig};
 
 /// What the subscription connection reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Notice {
+pub enum PubSubNotice {
     /// A message published on a subscribed channel.
     Message { channel: String, payload: Vec<u8> },
     /// The connection (or, on a cluster, a node's) is lost: messages may be
-    /// missed until [`Notice::Subscribed`]. Re-check everything that waits.
+    /// missed until [`PubSubNotice::Subscribed`]. Re-check everything that waits.
     Lost,
     /// Every tracked channel is subscribed (again), on a new connection:
     /// messages may have been missed before. Re-check everything that waits.
     Subscribed,
 }
 
-/// The stream of [`Notice`]s of one [`PubSub`].
-pub type Notices = mpsc::UnboundedReceiver<Notice>;
+/// The stream of [`PubSubNotice`]s of one [`PubSub`].
+pub type PubSubNotices = mpsc::UnboundedReceiver<PubSubNotice>;
 
 /// Which pub/sub a channel uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Kind {
+enum ChannelKind {
     /// Classic `SUBSCRIBE`/`PUBLISH`: on a cluster, heard on every node.
     Broadcast,
     /// `SSUBSCRIBE`/`SPUBLISH` on a cluster (the channel's shard only), classic
-    /// elsewhere; see [`super::Store::shard_publish_command`].
+    /// elsewhere; see [`super::store::Store::shard_publish_command`].
     Shard,
 }
 
 struct Control {
     subscribe: bool,
-    kind: Kind,
+    kind: ChannelKind,
     channel: String,
     /// Whether Redis confirmed the change.
     done: oneshot::Sender<bool>,
@@ -65,7 +65,7 @@ struct Control {
 
 /// A handle to the instance's subscription connection; cheap to clone. The
 /// connection's task stops when the token given to
-/// [`super::Store::pubsub`] is cancelled.
+/// [`super::store::Store::pubsub`] is cancelled.
 #[derive(Clone)]
 pub struct PubSub {
     control: mpsc::UnboundedSender<Control>,
@@ -83,7 +83,7 @@ impl PubSub {
         source: Source,
         call_timeout: Duration,
         stop: CancellationToken,
-    ) -> (Self, Notices) {
+    ) -> (Self, PubSubNotices) {
         let (control, commands) = mpsc::unbounded_channel();
         let (notices, receiver) = mpsc::unbounded_channel();
         let task = Task {
@@ -103,26 +103,26 @@ impl PubSub {
     /// Subscribes to a broadcast channel (classic pub/sub). `true` once Redis
     /// confirmed it; `false` at once while disconnected (or when it failed):
     /// the channel stays tracked, is subscribed on reconnecting, and a
-    /// [`Notice::Subscribed`] follows.
+    /// [`PubSubNotice::Subscribed`] follows.
     pub async fn subscribe(&self, channel: &str) -> bool {
-        self.send(true, Kind::Broadcast, channel).await
+        self.send(true, ChannelKind::Broadcast, channel).await
     }
 
     /// Subscribes to a per-name channel (sharded on a cluster), as
     /// [`Self::subscribe`] does.
     pub async fn subscribe_shard(&self, channel: &str) -> bool {
-        self.send(true, Kind::Shard, channel).await
+        self.send(true, ChannelKind::Shard, channel).await
     }
 
     pub async fn unsubscribe(&self, channel: &str) -> bool {
-        self.send(false, Kind::Broadcast, channel).await
+        self.send(false, ChannelKind::Broadcast, channel).await
     }
 
     pub async fn unsubscribe_shard(&self, channel: &str) -> bool {
-        self.send(false, Kind::Shard, channel).await
+        self.send(false, ChannelKind::Shard, channel).await
     }
 
-    async fn send(&self, subscribe: bool, kind: Kind, channel: &str) -> bool {
+    async fn send(&self, subscribe: bool, kind: ChannelKind, channel: &str) -> bool {
         let (done, confirmed) = oneshot::channel();
         let control = Control {
             subscribe,
@@ -138,9 +138,9 @@ impl PubSub {
 /// The task that owns the subscription connection.
 struct Task {
     commands: mpsc::UnboundedReceiver<Control>,
-    notices: mpsc::UnboundedSender<Notice>,
+    notices: mpsc::UnboundedSender<PubSubNotice>,
     /// Every channel subscribed, to subscribe again after a reconnect.
-    tracked: HashSet<(Kind, String)>,
+    tracked: HashSet<(ChannelKind, String)>,
     call_timeout: Duration,
     stop: CancellationToken,
 }
@@ -155,7 +155,7 @@ impl Task {
         }
     }
 
-    fn notify(&self, notice: Notice) {
+    fn notify(&self, notice: PubSubNotice) {
         let _ = self.notices.send(notice);
     }
 
@@ -197,7 +197,7 @@ impl Task {
             tracing::debug!(channels = self.tracked.len(), "subscribed to events");
             crate::telemetry::redis_answered();
             // Events may have been missed while not subscribed.
-            self.notify(Notice::Subscribed);
+            self.notify(PubSubNotice::Subscribed);
             loop {
                 tokio::select! {
                     () = self.stop.cancelled() => return,
@@ -218,7 +218,7 @@ impl Task {
                         }
                     }
                     msg = stream.next() => match msg {
-                        Some(msg) => self.notify(Notice::Message {
+                        Some(msg) => self.notify(PubSubNotice::Message {
                             channel: msg.get_channel_name().to_owned(),
                             payload: msg.get_payload_bytes().to_vec(),
                         }),
@@ -229,7 +229,7 @@ impl Task {
             tracing::debug!("lost the subscription to events; reconnecting");
             // Waiters check again now: they get Redis's answer (or 503)
             // instead of sleeping through an outage.
-            self.notify(Notice::Lost);
+            self.notify(PubSubNotice::Lost);
             retry_at = Instant::now();
         }
     }
@@ -263,13 +263,13 @@ impl Task {
                 .set_response_timeout(self.call_timeout),
         );
         // Channels whose subscription failed, tried again every so often.
-        let mut failed: HashSet<(Kind, String)> = HashSet::new();
+        let mut failed: HashSet<(ChannelKind, String)> = HashSet::new();
         let mut retry = tokio::time::interval(Duration::from_millis(500));
         retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut missed = false;
         // The cluster connection connects (and reconnects) by itself:
         // subscriptions can be asked for from now on.
-        self.notify(Notice::Subscribed);
+        self.notify(PubSubNotice::Subscribed);
         loop {
             tokio::select! {
                 () = self.stop.cancelled() => return,
@@ -294,7 +294,7 @@ impl Task {
                         }
                     }
                     if recovered {
-                        self.notify(Notice::Subscribed);
+                        self.notify(PubSubNotice::Subscribed);
                     }
                 }
                 push = pushes.recv() => {
@@ -308,13 +308,13 @@ impl Task {
                         PushKind::Disconnection => {
                             tracing::warn!("a cluster node dropped the subscription connection");
                             missed = true;
-                            self.notify(Notice::Lost);
+                            self.notify(PubSubNotice::Lost);
                         }
                         // redis-rs subscribed again after a reconnect or a
                         // slot move: check what was missed meanwhile.
                         PushKind::Subscribe | PushKind::SSubscribe if missed => {
                             missed = false;
-                            self.notify(Notice::Subscribed);
+                            self.notify(PubSubNotice::Subscribed);
                         }
                         _ => {}
                     }
@@ -327,16 +327,16 @@ impl Task {
 async fn cluster_call(
     conn: &mut ClusterConnection,
     subscribe: bool,
-    kind: Kind,
+    kind: ChannelKind,
     channel: &str,
     timeout: Duration,
 ) -> bool {
     let call = async {
         match (subscribe, kind) {
-            (true, Kind::Shard) => conn.ssubscribe(channel).await,
-            (false, Kind::Shard) => conn.sunsubscribe(channel).await,
-            (true, Kind::Broadcast) => conn.subscribe(channel).await,
-            (false, Kind::Broadcast) => conn.unsubscribe(channel).await,
+            (true, ChannelKind::Shard) => conn.ssubscribe(channel).await,
+            (false, ChannelKind::Shard) => conn.sunsubscribe(channel).await,
+            (true, ChannelKind::Broadcast) => conn.subscribe(channel).await,
+            (false, ChannelKind::Broadcast) => conn.unsubscribe(channel).await,
         }
     };
     match tokio::time::timeout(timeout, call).await {
@@ -353,7 +353,7 @@ async fn cluster_call(
 }
 
 /// `[channel, payload]` of a message push.
-fn message_of(data: Vec<Value>) -> Option<Notice> {
+fn message_of(data: Vec<Value>) -> Option<PubSubNotice> {
     let mut data = data.into_iter();
     let text = |value: Option<Value>| match value {
         Some(Value::BulkString(bytes)) => Some(bytes),
@@ -362,5 +362,5 @@ fn message_of(data: Vec<Value>) -> Option<Notice> {
     };
     let channel = String::from_utf8(text(data.next())?).ok()?;
     let payload = text(data.next())?;
-    Some(Notice::Message { channel, payload })
+    Some(PubSubNotice::Message { channel, payload })
 }

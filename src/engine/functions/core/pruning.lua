@@ -1,0 +1,88 @@
+-- The lease core, part 3: pruning what ended without a word. Leases past
+-- their expiry leave the leases zset (end_expired(), forget_lease()), and
+-- the waiters of instances that stopped keeping them alive leave the line
+-- (drop_dead_instances()); both at most PRUNE_BATCH per call, so one call
+-- stays bounded.
+--
+-- Pruning is amortised: each lease is removed once, by the first call that
+-- finds it expired, so over time it costs one removal per grant. What is
+-- left for a later call is never mistaken for room: the weight in use
+-- counts every lease not yet pruned (used_now(), leases.lua), and a waiter
+-- of a dead instance is never granted anything (serve_line(),
+-- admission.lua, skips and drops it). Whether there is anything to prune is
+-- checked with one read; the work is done only when there is.
+
+-- Forgets `id`'s lease in leases, `lease` (parse_lease()), which expired:
+-- an expired lease is never released, but its weight no longer counts.
+local function forget_lease(id, lease)
+  USED, USED_DIRTY = math.max(0, USED - lease.weight), true
+  redis.call('ZREM', K_LEASES, id)
+  redis.call('HDEL', K_OWNERS, id)
+  note_expired(lease.owner, lease.token)
+end
+
+-- Leases past their expiry end; at most PRUNE_BATCH per call. Each lease is
+-- pruned once after being granted once, so the work is amortised over the
+-- grants, and the batch bounds one call; used_now() counts what is left
+-- unpruned as in use, so a lease left for a later call is never mistaken
+-- for room.
+local function end_expired()
+  local gone = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now_arg(), 'LIMIT', '0', num(PRUNE_BATCH))
+  for i = 1, #gone do
+    local packed = redis.call('HGET', K_OWNERS, gone[i])
+    if packed then
+      forget_lease(gone[i], parse_lease(packed))
+    else
+      redis.call('ZREM', K_LEASES, gone[i])
+      redis.call('HDEL', K_OWNERS, gone[i])
+    end
+  end
+end
+
+-- Whether `instance` keeps its waiters alive (the caller does: it is
+-- calling). Asked once per instance in a call (ALIVE): a call that looks at
+-- a hundred waiters of a few instances asks Redis a few times, not a
+-- hundred; the answer cannot change within the call.
+local function alive(instance)
+  if instance == ME then
+    return true
+  end
+  if not ALIVE then
+    ALIVE = {}
+  end
+  local known = ALIVE[instance]
+  if known == nil then
+    local alive_until = redis.call('ZSCORE', K_INSTANCES, instance)
+    known = alive_until ~= false and tonumber(alive_until) > now_ms
+    ALIVE[instance] = known
+  end
+  return known
+end
+
+-- Waiters of instances that stopped keeping them alive leave the line; at
+-- most PRUNE_BATCH per call.
+local function drop_dead_instances()
+  local first = redis.call('ZRANGE', K_INSTANCES, '0', '0', 'WITHSCORES')
+  if #first == 0 or tonumber(first[2]) > now_ms then
+    return
+  end
+  local dead = redis.call('ZRANGEBYSCORE', K_INSTANCES, '-inf', now_arg(), 'LIMIT', '0', '10')
+  local budget = PRUNE_BATCH
+  for _, instance in ipairs(dead) do
+    local members = redis.call('ZRANGEBYLEX', K_BYINST, '[' .. instance .. '|',
+      '[' .. instance .. '|\255', 'LIMIT', 0, budget)
+    for _, member in ipairs(members) do
+      local waiter = string.sub(member, #instance + 2)
+      local _, _, _, _, _, weight, newest, owner = unpack_waiter(waiter)
+      remove_waiter(waiter, instance, tonumber(weight), newest)
+      event('left', owner)
+    end
+    if #members < budget then
+      redis.call('ZREM', K_INSTANCES, instance)
+    end
+    budget = budget - #members
+    if budget <= 0 then
+      break
+    end
+  end
+end

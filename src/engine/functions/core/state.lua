@@ -1,0 +1,404 @@
+-- The lease core, part 1: a name's state in Redis (its keys, their fields
+-- and formats), and how a call reads and saves it.
+--
+-- The core is the first half of baton's one Redis Functions library:
+-- library.rs joins its parts in this order, each using only those before it,
+--   state.lua      (this part) keys, fields and formats; the call's state;
+--                  tokens and TTLs
+--   messages.lua   what a call tells: instances about their waiters,
+--                  watchers about changes, the caller in its reply's tail
+--   pruning.lua    leases past their expiry, waiters of dead instances
+--   leases.lua     where a name's leases live (its solo field or the leases
+--                  zset), behind the accessors every operation uses
+--   admission.lua  the one admission rule, serving the line, and what
+--                  makes a 201 true
+--   views.lua      what a call shows of a name: its leases, the one in the way
+-- and then one function per operation's file (acquire.lua, ...), each
+-- registered with begin(KEYS, ARGV) as its first line. The library is loaded
+-- once: the core's helpers are compiled then, not at each call.
+--
+-- The kinds (locks and semaphores) share all of it: they differ only in
+-- their hash tag ({lock:NAME} or {sem:NAME}), in the weight and limit each
+-- acquisition carries (admission.lua) and in what the service shows of them.
+--
+-- KEYS: one, the name's owners hash ("prefix{lock:NAME}:owners"). The
+-- others share its hash tag (so one cluster slot, on the node the call
+-- runs on) and are named from it when a call needs them (context()): each
+-- argument of an FCALL costs Redis about as much as a command, and a free
+-- name's acquire and release need only the owners hash.
+--   leases    zset: lease id -> the expiry Redis enforces (ms, Redis clock):
+--                     the full one, or, for a grant that the waiter's instance has
+--                     not confirmed yet, at most CONFIRM_MS away, so that a grant to
+--                     a waiter whose instance died frees itself within seconds
+--   owners    hash: lease id -> a lease, packed (pack_lease(), below), for each
+--                     lease in leases; "solo": the name's only lease while nobody
+--                     waits, packed with its waiter (pack_solo(), below; the fast
+--                     path, leases.lua: then leases and queue are empty); "slow":
+--                     "1" while leases or queue may hold anything; "used": the
+--                     weight of the leases in leases (expired ones not yet pruned
+--                     included); "limit": the limit of the latest acquisition;
+--                     "fence": the latest fencing token; "until": when leases
+--                     and owners expire (ms); "queued": "count|weight", the
+--                     waiters in queue and their weight (the line's sums, so
+--                     that admitting a newcomer needs no walk of it:
+--                     admission.lua); "lost": when a keep-alive last found that
+--                     the queue had lost waiters (ms), which every instance's
+--                     keep-alive watches (keep_alive.lua)
+--   queue     zset: waiter (below) -> ticket; a ticket is max(last ticket + 1,
+--                     now in microseconds), so the line is in joining order
+--                     whichever instance a waiter is on
+--   byinst    zset, all scores 0: "instance|waiter", each instance's waiters
+--   instances zset: instance id -> alive until (ms); kept fresh by that
+--                     instance's keep-alive about every second
+--   notes     hash: "newest" -> the queued newest_wins waiter; "s:ID" -> the
+--                     owner of the request that superseded waiter ID, for as long as
+--                     the line lives (a waiter that missed the message learns it
+--                     there, and never rejoins)
+-- ARGV, the first two of every operation (the operation's own follow):
+--   ARGV[1] the events channel (prefix + "events"): one JSON change event per
+--           change (messages.lua); "" while the caller knows nobody listens
+--           there (its instances learn of a new listener at once, and check
+--           every second)
+--   ARGV[2] the call's context, its fields separated by newlines (which no
+--           name holds): the kind ("lock" or "semaphore", for events), the
+--           command that publishes on the name's channel ("SPUBLISH" on a
+--           cluster: the channel's shard only; "PUBLISH" elsewhere), the
+--           caller's instance id, the name's channel
+--           (prefix{lock:NAME}:events: messages for the instances that have
+--           waiters on the name), and the name (for events)
+--
+-- The formats, each read and written only by the functions below:
+--   a waiter    "id|tag|instance|ttl_ms|limit|weight|newest|owner" (tag: a
+--               number naming the waiter on its instance; newest: 1 when it
+--               asked newest_wins; the owner last, as it may hold "|"), made
+--               by the caller (waiter.rs) and kept whole in queue, byinst and
+--               solo: unpack_waiter(), pack_waiter()
+--   a lease     "token|ttl_ms|limit|weight|expires_ms|full_ms|owner"
+--               (expires_ms: its score in leases; full_ms: the full expiry
+--               while provisional, 0 once confirmed): parse_lease(),
+--               pack_lease()
+--   the solo    "expires_ms|token|" followed by its waiter as the acquire
+--               call took it: parse_solo(), pack_solo()
+-- A new field is added at one place in each: its pattern's field list and
+-- its packer (and waiter.rs for a waiter's).
+--
+-- Every key gets a TTL: leases and owners (with the fence) outlive the
+-- longest lease by at least KEEP_MS (keep_leases()), the line's keys
+-- LINE_TTL_MS past the last call that touched them (touch_line(); the
+-- keep-alives touch them every second while anyone waits, and keep owners,
+-- with the line's sums, outliving them). Tokens stay strictly increasing
+-- without the fence (docs/design.md): each is max(fence + 1, now in
+-- microseconds) (next_token()).
+local ALIVE_MS = 3000        -- an instance not heard of for this long is dead
+local CONFIRM_MS = 3000      -- an unconfirmed grant lives at most this long
+local LINE_TTL_MS = 10000    -- the line's keys outlive the last touch by this
+local KEEP_MS = 60000        -- leases, owners and the fence outlive every lease by this
+local PRUNE_BATCH = 100      -- expired leases or dead waiters removed per call, at most
+local SCAN_BATCH = 100       -- waiters looked at per call for a grant
+local FULL = 1000000000      -- a lock's capacity: an exclusive lease's weight (domain/demand.rs)
+local MAX_SAFE = 9007199254740991 -- 2^53 - 1: Lua numbers are exact up to here
+-- The line's weight when it is not known (sums rebuilt from a long queue):
+-- more than every waiter's weight could take away, and than any limit, so
+-- that no newcomer is let past the line until a call sees it whole.
+local UNKNOWN_WEIGHT = 1125899906842624 -- 2^50
+
+-- What one call works on, set by begin(): the library's functions are made
+-- once, when it is loaded, and Redis runs one call at a time.
+local K_LEASES, K_OWNERS, K_QUEUE, K_BYINST, K_INSTANCES, K_NOTES
+local KIND, NAME, NAME_CHANNEL, NAME_PUBLISH, EVENTS, ME, CONTEXT
+-- Redis's clock at the start of the call; NOW_MS as Redis takes it in
+-- arguments (as strings: Redis 7.0 formats a Lua number with "%.17g", which
+-- costs more than the command it is an argument of), made when first needed
+-- (now_arg()).
+local now_us, now_ms, NOW_MS
+-- The empty list NOTICED and MESSAGES start as: a call makes its own only
+-- when it has something to add (most have nothing).
+local EMPTY = {}
+-- Expired leases this call removed (owner, token, owner, token, ...), and the
+-- messages for the caller's own waiters (messages.lua).
+local NOTICED, MESSAGES
+-- The owners hash's fields, read once per call by read_state() and kept in
+-- step with what the call writes: OWNED (the hash exists), FENCE, UNTIL,
+-- SOLO (the solo lease as parse_solo() reads it, live or not; nil: none), SLOW,
+-- USED (and USED_DIRTY: changed, not yet written), LIMIT, QUEUED_N and
+-- QUEUED_W (the line's sums, and QUEUED_DIRTY: changed, not yet written).
+local OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY, LIMIT
+local QUEUED_N, QUEUED_W, QUEUED_DIRTY
+-- When this call found the queue lost (ms; nil: it did not), to be written.
+local LOST
+-- The "limit" field as read (a string, or false).
+local LIMIT_RAW
+-- Which instances keep their waiters alive, as alive() found them in this
+-- call (nil until it asks).
+local ALIVE
+-- What serve_line() found: the line empty (QUEUE_EMPTY); the weight of the
+-- waiters it left in line (AHEAD), which is all of them when AHEAD_ALL.
+local QUEUE_EMPTY, AHEAD, AHEAD_ALL
+
+-- Every call begins here: its key, its first two arguments, the clock.
+local function begin(keys, args)
+  K_OWNERS, EVENTS, CONTEXT, K_LEASES = keys[1], args[1], args[2], nil
+  local clock = redis.call('TIME')
+  now_us = clock[1] * 1000000 + clock[2]
+  now_ms = math.floor(now_us / 1000)
+  NOW_MS = nil
+  NOTICED, MESSAGES = EMPTY, EMPTY
+  OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
+  QUEUED_N, QUEUED_W, QUEUED_DIRTY, LOST = 0, 0, false, nil
+  QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE = false, 0, false, nil
+end
+
+local function num(n)
+  return string.format('%d', n)
+end
+
+-- The other keys and the context (ARGV[2]), once a call needs them.
+local function context()
+  if K_LEASES then
+    return
+  end
+  local stem = string.sub(K_OWNERS, 1, -8)
+  K_LEASES, K_QUEUE, K_BYINST = stem .. ':leases', stem .. ':queue', stem .. ':byinst'
+  K_INSTANCES, K_NOTES = stem .. ':instances', stem .. ':notes'
+  KIND, NAME_PUBLISH, ME, NAME_CHANNEL, NAME =
+    string.match(CONTEXT, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+end
+
+local function now_arg()
+  if not NOW_MS then
+    NOW_MS = num(now_ms)
+  end
+  return NOW_MS
+end
+
+-- The patterns that read the formats above: a waiter, a solo and a lease
+-- whole (unpack_waiter(), parse_solo(), parse_lease()), and the leading
+-- fields that the fast paths (acquire.lua, release.lua) read before the
+-- state, so that they read no more than they need. Each reads fields from
+-- the start: a field appended to a format changes only its whole pattern
+-- (library.rs checks that every one reads its format).
+local READ_WAITER = '^([^|]*)|(%d+)|([^|]*)|(%d+)|(%d+)|(%d+)|(%d)|(.*)$'
+local READ_SOLO = '^(%d+)|(%d+)|([^|]*)|(%d+)|([^|]*)|(%d+)|(%d+)|(%d+)|(%d)|(.*)$'
+local READ_LEASE = '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$'
+-- A waiter's id and newest; its ttl_ms and limit.
+local READ_WAITER_ID_NEWEST = '^([^|]*)|%d+|[^|]*|%d+|%d+|%d+|(%d)|'
+local READ_WAITER_TERMS = '^[^|]*|%d+|[^|]*|(%d+)|(%d+)|'
+-- The solo's expiry; its expiry, token and lease id; and those with its
+-- owner.
+local READ_SOLO_EXPIRES = '^(%d+)|'
+local READ_SOLO_HEAD = '^(%d+)|(%d+)|([^|]*)|'
+local READ_SOLO_HELD_BY = '^(%d+)|(%d+)|([^|]*)|%d+|[^|]*|%d+|%d+|%d+|%d|(.*)$'
+
+-- A waiter's fields, as strings: id, tag, instance, ttl_ms, limit, weight,
+-- newest ("1" or "0"), owner ("" none).
+local function unpack_waiter(waiter)
+  return string.match(waiter, READ_WAITER)
+end
+
+-- A waiter from its fields, each a string (num() for a number): the
+-- inverse of unpack_waiter().
+local function pack_waiter(id, tag, instance, ttl, limit, weight, newest, owner)
+  return table.concat({id, tag, instance, ttl, limit, weight, newest, owner}, '|')
+end
+
+-- A lease from its packed fields, live or not: a table.
+local function parse_lease(packed)
+  local token, ttl, limit, weight, expires, full, owner =
+    string.match(packed, READ_LEASE)
+  local provisional = full ~= '0'
+  local score = tonumber(expires)
+  return {token = tonumber(token), ttl = tonumber(ttl), limit = tonumber(limit),
+    weight = tonumber(weight), score = score,
+    expires_at = provisional and tonumber(full) or score, owner = owner,
+    provisional = provisional, live = score > now_ms}
+end
+
+-- The packed fields of a lease (numbers, but the owner): `expires` its
+-- score in leases, `full` its full expiry while provisional (else 0).
+local function pack_lease(token, ttl, limit, weight, expires, full, owner)
+  return num(token) .. '|' .. num(ttl) .. '|' .. num(limit) .. '|' .. num(weight) .. '|' ..
+    num(expires) .. '|' .. num(full) .. '|' .. owner
+end
+
+-- The live lease of packed fields (HGET owners id): a table, or nil when
+-- none or expired.
+local function lease_of(packed)
+  if not packed then
+    return nil
+  end
+  local lease = parse_lease(packed)
+  return lease.live and lease or nil
+end
+
+-- The solo lease from its field: a table as parse_lease() makes, with the
+-- waiter's fields besides (id, tag, instance, newest).
+local function parse_solo(raw)
+  local expires, token, id, tag, instance, ttl, limit, weight, newest, owner =
+    string.match(raw, READ_SOLO)
+  local score = tonumber(expires)
+  return {id = id, token = tonumber(token), ttl = tonumber(ttl), limit = tonumber(limit),
+    weight = tonumber(weight), score = score, expires_at = score, owner = owner,
+    provisional = false, live = score > now_ms, tag = tag, instance = instance, newest = newest}
+end
+
+-- The solo field of a lease that expires at `expires` (ms), with `token`
+-- (a string) and the waiter that acquired it: the inverse of parse_solo().
+local function pack_solo(expires, token, waiter)
+  return num(expires) .. '|' .. token .. '|' .. waiter
+end
+
+-- The owners hash's fields read_state() takes, with `id`'s packed lease when
+-- `id` is given, in one call.
+local function read_fields(id)
+  return redis.call('HMGET', K_OWNERS, 'fence', 'until', 'solo', 'slow', 'used', 'limit',
+    'queued', id or 'used')
+end
+
+-- Takes the fields read_fields() read (see above); returns `id`'s packed
+-- lease.
+local function take_state(read)
+  context()
+  OWNED = read[1] ~= false
+  FENCE, UNTIL = tonumber(read[1] or '0'), tonumber(read[2] or '0')
+  if read[3] then
+    SOLO = parse_solo(read[3])
+  end
+  SLOW = read[4] == '1'
+  USED, LIMIT, LIMIT_RAW = tonumber(read[5] or '0'), tonumber(read[6] or '0'), read[6]
+  if read[7] then
+    local count, weight = string.match(read[7], '^(%d+)|(%d+)$')
+    QUEUED_N, QUEUED_W = tonumber(count), tonumber(weight)
+  end
+  return read[8] or nil
+end
+
+-- Reads the owners hash's fields (see above) with `id`'s packed lease when
+-- `id` is given (returned), in one call. Every function begins with it.
+-- (`id` may name another field of the hash the caller wants: "lost".)
+local function read_state(id)
+  local packed = take_state(read_fields(id))
+  if id then
+    return packed
+  end
+end
+
+-- The line's sums as the owners hash keeps them.
+local function queued_field()
+  return num(QUEUED_N) .. '|' .. num(QUEUED_W)
+end
+
+-- The line gained (or lost, negative) `count` waiters of `weight` in all.
+local function count_queued(count, weight)
+  QUEUED_N, QUEUED_W = math.max(0, QUEUED_N + count), math.max(0, QUEUED_W + weight)
+  QUEUED_DIRTY = true
+end
+
+-- The line's sums are `count` waiters of `weight`, as a call saw it whole.
+local function set_queued(count, weight)
+  if QUEUED_N ~= count or QUEUED_W ~= weight then
+    QUEUED_N, QUEUED_W, QUEUED_DIRTY = count, weight, true
+  end
+end
+
+-- Takes `waiter` (its fields unpacked; `weight` a number) out of the line,
+-- and out of the line's sums if it was in it.
+local function remove_waiter(waiter, instance, weight, newest)
+  if redis.call('ZREM', K_QUEUE, waiter) == 1 then
+    count_queued(-1, -weight)
+  end
+  redis.call('ZREM', K_BYINST, instance .. '|' .. waiter)
+  if newest == '1' and redis.call('HGET', K_NOTES, 'newest') == waiter then
+    redis.call('HDEL', K_NOTES, 'newest')
+  end
+end
+
+-- Writes what the call changed of the owners hash and has not written yet:
+-- the weight in use, the line's sums (and their loss), and "slow" cleared
+-- once leases and queue are empty. Nothing without "until": the hash is gone
+-- (or never was), and a field written now would make it without a TTL.
+local function save()
+  if UNTIL > 0 and (USED_DIRTY or QUEUED_DIRTY or LOST or (SLOW and USED == 0 and QUEUE_EMPTY)) then
+    local fields = {}
+    if USED_DIRTY then
+      fields[#fields + 1], fields[#fields + 2] = 'used', num(USED)
+    end
+    if QUEUED_DIRTY then
+      fields[#fields + 1], fields[#fields + 2] = 'queued', queued_field()
+    end
+    if LOST then
+      fields[#fields + 1], fields[#fields + 2] = 'lost', num(LOST)
+    end
+    if SLOW and USED == 0 and QUEUE_EMPTY and redis.call('EXISTS', K_LEASES) == 0 then
+      -- Back to the fast path: nothing in leases (checked, not only
+      -- counted) and nobody in line.
+      fields[#fields + 1], fields[#fields + 2] = 'slow', '0'
+      SLOW = false
+    end
+    if #fields > 0 then
+      redis.call('HSET', K_OWNERS, unpack(fields))
+    end
+    USED_DIRTY, QUEUED_DIRTY, LOST = false, false, nil
+  end
+end
+
+-- Live leases: the count of those not yet expired, the solo or in leases.
+-- (The one count of leases every event shows, so it comes before them:
+-- leases.lua has the rest of what looks at either.)
+local function holders()
+  if SOLO then
+    return SOLO.live and 1 or 0
+  end
+  return redis.call('ZCOUNT', K_LEASES, '(' .. now_arg(), '+inf')
+end
+
+-- Requests in line.
+local function waiting()
+  return redis.call('ZCARD', K_QUEUE)
+end
+
+-- The line's keys live LINE_TTL_MS past the last touch.
+local function touch_line()
+  for _, key in ipairs({K_QUEUE, K_BYINST, K_INSTANCES, K_NOTES}) do
+    redis.call('PEXPIRE', key, num(LINE_TTL_MS))
+  end
+end
+
+-- Leases and owners (with the fence) outlive `full` (ms) by KEEP_MS at least;
+-- when extended, by twice that, so that the next leases need nothing for a
+-- while. `fresh`: the leases key may be new, and then needs its TTL.
+local function keep_leases(full, fresh)
+  if full + KEEP_MS > UNTIL then
+    UNTIL = full + 2 * KEEP_MS
+    redis.call('HSET', K_OWNERS, 'until', num(UNTIL))
+    redis.call('PEXPIREAT', K_OWNERS, num(UNTIL))
+    if K_LEASES then
+      -- (Not named on a fast path: leases is empty there.)
+      redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
+    end
+  elseif fresh then
+    redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
+  end
+  OWNED = true
+end
+
+-- The first thing every operation that may grant does after read_state(),
+-- before any write: Redis does not roll back a function that fails half-way,
+-- so a refusal must come while nothing has changed. It refuses when the
+-- tokens this call could take (at most one per waiter it looks at, and one
+-- of its own) might pass 2^53, where Lua numbers stop being exact.
+local function guard()
+  if math.max(FENCE, now_us) + SCAN_BATCH + 1 > MAX_SAFE then
+    error({err = 'BATON fencing counter near 2^53: tokens can no longer grow exactly; nothing was changed'})
+  end
+end
+
+-- The next fencing token. Every caller ran guard() first, so FENCE is known
+-- and the token stays exact.
+local function next_token()
+  local token = FENCE + 1
+  if token < now_us then
+    token = now_us
+  end
+  FENCE = token
+  return token
+end

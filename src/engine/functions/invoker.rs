@@ -1,0 +1,108 @@
+//! This instance as the caller of the library (the invoker): every call of
+//! a function is made here, with what every call passes besides its own
+//! arguments (the name's owners hash, the events channel while anyone
+//! listens, the call's context) and its reply read by the function's own
+//! decoder.
+
+use std::sync::Arc;
+
+use redis::Cmd;
+
+use super::library::{call_context, decode, decode_served, Function, Served, Serving, LIBRARY};
+use crate::domain::{Kind, Name};
+use crate::engine::connection::Store;
+use crate::engine::error::Error;
+use crate::engine::events::Audience;
+use crate::engine::keys::Keys;
+
+/// Who calls the library and how: the connection, the key layout, this
+/// instance's id in Redis's lines, and whether anyone listens to change
+/// events.
+pub(in crate::engine) struct Invoker {
+    store: Store,
+    keys: Keys,
+    /// This process's id in Redis's lines; waiters of a dead instance leave.
+    instance: String,
+    /// Whether calls publish change events (`ARGV[1]`).
+    audience: Arc<Audience>,
+}
+
+impl Invoker {
+    /// An invoker with a new instance id for this instance.
+    pub(in crate::engine) fn new(store: Store, keys: Keys, audience: Arc<Audience>) -> Self {
+        Self {
+            store,
+            keys,
+            instance: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned(),
+            audience,
+        }
+    }
+
+    pub(in crate::engine) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub(in crate::engine) fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// This instance's id in Redis's lines.
+    pub(in crate::engine) fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// The `FCALL` of `function` over `name`'s owners hash (the key every
+    /// call declares; `core/state.lua` names the others from it) with the
+    /// two arguments every operation takes: the events channel ("" while
+    /// nobody listens there, so the call publishes no event), and the call's
+    /// [`call_context`]; then the function's own.
+    pub(in crate::engine) fn call<F: Function>(
+        &self,
+        kind: Kind,
+        name: &Name,
+        function: &F,
+    ) -> Cmd {
+        let keys = &self.keys;
+        let mut call = redis::cmd("FCALL");
+        call.arg(LIBRARY.function(F::OP))
+            .arg(1)
+            .arg(keys.owners(kind, name))
+            .arg(if self.audience.listening() {
+                keys.events_channel()
+            } else {
+                ""
+            })
+            .arg(call_context(
+                kind,
+                self.store.shard_publish_command(),
+                &self.instance,
+                &keys.name_channel(kind, name),
+                name,
+            ));
+        function.args(&mut call);
+        call
+    }
+
+    /// Runs a function that does not serve the line.
+    ///
+    /// # Errors
+    /// Redis unavailable, or a reply that is not the function's.
+    pub(in crate::engine) async fn run<F: Function>(
+        &self,
+        kind: Kind,
+        name: &Name,
+        function: &F,
+    ) -> Result<F::Reply, Error> {
+        decode::<F>(self.store.fcall(&self.call(kind, name, function)).await?)
+    }
+
+    /// Runs `call`, made by [`Self::call`] of a function that serves the
+    /// line: its own reply, and what it ends with.
+    ///
+    /// # Errors
+    /// Redis unavailable (the call may have run), or a reply that is not the
+    /// function's.
+    pub(in crate::engine) async fn run_serving<F: Serving>(&self, call: &Cmd) -> Served<F::Reply> {
+        self.store.fcall(call).await.and_then(decode_served::<F>)
+    }
+}

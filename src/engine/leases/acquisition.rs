@@ -1,0 +1,196 @@
+//! One acquisition under way: what it asks for, how an attempt's reply is
+//! answered, how its end is settled (replicas, metrics, audit), and the
+//! undo should nobody be told its outcome.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::operations::Leases;
+use crate::domain::{AcquireRequest, Demand, LeaseId, Name, TokenName};
+use crate::engine::error::Error;
+use crate::engine::functions::acquire::Attempt;
+use crate::engine::functions::release::{End, Ended};
+use crate::engine::functions::waiter::LineEntry;
+use crate::engine::model::{Busy, Lease, Refusal};
+use crate::engine::waiters::new_tag;
+use crate::telemetry::{audit, record_acquisition};
+
+/// A granted lease as the holder is told it: its token and when it ends.
+pub(super) type Granted = (u64, u64);
+
+/// One acquisition under way: what it asks for, the lease id it acquires
+/// under (its id in line while it waits), and the undo should nobody be told
+/// its outcome.
+///
+/// Dropped before [`Acquisition::settle`] (the client went away) or settled with
+/// the outcome unknown (a Redis error after the call may have run), the
+/// lease or the place in line might exist in Redis with nobody to answer, so
+/// it leaves in the background, retrying while Redis is unreachable for up to
+/// the longer of the ttl and the wait.
+pub(super) struct Acquisition {
+    pub(super) leases: Leases,
+    pub(super) name: Name,
+    pub(super) id: LeaseId,
+    /// A number naming it among this instance's waiters (in messages about it).
+    pub(super) tag: u64,
+    pub(super) demand: Demand,
+    pub(super) request: AcquireRequest,
+    pub(super) started: std::time::Instant,
+    pub(super) armed: bool,
+}
+
+impl Acquisition {
+    pub(super) fn new(leases: Leases, name: Name, demand: Demand, request: AcquireRequest) -> Self {
+        Self {
+            leases,
+            name,
+            id: LeaseId::new(),
+            tag: new_tag(),
+            demand,
+            request,
+            started: std::time::Instant::now(),
+            armed: true,
+        }
+    }
+
+    /// The name of the token it was made with, for its audit lines.
+    pub(super) fn by(&self) -> Option<&TokenName> {
+        self.request.by.as_ref()
+    }
+
+    /// Its place in line as Redis keeps it (the same for the whole wait).
+    pub(super) fn entry(&self) -> LineEntry<'_> {
+        LineEntry {
+            id: self.id,
+            tag: self.tag,
+            instance: self.leases.engine.waiters().instance(),
+            ttl: self.request.ttl,
+            demand: self.demand,
+            newest: self.request.newest_wins,
+            owner: self.request.owner.as_ref(),
+        }
+    }
+
+    /// An attempt that ended the acquisition as the client is told it: a
+    /// lease (held until the expiry Redis replied), or a refusal judged
+    /// against this acquisition's limit.
+    pub(super) fn answer(&self, attempt: Attempt) -> Result<Granted, Refusal> {
+        match attempt {
+            Attempt::Acquired {
+                token,
+                expires_at_ms,
+            } => Ok((token, expires_at_ms)),
+            Attempt::Superseded { owner } => Err(Refusal::Superseded { owner }),
+            Attempt::Refused(state) => Err(Refusal::Busy(Busy::new(state, self.demand))),
+            // Only asked of a call that did not queue.
+            Attempt::Queued { next_expiry_in } => Err(Refusal::Busy(Busy {
+                holders: 0,
+                used: 0,
+                demand: self.demand,
+                waiting: 0,
+                owner: None,
+                next_expiry_in,
+            })),
+        }
+    }
+
+    /// The end of the acquisition: with `BATON_REDIS_WAIT_REPLICAS`, a lease
+    /// is answered only once the replicas have it, whether this request's call
+    /// or a hand-off granted it (else 503, and the lease is given back); then
+    /// its metrics and audit line, and the lease as its holder sees it.
+    pub(super) async fn settle(
+        mut self,
+        attempts: u32,
+        outcome: Result<Result<Granted, Refusal>, Error>,
+    ) -> Result<Result<Lease, Refusal>, Error> {
+        let (kind, name) = (self.leases.kind, &self.name);
+        let outcome = match outcome {
+            Ok(Ok(granted)) => {
+                let mark = self.leases.engine.keys().replication_mark(kind, name);
+                match Box::pin(self.leases.engine.store().wait_for_replicas(&mark)).await {
+                    Ok(()) => Ok(Ok(granted)),
+                    Err(err) => Err(err),
+                }
+            }
+            other => other,
+        };
+        // Known outcomes: acquired, refused (the line left), or never tried;
+        // any other error may have left something in Redis, which the acquisition
+        // undoes when dropped.
+        self.armed = !matches!(
+            outcome,
+            Ok(_) | Err(Error::ShuttingDown | Error::TooManyWaiters)
+        );
+        let outcome = outcome?;
+        record_acquisition(kind, outcome.is_ok(), attempts, self.started.elapsed());
+        let request = &self.request;
+        if let Ok((token, _)) = &outcome {
+            audit(
+                "acquired",
+                kind,
+                name,
+                request.owner.as_ref(),
+                *token,
+                self.by(),
+            );
+        }
+        Ok(outcome.map(|(token, expires_at_ms)| Lease {
+            name: name.clone(),
+            id: self.id,
+            owner: request.owner.clone(),
+            demand: self.demand,
+            fencing_token: token,
+            ttl: request.ttl,
+            expires_at_ms,
+        }))
+    }
+}
+
+impl Drop for Acquisition {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let give_up_after = self
+            .request
+            .ttl
+            .as_duration()
+            .max(self.request.wait.as_duration());
+        let give_up_at = Instant::now() + give_up_after;
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        // A copy that undoes nothing itself: it only names the place to leave.
+        let parting = Self {
+            leases: self.leases.clone(),
+            name: self.name.clone(),
+            request: self.request.clone(),
+            armed: false,
+            ..*self
+        };
+        runtime.spawn(async move {
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                let leave = End::Leave(parting.entry());
+                match parting.leases.end(&parting.name, leave, parting.by()).await {
+                    Ok(ended) => {
+                        if matches!(ended, Ended::Released { .. }) {
+                            tracing::info!("released a lease whose requester was gone");
+                        }
+                        return;
+                    }
+                    Err(err) if Instant::now() + backoff < give_up_at => {
+                        tracing::debug!(%err, "undo of an abandoned acquisition failed; retrying");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                    }
+                    Err(err) => {
+                        tracing::warn!(%err, "gave up undoing an abandoned acquisition; its ttl will end it");
+                        return;
+                    }
+                }
+            }
+        });
+    }
+}

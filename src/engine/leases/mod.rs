@@ -1,0 +1,19 @@
+//! The operations on the leases of both kinds: acquiring (at once, or by
+//! joining the line and waiting: `acquire.rs`, with the acquisition under
+//! way in `acquisition.rs` and the wait in `waiting.rs`), the plain
+//! operations (`operations.rs`: refresh, check, release, force-release,
+//! status), listing (`listing.rs`) and a waiter's place (`progress.rs`).
+
+mod acquire;
+mod acquisition;
+mod listing;
+mod operations;
+mod progress;
+mod run_to_end;
+mod waiting;
+
+pub use acquire::Acquiring;
+pub use listing::{Page, PageCursor, PageLimit, Shown};
+pub use operations::Leases;
+pub use progress::InLine;
+pub use waiting::Waiting;

@@ -1,0 +1,156 @@
+//! The two tasks that serve this instance's waiters: one per name while it
+//! has waiters there, which keeps them alive in the line with one call
+//! about every second (however many wait), has them ask again when the
+//! line lost them (pruned while this instance looked dead, or its keys
+//! lost) and serves the line when a lease of the name expires; and one that
+//! hears the names' channels.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::registry::Registry;
+use crate::engine::connection::{PubSubNotice, PubSubNotices};
+use crate::engine::functions::keep_alive::KeepAlive;
+use crate::engine::functions::message::LineMessage;
+
+/// How often an instance tells Redis that its waiters on a name are alive.
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(1);
+
+impl Registry {
+    /// The task of one name on this instance: keeps its waiters alive, has them
+    /// ask again when the line lost them, serves the line when a lease expires;
+    /// ends (unsubscribing) when the name has no waiter.
+    pub(super) async fn keep_alive(self: Arc<Self>, channel: Arc<str>, nudge: Arc<Notify>) {
+        let Some((kind, name)) = self
+            .names()
+            .get(&channel)
+            .map(|entry| (entry.kind, entry.name.clone()))
+        else {
+            return;
+        };
+        let mut generation = self.generation.subscribe();
+        let mut next_tick = Instant::now();
+        // When the line last lost waiters, as this task's keep-alives heard it.
+        let mut heard_lost = None;
+        // Subscribed before the first waiter joins the line (it waits for this);
+        // a subscription made later is followed by a re-check of every waiter.
+        self.pubsub.subscribe_shard(&channel).await;
+        if let Some(entry) = self.names().get(&channel) {
+            entry.subscribed.send_replace(1);
+        }
+        loop {
+            generation.borrow_and_update();
+            let wake_at = {
+                let mut names = self.names();
+                match names.get_mut(&channel) {
+                    None => return,
+                    Some(entry) if entry.waiters.is_empty() => {
+                        names.remove(&channel);
+                        None
+                    }
+                    Some(entry) => Some(entry.wake_at),
+                }
+            };
+            let Some(wake_at) = wake_at else {
+                self.pubsub.unsubscribe_shard(&channel).await;
+                // A waiter that came meanwhile has a new task, whose subscription
+                // this may have undone: subscribe again, and have its waiters ask
+                // Redis in case a message was missed.
+                if self.names().contains_key(&channel) {
+                    self.pubsub.subscribe_shard(&channel).await;
+                    self.recheck(&channel);
+                }
+                return;
+            };
+            let due = wake_at.map_or(next_tick, |w| w.min(next_tick));
+            tokio::select! {
+                biased;
+                () = self.shutdown.cancelled() => return,
+                r = generation.changed() => {
+                    if r.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                () = nudge.notified() => continue,
+                () = tokio::time::sleep_until(due) => {}
+            }
+            let in_line = {
+                let mut names = self.names();
+                let Some(entry) = names.get_mut(&channel) else {
+                    return;
+                };
+                if entry.wake_at.is_some_and(|w| w <= Instant::now()) {
+                    entry.wake_at = None;
+                }
+                entry.waiters.values().filter(|slot| slot.in_line).count()
+            };
+            let beat = KeepAlive {
+                in_line,
+                heard_lost,
+            };
+            let call = self.invoker.call(kind, &name, &beat);
+            match self.invoker.run_serving::<KeepAlive>(&call).await {
+                Ok((beat, tail)) => {
+                    self.heard(kind, &name, tail);
+                    heard_lost = Some(beat.lost);
+                    let unsure = self
+                        .names()
+                        .get_mut(&channel)
+                        .is_some_and(|entry| std::mem::take(&mut entry.unsure));
+                    if unsure || beat.missing {
+                        // Messages may be lost, or the line lost waiters of this
+                        // instance: they ask again (and rejoin).
+                        self.recheck(&channel);
+                    }
+                    next_tick = Instant::now() + KEEP_ALIVE_EVERY;
+                    if let Some(expires_in) = beat.next_expiry_in {
+                        self.wake_at(&channel, expires_in);
+                    }
+                }
+                Err(err) => {
+                    tracing::debug!(%err, "keep-alive failed; retrying");
+                    if let Some(entry) = self.names().get_mut(&channel) {
+                        // It may have served the line to this instance's waiters.
+                        entry.unsure = true;
+                    }
+                    next_tick = Instant::now() + Duration::from_millis(250);
+                }
+            }
+        }
+    }
+
+    /// Hands the messages of the names' channels to the registry; when messages
+    /// may have been missed (a new connection), every waiter asks Redis again.
+    pub(super) async fn hear_channels(self: Arc<Self>, mut notices: PubSubNotices) {
+        let mut generation = 0u64;
+        loop {
+            let notice = tokio::select! {
+                () = self.shutdown.cancelled() => return,
+                notice = notices.recv() => notice,
+            };
+            match notice {
+                Some(PubSubNotice::Message { channel, payload }) => {
+                    match std::str::from_utf8(&payload)
+                        .ok()
+                        .and_then(LineMessage::decode)
+                    {
+                        Some(message) => self.dispatch(&channel, message),
+                        None => tracing::debug!("unknown message on a name's channel"),
+                    }
+                }
+                // Waiters keep their place; they ask again once resubscribed.
+                Some(PubSubNotice::Lost) => {}
+                Some(PubSubNotice::Subscribed) => {
+                    generation += 1;
+                    self.generation.send_replace(generation);
+                    self.recheck_all();
+                }
+                None => return,
+            }
+        }
+    }
+}
