@@ -1,6 +1,6 @@
 //! What an acquisition asks for, whichever the kind.
 
-use super::{Owner, TokenName, Ttl, WaitTime};
+use super::{Owner, Priority, TokenName, Ttl, WaitTime};
 
 /// The parts of an acquisition that locks and semaphores share.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -14,6 +14,8 @@ pub struct AcquireRequest {
     /// Joining the line makes the queued request that also asked this leave
     /// it (409 `superseded`): only the newest matters.
     pub newest_wins: bool,
+    /// Its place among the waiters: ahead of every lower priority.
+    pub priority: Priority,
     /// The name of the token it was made with (`by` in audit lines and,
     /// with the lease, in history); `None` on a service without tokens.
     pub by: Option<TokenName>,

@@ -11,6 +11,7 @@ mod name_pattern;
 mod numbers;
 mod owner;
 mod printable;
+mod priority;
 mod scope;
 mod token_name;
 
@@ -24,6 +25,7 @@ pub use name_pattern::NamePattern;
 pub use numbers::{Limit, Ttl, WaitTime};
 pub use owner::{Owner, MAX_OWNER_LEN};
 pub use printable::{printable_pattern, Printable};
+pub use priority::Priority;
 pub use scope::Scope;
 pub use token_name::{TokenName, MAX_TOKEN_NAME_LEN};
 

@@ -14,7 +14,7 @@ use serde::Serialize;
 use utoipa::IntoParams;
 
 use super::{AppError, Json};
-use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Ttl, WaitTime};
+use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Priority, Ttl, WaitTime};
 use crate::engine;
 use crate::wire::{AcquireFields, WaiterBody};
 
@@ -114,6 +114,7 @@ pub fn acquire_request(
         wait,
         owner,
         newest_wins: newest_wins.unwrap_or(false),
+        priority: Priority::default(),
         // Not the body's to say: the handler sets it from the caller.
         by: None,
     })

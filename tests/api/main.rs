@@ -4,6 +4,7 @@ mod helpers;
 
 mod auth;
 mod errors;
+mod formats;
 mod listing;
 mod locks;
 mod long_lines;

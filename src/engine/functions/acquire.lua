@@ -2,10 +2,11 @@
 -- ARGV[1..2]).
 --
 -- ARGV[3]  the waiter, as the line keeps it
---          ("id|tag|instance|ttl_ms|limit|weight|newest|owner", core/state.lua):
---          id is the new lease's id (a UUID), ttl in milliseconds (1 ..
---          86400000), limit and weight as core/admission.lua names them for
---          each kind, owner "" for none
+--          ("id|tag|instance|ttl_ms|limit|weight|newest|priority|owner" ..
+--          "\n" .. by .. "\n" .. override, core/state.lua): id is the new
+--          lease's id (a UUID), ttl in milliseconds (1 .. 86400000), limit
+--          and weight as core/admission.lua names them for each kind, owner,
+--          by and override "" for none
 -- ARGV[4]  1: join the line when busy (the caller waits); 0: do not queue
 --
 -- Replies, each ended by finish() (core/messages.lua)
@@ -76,8 +77,9 @@ if read[1] and read[4] ~= '1' and newest_wins ~= '1' then
   end
 end
 
-local id, _, instance, ttl, limit, weight, newest, owner = unpack_waiter(waiter)
-ttl, limit, weight, newest = tonumber(ttl), tonumber(limit), tonumber(weight), newest == '1'
+local w = waiter_of(waiter)
+local id, instance, limit, weight, newest, owner =
+  w.id, w.instance, w.limit, w.weight, w.newest == '1', w.owner
 local packed = take_state(read)
 guard()
 
@@ -132,7 +134,7 @@ if queued then
 end
 if newcomer_fits(used, weight, limit) then
   -- Written with its full expiry; the caller answers it from this reply.
-  local token, full = grant_newcomer(waiter, id, ttl, limit, weight, owner, used)
+  local token, full = grant_newcomer(waiter, w, used)
   return finish({1, token, full})
 end
 if not join then
@@ -144,7 +146,7 @@ local superseded = false
 if newest then
   local older = redis.call('HGET', K_NOTES, 'newest')
   if older and redis.call('ZSCORE', K_QUEUE, older) then
-    local older_id, older_tag, older_instance, _, _, older_weight, _, older_owner =
+    local older_id, older_tag, older_instance, _, _, older_weight, _, _, older_owner =
       unpack_waiter(older)
     remove_waiter(older, older_instance, tonumber(older_weight), '1')
     redis.call('HSET', K_NOTES, 's:' .. older_id, owner)

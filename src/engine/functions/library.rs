@@ -239,20 +239,29 @@ mod tests {
 
     /// The fast paths read leading fields of a waiter or a solo with
     /// patterns of their own: each must read the same fields as the whole
-    /// format's pattern, and a solo is its expiry and token, then a waiter.
+    /// format's pattern, and a solo is its own fields, then a waiter. The
+    /// owner is the last `|`-field of a waiter and a lease, the text fields
+    /// after it (`READ_TEXT`).
     #[test]
     fn every_pattern_reads_its_format_from_the_start() {
         let (waiter, solo) = (pattern("WAITER"), pattern("SOLO"));
-        assert_eq!(solo, format!("^%d+|%d+|{}", &waiter[1..]));
+        let solo_fields = solo
+            .strip_suffix(".*$")
+            .expect("a solo ends with its waiter");
+        assert_eq!(solo_fields, "^%d+|%d+|%d+|%d+|");
+        let solo_whole = format!("{solo_fields}{}", &waiter[1..]);
         for view in ["WAITER_ID_NEWEST", "WAITER_TERMS"] {
             assert!(waiter.starts_with(&pattern(view)), "READ_{view}");
         }
-        for view in ["SOLO_EXPIRES", "SOLO_HEAD", "SOLO_HELD_BY"] {
-            assert!(solo.starts_with(&pattern(view)), "READ_{view}");
+        for view in ["SOLO_EXPIRES", "SOLO_HEAD"] {
+            assert!(solo_whole.starts_with(&pattern(view)), "READ_{view}");
         }
-        assert!(
-            pattern("LEASE").ends_with("|.*$"),
-            "a lease's owner comes last"
-        );
+        for format in ["WAITER", "LEASE"] {
+            assert!(
+                pattern(format).ends_with("|%d|.*$"),
+                "READ_{format}: a priority digit, then the owner and the text"
+            );
+        }
+        assert_eq!(pattern("TEXT"), "^[^\\n]*\\n[^\\n]*\\n.*$");
     }
 }

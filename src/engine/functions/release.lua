@@ -34,23 +34,26 @@ local id, mode, waiter = ARGV[3], ARGV[4], ARGV[5]
 -- grants next.
 local read = read_fields(id)
 local solo = read[3]
-local expires, token, solo_id, owner
+local held
 if solo then
-  expires, token, solo_id, owner = string.match(solo, READ_SOLO_HELD_BY)
+  local _, _, solo_id = string.match(solo, READ_SOLO_HEAD)
+  if solo_id == id or (not solo_id and parse_solo(solo).id == id) then
+    -- (No solo_id: a solo of the format before, read whole.)
+    held = parse_solo(solo)
+  end
 end
-if solo_id == id then
+if held then
   -- The fast path: the name's only lease, and nobody waits (core/leases.lua).
-  local live = tonumber(expires) > now_ms
-  if live and mode == 'give-up' then
-    return finish({3, token, expires})
+  if held.live and mode == 'give-up' then
+    return finish({3, held.token, held.score})
   end
   redis.call('HDEL', K_OWNERS, 'solo')
-  if live then
-    event('released', owner, tonumber(token), 0)
-    return finish({1, 0, 0, 0, -1, '', token, owner})
+  if held.live then
+    event('released', held.owner, held.token, 0)
+    return finish({1, 0, 0, 0, -1, '', held.token, held.owner})
   end
   -- An expired lease is never released, but forgotten.
-  note_expired(owner, tonumber(token))
+  note_expired(held.owner, held.token)
   return finish({0, 0, 0, 0, -1, '', 0, ''})
 end
 local packed = take_state(read)
@@ -65,8 +68,8 @@ end
 local code = 0
 local released_token, released_owner = 0, ''
 if waiter ~= '' then
-  local _, _, instance, ttl, limit, weight, newest, owner = unpack_waiter(waiter)
-  weight = tonumber(weight)
+  local w = waiter_of(waiter)
+  local instance, weight, newest, owner = w.instance, w.weight, w.newest, w.owner
   -- A superseded waiter (its note says by whom) never takes room.
   local superseded = newest == '1' and redis.call('HDEL', K_NOTES, 's:' .. id) == 1
   local queued = redis.call('ZSCORE', K_QUEUE, waiter)
@@ -93,10 +96,9 @@ if waiter ~= '' then
       -- now, as a request that never queued would. Written with its full
       -- expiry; the caller answers it from this reply.
       used = used_now_first()
-      if newcomer_fits(used, weight, tonumber(limit)) then
+      if newcomer_fits(used, weight, w.limit) then
         redis.call('ZREM', K_BYINST, instance .. '|' .. waiter)
-        local token, full = grant_newcomer(waiter, id, tonumber(ttl), tonumber(limit), weight,
-          owner, used)
+        local token, full = grant_newcomer(waiter, w, used)
         return finish({3, token, full})
       end
     end

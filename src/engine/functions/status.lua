@@ -18,7 +18,7 @@ append_leases(reply)
 local line = redis.call('ZRANGE', K_QUEUE, '0', '99', 'WITHSCORES')
 reply[#reply + 1] = #line / 2
 for i = 1, #line, 2 do
-  local _, _, _, _, _, weight, _, owner = unpack_waiter(line[i])
+  local _, _, _, _, _, weight, _, _, owner = unpack_waiter(line[i])
   -- A ticket is the time of joining in microseconds (or just after the one before).
   reply[#reply + 1] = owner or ''
   reply[#reply + 1] = math.max(0, now_ms - math.floor(tonumber(line[i + 1]) / 1000))

@@ -2,7 +2,7 @@
 //! `unpack_waiter()`): this is its one encoder. Its fields are fixed for the
 //! whole wait, so the same request always names the same member of the line.
 
-use crate::domain::{Demand, LeaseId, Owner, Ttl};
+use crate::domain::{Demand, LeaseId, Owner, Priority, TokenName, Ttl};
 
 /// One acquisition's place in line, as Redis keeps it.
 #[derive(Debug, Clone, Copy)]
@@ -17,15 +17,22 @@ pub(in crate::engine) struct LineEntry<'a> {
     pub demand: Demand,
     /// It asked `newest_wins`.
     pub newest: bool,
+    /// Its place among the waiters: ahead of every lower priority.
+    pub priority: Priority,
     pub owner: Option<&'a Owner>,
+    /// The name of the token that made the request (history's `by`).
+    pub by: Option<&'a TokenName>,
 }
 
 impl LineEntry<'_> {
-    /// `id|tag|instance|ttl_ms|limit|weight|newest|owner`; the owner comes last, so
-    /// it may hold `|`.
+    /// `id|tag|instance|ttl_ms|limit|weight|newest|priority|owner`, then
+    /// `by` and the override reason, each after a newline: the owner is the
+    /// last `|`-field, so it may hold `|`, and none of the three text fields
+    /// holds a newline (they are printable). The override reason is always
+    /// "" here: freezes (issue 33) fill it.
     pub(in crate::engine) fn encode(&self) -> String {
         format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}\n{}\n",
             self.id.expose(),
             self.tag,
             self.instance,
@@ -33,7 +40,9 @@ impl LineEntry<'_> {
             self.demand.limit(),
             self.demand.weight(),
             u8::from(self.newest),
+            self.priority,
             self.owner.map_or("", Owner::as_str),
+            self.by.map_or("", TokenName::as_str),
         )
     }
 }
@@ -43,11 +52,12 @@ mod tests {
     use super::*;
     use crate::domain::{Limit, Permits};
 
-    #[test]
-    fn the_owner_comes_last_so_it_may_hold_the_separator() {
-        let id = LeaseId::new();
-        let owner = Owner::from_stored("ci|job 7".to_owned()).expect("owner");
-        let entry = LineEntry {
+    fn entry<'a>(
+        id: LeaseId,
+        owner: Option<&'a Owner>,
+        by: Option<&'a TokenName>,
+    ) -> LineEntry<'a> {
+        LineEntry {
             id,
             tag: 42,
             instance: "0123456789abcdef",
@@ -58,11 +68,32 @@ mod tests {
             )
             .expect("demand"),
             newest: true,
-            owner: Some(&owner),
-        };
+            priority: Priority::new(7).expect("priority"),
+            owner,
+            by,
+        }
+    }
+
+    #[test]
+    fn the_owner_is_the_last_numbered_field_so_it_may_hold_the_separator() {
+        let id = LeaseId::new();
+        let owner = Owner::from_stored("ci|job 7".to_owned()).expect("owner");
+        let by = TokenName::parse("team|a").expect("token name");
         assert_eq!(
-            entry.encode(),
-            format!("{}|42|0123456789abcdef|30000|3|2|1|ci|job 7", id.expose())
+            entry(id, Some(&owner), Some(&by)).encode(),
+            format!(
+                "{}|42|0123456789abcdef|30000|3|2|1|7|ci|job 7\nteam|a\n",
+                id.expose()
+            )
+        );
+    }
+
+    #[test]
+    fn a_request_without_owner_or_token_has_empty_text_fields() {
+        let id = LeaseId::new();
+        assert_eq!(
+            entry(id, None, None).encode(),
+            format!("{}|42|0123456789abcdef|30000|3|2|1|7|\n\n", id.expose())
         );
     }
 }

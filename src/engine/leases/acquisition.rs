@@ -68,7 +68,9 @@ impl Acquisition {
             ttl: self.request.ttl,
             demand: self.demand,
             newest: self.request.newest_wins,
+            priority: self.request.priority,
             owner: self.request.owner.as_ref(),
+            by: self.request.by.as_ref(),
         }
     }
 

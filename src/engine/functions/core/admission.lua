@@ -97,22 +97,22 @@ local function serve_line(used, kept)
     local full = false
     for _, waiter in ipairs(head) do
       looked = looked + 1
-      local id, tag, instance, ttl, limit, weight, newest, owner = unpack_waiter(waiter)
-      weight = tonumber(weight)
+      local w = waiter_of(waiter)
+      local instance, weight = w.instance, w.weight
       if not alive(instance) then
-        remove_waiter(waiter, instance, weight, newest)
-        event('left', owner)
-      elseif fits(used, ahead, weight, tonumber(limit)) then
-        remove_waiter(waiter, instance, weight, newest)
+        remove_waiter(waiter, instance, weight, w.newest)
+        event('left', w.owner)
+      elseif fits(used, ahead, weight, w.limit) then
+        remove_waiter(waiter, instance, weight, w.newest)
         local mine = instance == ME
-        local token, expires_at, expires = write_lease(id, tonumber(ttl), tonumber(limit), weight,
-          owner, not mine, not kept and granted == 0)
+        w.waited = 0
+        local token, expires_at, expires = write_lease(w, not mine, not kept and granted == 0)
         used, granted = used + weight, granted + 1
-        tell(instance, (mine and 'G ' or 'g ') .. tag .. ' ' .. num(token) .. ' ' ..
+        tell(instance, (mine and 'G ' or 'g ') .. w.tag .. ' ' .. num(token) .. ' ' ..
           num(expires_at) .. ' ' .. num(expires - now_ms))
         if mine then
           -- Another instance's grant is announced when it is confirmed.
-          event('acquired', owner, token)
+          event('acquired', w.owner, token)
         end
       else
         position, ahead = position + 1, ahead + weight
@@ -149,11 +149,11 @@ local function newcomer_fits(used, weight, limit)
 end
 
 -- Grants a request that has not queued (or no longer is), `waiter` as
--- acquire.lua takes it with its fields unpacked, written with its full
+-- acquire.lua takes it (`w` its fields, waiter_of()), written with its full
 -- expiry (write_lease_for()): the caller answers it from this call's reply.
 -- Returns the token and the expiry.
-local function grant_newcomer(waiter, id, ttl, limit, weight, owner, used)
-  local token, full = write_lease_for(waiter, id, ttl, limit, weight, owner, used)
-  event('acquired', owner, token)
+local function grant_newcomer(waiter, w, used)
+  local token, full = write_lease_for(waiter, w, used)
+  event('acquired', w.owner, token)
   return token, full
 end

@@ -124,8 +124,8 @@ local function unsolo()
   if lease.live then
     USED, USED_DIRTY = USED + lease.weight, false
     redis.call('ZADD', K_LEASES, num(lease.score), lease.id)
-    redis.call('HSET', K_OWNERS, lease.id, pack_lease(lease.token, lease.ttl, lease.limit,
-      lease.weight, lease.score, 0, lease.owner), 'used', num(USED), 'slow', '1')
+    redis.call('HSET', K_OWNERS, lease.id, pack_lease(lease, lease.ttl, lease.score, 0),
+      'used', num(USED), 'slow', '1')
     SLOW = true
     redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
   else
@@ -134,27 +134,30 @@ local function unsolo()
 end
 
 -- Writes a new lease into leases (the solo lease, if any, moves there
--- first), taking the next fencing token; provisional for a waiter of
--- another instance. `fresh` says whether the leases key may be new (it had
--- no live lease). Returns the token and the full and the enforced expiry.
-local function write_lease(id, ttl, limit, weight, owner, provisional, fresh)
+-- first) for the request `w` (a table as waiter_of() makes, with `waited`,
+-- how long it waited, ms), taking the next fencing token; provisional for a
+-- waiter of another instance. `fresh` says whether the leases key may be
+-- new (it had no live lease). Returns the token and the full and the
+-- enforced expiry.
+local function write_lease(w, provisional, fresh)
   unsolo()
   local token = next_token()
-  local full = now_ms + ttl
+  local full = now_ms + w.ttl
   local expires, marker = full, 0
   if provisional then
     expires, marker = math.min(full, now_ms + CONFIRM_MS), full
   end
-  USED, USED_DIRTY = USED + weight, false
-  redis.call('ZADD', K_LEASES, num(expires), id)
-  local packed = pack_lease(token, ttl, limit, weight, expires, marker, owner)
+  w.token, w.acquired = token, now_ms
+  USED, USED_DIRTY = USED + w.weight, false
+  redis.call('ZADD', K_LEASES, num(expires), w.id)
+  local packed = pack_lease(w, w.ttl, expires, marker)
   if QUEUED_DIRTY then
     -- (A grant to a waiter: the line's sums changed with it.)
-    redis.call('HSET', K_OWNERS, id, packed, 'limit', num(limit), 'fence', num(token),
+    redis.call('HSET', K_OWNERS, w.id, packed, 'limit', num(w.limit), 'fence', num(token),
       'used', num(USED), 'slow', '1', 'queued', queued_field())
     QUEUED_DIRTY = false
   else
-    redis.call('HSET', K_OWNERS, id, packed, 'limit', num(limit), 'fence', num(token),
+    redis.call('HSET', K_OWNERS, w.id, packed, 'limit', num(w.limit), 'fence', num(token),
       'used', num(USED), 'slow', '1')
   end
   SLOW = true
@@ -171,7 +174,7 @@ local function write_solo(waiter, ttl, limit)
   local token = next_token()
   local full = now_ms + ttl
   local t = num(token)
-  local solo = pack_solo(full, t, waiter)
+  local solo = pack_solo(full, t, now_ms, 0, waiter)
   if limit ~= LIMIT_RAW then
     redis.call('HSET', K_OWNERS, 'solo', solo, 'fence', t, 'limit', limit)
   else
@@ -182,17 +185,18 @@ local function write_solo(waiter, ttl, limit)
   return token, full, solo
 end
 
--- Writes a full lease for `waiter` (as acquire.lua takes it, its fields
--- unpacked), which has not queued (or no longer is), `used` in use: the
--- solo lease when the name has no other and nobody waits, else one of
--- leases. Returns the token and the expiry.
-local function write_lease_for(waiter, id, ttl, limit, weight, owner, used)
+-- Writes a full lease for `waiter` (as acquire.lua takes it; `w` its
+-- fields, waiter_of()), which has not queued (or no longer is), `used` in
+-- use: the solo lease when the name has no other and nobody waits, else
+-- one of leases. Returns the token and the expiry.
+local function write_lease_for(waiter, w, used)
   if used == 0 and USED == 0 and QUEUE_EMPTY and not SOLO then
-    local token, full, solo = write_solo(waiter, ttl, num(limit))
+    local token, full, solo = write_solo(waiter, w.ttl, num(w.limit))
     SOLO = parse_solo(solo)
     return token, full
   end
-  local token, full = write_lease(id, ttl, limit, weight, owner, false, used == 0)
+  w.waited = 0
+  local token, full = write_lease(w, false, used == 0)
   return token, full
 end
 
@@ -202,14 +206,12 @@ end
 local function rewrite_lease(id, lease, ttl, expires_at)
   if lease == SOLO then
     -- Its waiter's ttl is the lease's own from now on.
-    redis.call('HSET', K_OWNERS, 'solo', pack_solo(expires_at, num(lease.token),
-      pack_waiter(id, lease.tag, lease.instance, num(ttl), num(lease.limit), num(lease.weight),
-        lease.newest, lease.owner)))
+    redis.call('HSET', K_OWNERS, 'solo', pack_solo(expires_at, num(lease.token), lease.acquired,
+      lease.waited, pack_waiter(lease, ttl)))
     return false
   end
   redis.call('ZADD', K_LEASES, 'XX', num(expires_at), id)
-  redis.call('HSET', K_OWNERS, id, pack_lease(lease.token, ttl, lease.limit, lease.weight,
-    expires_at, 0, lease.owner))
+  redis.call('HSET', K_OWNERS, id, pack_lease(lease, ttl, expires_at, 0))
   return expires_at < lease.score
 end
 
@@ -221,8 +223,7 @@ end
 local function confirm(id, lease)
   if lease.provisional then
     redis.call('ZADD', K_LEASES, 'XX', num(lease.expires_at), id)
-    redis.call('HSET', K_OWNERS, id, pack_lease(lease.token, lease.ttl, lease.limit,
-      lease.weight, lease.expires_at, 0, lease.owner))
+    redis.call('HSET', K_OWNERS, id, pack_lease(lease, lease.ttl, lease.expires_at, 0))
     lease.provisional, lease.score = false, lease.expires_at
     event('acquired', lease.owner, lease.token)
   end

@@ -73,7 +73,7 @@ local function drop_dead_instances()
       '[' .. instance .. '|\255', 'LIMIT', 0, budget)
     for _, member in ipairs(members) do
       local waiter = string.sub(member, #instance + 2)
-      local _, _, _, _, _, weight, newest, owner = unpack_waiter(waiter)
+      local _, _, _, _, _, weight, newest, _, owner = unpack_waiter(waiter)
       remove_waiter(waiter, instance, tonumber(weight), newest)
       event('left', owner)
     end
