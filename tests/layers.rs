@@ -44,10 +44,12 @@ const ENGINE_ROOMS: &[(&str, u8)] = &[
     ("error", 0),
     ("model", 0),
     ("keys", 0),
+    ("freeze_book", 0),
     ("connection", 1),
     ("events", 2),
     ("functions", 3),
     ("waiters", 4),
+    ("freezes", 4),
     ("handle", 5),
     ("leases", 6),
 ];

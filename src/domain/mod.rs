@@ -3,6 +3,7 @@
 
 mod acquire;
 mod demand;
+mod freeze;
 mod grant;
 mod kind;
 mod lease_id;
@@ -17,6 +18,7 @@ mod token_name;
 
 pub use acquire::AcquireRequest;
 pub use demand::{Demand, Permits};
+pub use freeze::{Freeze, FreezeId, Reason, Recurring, Schedule, Window, MAX_REASON_LEN};
 pub use grant::Grant;
 pub use kind::Kind;
 pub use lease_id::LeaseId;

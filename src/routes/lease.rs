@@ -14,7 +14,9 @@ use serde::Serialize;
 use utoipa::IntoParams;
 
 use super::{AppError, Json};
-use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Priority, Ttl, WaitTime};
+use crate::domain::{
+    AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Priority, Reason, Ttl, WaitTime,
+};
 use crate::engine;
 use crate::wire::{AcquireFields, WaiterBody};
 
@@ -104,11 +106,17 @@ pub fn acquire_request(
         wait_ms,
         owner,
         newest_wins,
+        override_reason,
     } = fields;
     let ttl = ttl(ttl_ms)?.unwrap_or_default();
     let wait = WaitTime::from_ms(wait_ms.unwrap_or(0), max_wait_ms)
         .map_err(|_| AppError::WaitTooLong { max_wait_ms })?;
     let owner = Owner::parse(owner).map_err(|e| AppError::field("owner", e))?;
+    let override_reason = override_reason
+        .as_deref()
+        .map(Reason::parse)
+        .transpose()
+        .map_err(|e| AppError::field("override", e))?;
     Ok(AcquireRequest {
         ttl,
         wait,
@@ -117,6 +125,7 @@ pub fn acquire_request(
         priority: Priority::default(),
         // Not the body's to say: the handler sets it from the caller.
         by: None,
+        override_reason,
     })
 }
 

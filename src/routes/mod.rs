@@ -9,6 +9,7 @@ pub mod dashboard;
 mod error;
 pub mod events;
 mod extract;
+mod freezes;
 pub mod health;
 mod json;
 pub mod kind;

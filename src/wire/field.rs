@@ -7,7 +7,7 @@ use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, SchemaTy
 use utoipa::openapi::Object;
 
 use crate::config::DEFAULT_MAX_WAIT_MS;
-use crate::domain::{printable_pattern, Limit, Ttl, MAX_OWNER_LEN};
+use crate::domain::{printable_pattern, Limit, Ttl, MAX_OWNER_LEN, MAX_REASON_LEN};
 
 fn millis(minimum: u64, maximum: u64, description: &str) -> ObjectBuilder {
     ObjectBuilder::new()
@@ -85,6 +85,20 @@ pub fn owner() -> Object {
         .description(Some(format!(
             "Who holds the lease, shown in status (e.g. a CI job URL); at most \
              {MAX_OWNER_LEN} characters, all printable (no control or format characters)."
+        )))
+        .build()
+}
+
+/// `override`: an administrator's reason to be granted through a freeze.
+pub fn override_reason() -> Object {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .min_length(Some(1))
+        .max_length(Some(MAX_REASON_LEN))
+        .pattern(Some(printable_pattern()))
+        .description(Some(format!(
+            "With an admin token: the reason to be granted through a freeze (at most \
+             {MAX_REASON_LEN} printable characters); 403 with any other token."
         )))
         .build()
 }

@@ -34,10 +34,11 @@ pub(in crate::engine) enum Op {
     ForceRelease,
     KeepAlive,
     Place,
+    Freezes,
 }
 
 impl Op {
-    const ALL: [Self; 8] = [
+    const ALL: [Self; 9] = [
         Self::Acquire,
         Self::Release,
         Self::Refresh,
@@ -46,6 +47,7 @@ impl Op {
         Self::ForceRelease,
         Self::KeepAlive,
         Self::Place,
+        Self::Freezes,
     ];
 
     /// The operation's name, and its file in `functions/`.
@@ -59,6 +61,7 @@ impl Op {
             Self::ForceRelease => "force_release",
             Self::KeepAlive => "keep_alive",
             Self::Place => "place",
+            Self::Freezes => "freezes",
         }
     }
 
@@ -72,6 +75,7 @@ impl Op {
             Self::ForceRelease => include_str!("force_release.lua"),
             Self::KeepAlive => include_str!("keep_alive.lua"),
             Self::Place => include_str!("place.lua"),
+            Self::Freezes => include_str!("freezes.lua"),
         }
     }
 }
@@ -198,16 +202,26 @@ pub fn function_name(op: &str) -> Option<&'static str> {
 }
 
 /// The context every call passes as its second argument (`core/state.lua`):
-/// kind, publish command, instance, the name's channel and the name, one
-/// field a line (a name holds no newline: it is printable).
+/// the freeze the instance knows for the name (`start_ms|until_ms`, or ""
+/// for none), kind, publish command, instance, the name's channel and the
+/// name, one field a line (a name holds no newline: it is printable).
 pub fn call_context(
+    freeze: &str,
     kind: Kind,
     publish: &str,
     instance: &str,
     channel: &str,
     name: &Name,
 ) -> String {
-    [kind.as_str(), publish, instance, channel, name.as_str()].join("\n")
+    [
+        freeze,
+        kind.as_str(),
+        publish,
+        instance,
+        channel,
+        name.as_str(),
+    ]
+    .join("\n")
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub(super) mod acquire;
 pub(super) mod check;
 pub(super) mod cursor;
 pub(super) mod force_release;
+pub(super) mod freezes;
 pub(super) mod invoker;
 pub(super) mod keep_alive;
 pub(super) mod library;

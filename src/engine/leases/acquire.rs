@@ -61,6 +61,13 @@ impl Leases {
         let (leases, name) = (&acquisition.leases, &acquisition.name);
         let mut attempts = 1u32;
         if acquisition.request.wait.as_duration().is_zero() {
+            // Frozen, as this instance knows it: refused without a call
+            // (Redis judges it again for a call that is made).
+            if let Some(frozen) = acquisition.frozen_by() {
+                return Box::pin(acquisition.settle(0, Ok(Err(Refusal::Frozen(frozen)))))
+                    .await
+                    .map(Acquiring::Now);
+            }
             let turn = leases.engine.join_turn().await;
             let attempt = leases.try_acquire(name, acquisition.entry(), Join::No);
             let outcome = Box::pin(attempt).await.map(|a| acquisition.answer(a));

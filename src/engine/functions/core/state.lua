@@ -60,7 +60,11 @@
 --           there (its instances learn of a new listener at once, and check
 --           every second)
 --   ARGV[2] the call's context, its fields separated by newlines (which no
---           name holds): the kind ("lock" or "semaphore", for events), the
+--           name holds): the freeze the caller's instance knows for the name
+--           ("start_ms|until_ms": the window that holds now, or the next one,
+--           as the instance's list of freezes has it; "" for none, so that a
+--           name no freeze matches costs nothing more: admission.lua), the
+--           kind ("lock" or "semaphore", for events), the
 --           command that publishes on the name's channel ("SPUBLISH" on a
 --           cluster: the channel's shard only; "PUBLISH" elsewhere), the
 --           caller's instance id, the name's channel
@@ -145,6 +149,10 @@ local ALIVE
 -- What serve_line() found: the line empty (QUEUE_EMPTY); the weight of the
 -- waiters it left in line (AHEAD), which is all of them when AHEAD_ALL.
 local QUEUE_EMPTY, AHEAD, AHEAD_ALL
+-- Whether Redis's clock lies inside the window of the freeze the call
+-- carries (ARGV[2]'s first field): nothing is granted then but to a waiter
+-- that overrides it (held_back(), admission.lua).
+local FROZEN
 
 -- Every call begins here: its key, its first two arguments, the clock.
 local function begin(keys, args)
@@ -157,6 +165,9 @@ local function begin(keys, args)
   OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
   QUEUED_N, QUEUED_W, QUEUED_DIRTY, LOST = 0, 0, false, nil
   QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE = false, 0, false, nil
+  -- (Anchored: a call without a freeze fails at the first character.)
+  local from, till = string.match(CONTEXT, '^(%d+)|(%d+)\n')
+  FROZEN = from ~= nil and now_ms >= tonumber(from) and now_ms < tonumber(till)
 end
 
 local function num(n)
@@ -172,7 +183,7 @@ local function context()
   K_LEASES, K_QUEUE, K_BYINST = stem .. ':leases', stem .. ':queue', stem .. ':byinst'
   K_INSTANCES, K_NOTES = stem .. ':instances', stem .. ':notes'
   KIND, NAME_PUBLISH, ME, NAME_CHANNEL, NAME =
-    string.match(CONTEXT, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+    string.match(CONTEXT, '^[^\n]*\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
 end
 
 local function now_arg()
