@@ -28,7 +28,7 @@ pub use acquire::{AcquireFields, AcquireLock, AcquireSemaphore};
 pub use freeze::{FreezeBody, FreezeList, FreezeRequest};
 pub use lease::{LeaseBody, LockLeaseBody, Refresh, SemaphoreLeaseBody};
 pub use problem::{Facts, Problem, ProblemType, RetryAfter};
-pub use progress::{Queued, QueuedBehind};
+pub use progress::{FrozenLine, Queued, QueuedBehind};
 pub use status::{
     Listing, LockHolderBody, LockStatusBody, Mode, SemaphoreStatusBody, SlotBody, StatusBody,
     WaiterBody,
