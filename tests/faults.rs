@@ -681,7 +681,10 @@ async fn a_freeze_that_ends_while_its_instance_is_paused_serves_the_line_in_orde
         pair.until_waiting(path, n).await;
     }
     // The holder leaves inside the window: nobody may be granted.
-    assert_eq!(pair.delete(&a, &lease_path("semaphores", &holder)).await, 204);
+    assert_eq!(
+        pair.delete(&a, &lease_path("semaphores", &holder)).await,
+        204
+    );
 
     // A sleeps across the end of the window.
     let pause_at = until - Duration::from_millis(1_000);

@@ -197,6 +197,31 @@ pub async fn acquire(
                     },
                 ));
             }
+            Ok(answer) if answer.status == 423 => {
+                // Frozen when its wait ended (or it did not wait).
+                failing_since = None;
+                if Instant::now() < deadline && now - sent < wait / 2 {
+                    nap(
+                        Duration::from_secs(1).min(deadline.saturating_duration_since(now)),
+                        signals,
+                        target,
+                    )
+                    .await?;
+                    continue;
+                }
+                let until = answer
+                    .problem()
+                    .and_then(|p| p.until.map(|until| (until, p.reason)))
+                    .map(|(until, reason)| match reason {
+                        Some(reason) => format!(" until {until} ({reason})"),
+                        None => format!(" until {until}"),
+                    })
+                    .unwrap_or_default();
+                return Err(Failure::new(
+                    NOT_ACQUIRED,
+                    format!("{target} is frozen{until}; not acquired"),
+                ));
+            }
             Ok(answer) if matches!(answer.status, 400 | 422) => {
                 // A wait over the service's maximum: wait in steps of its max_wait_ms.
                 if let Some(max) = answer.problem().and_then(|p| p.max_wait_ms) {
@@ -338,8 +363,12 @@ async fn progress(service: &Service, request: &Request, sent: Instant, started: 
                 .flatten();
             if let Some(status) = status {
                 let now = Instant::now();
+                let frozen = super::freezes::frozen_now(service, &request.target)
+                    .await
+                    .map(|frozen| format!("{frozen}; "))
+                    .unwrap_or_default();
                 say(format!(
-                    "waiting for {}: {}; waited {} of {}",
+                    "waiting for {}: {frozen}{}; waited {} of {}",
                     request.target,
                     describe_line(&status, request, now - sent),
                     human(now - started),

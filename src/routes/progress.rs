@@ -21,8 +21,8 @@ use tokio::sync::mpsc;
 use super::AppError;
 use crate::domain::{Demand, Kind, Name, Owner, WaitTime};
 use crate::engine::events::{WatchNotice, Watcher};
-use crate::engine::{Acquiring, Engine, InLine, Lease, Place, Refusal};
 use crate::engine::wall_clock_ms;
+use crate::engine::{Acquiring, Engine, InLine, Lease, Place, Refusal};
 use crate::wire::{FrozenLine, Queued, QueuedBehind};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`

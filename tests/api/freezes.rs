@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use crate::helpers::{
-    join_line, lease_path, problem, settings_for, shared_redis, token_of, unique_prefix,
-    waiting, RedisServer, TestApp,
+    join_line, lease_path, problem, settings_for, shared_redis, token_of, unique_prefix, waiting,
+    RedisServer, TestApp,
 };
 
 /// Milliseconds since the Unix epoch (the test and the services share a clock).
@@ -78,7 +78,11 @@ async fn a_freeze_made_on_one_instance_refuses_on_another_within_a_second() {
     .await;
     let applied = started.elapsed();
     let refused = b.post("/semaphores/deploy-db", r#"{"limit": 2}"#).await;
-    let retry: u64 = refused.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    let retry: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!((1..=61).contains(&retry), "Retry-After {retry}");
     let body = problem(refused, 423, "frozen").await;
     assert_eq!(body["reason"], "incident 7");
@@ -123,7 +127,11 @@ async fn waiters_queued_before_and_during_a_freeze_are_served_in_order_after_it(
     // Before the freeze.
     let first = join_line(&a, path, wait, &a).await;
     let until = now_ms() + 3_000;
-    freeze(&a, json!({"match": "release-train", "kind": "semaphore", "until": rfc3339(until)})).await;
+    freeze(
+        &a,
+        json!({"match": "release-train", "kind": "semaphore", "until": rfc3339(until)}),
+    )
+    .await;
     eventually(Duration::from_secs(5), "B knows the freeze", || async {
         b.post(path, r#"{"limit": 5}"#).await.status() == 423
     })
@@ -150,7 +158,10 @@ async fn waiters_queued_before_and_during_a_freeze_are_served_in_order_after_it(
         leases.push(answer.response.json::<Value>().await.unwrap());
     }
     for lease in &leases {
-        assert!(granted_at(lease) >= until, "granted inside the window: {lease}");
+        assert!(
+            granted_at(lease) >= until,
+            "granted inside the window: {lease}"
+        );
     }
     let tokens: Vec<u64> = leases.iter().map(token_of).collect();
     assert!(
@@ -167,7 +178,13 @@ async fn guarded() -> TestApp {
     TestApp::spawn_with(settings).await
 }
 
-async fn send(app: &TestApp, method: Method, path: &str, token: &str, body: &str) -> reqwest::Response {
+async fn send(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: &str,
+) -> reqwest::Response {
     app.client
         .request(method, format!("{}{path}", app.base))
         .bearer_auth(token)
@@ -197,7 +214,14 @@ async fn an_override_with_an_admin_token_is_granted_through_a_freeze_and_403_wit
     let refused = send(&app, Method::POST, "/locks/ops-1", "user-token", overriding).await;
     let body = problem(refused, 403, "forbidden").await;
     assert_eq!(body["scope"], "admin");
-    let granted = send(&app, Method::POST, "/locks/ops-1", "admin-token", overriding).await;
+    let granted = send(
+        &app,
+        Method::POST,
+        "/locks/ops-1",
+        "admin-token",
+        overriding,
+    )
+    .await;
     assert_eq!(granted.status(), 201);
     let lease: Value = granted.json().await.unwrap();
 
@@ -212,16 +236,27 @@ async fn an_override_with_an_admin_token_is_granted_through_a_freeze_and_403_wit
             .body(waiting_override);
         tokio::spawn(async move { request.send().await.unwrap() })
     };
-    eventually(Duration::from_secs(5), "the second override queued", || async {
-        let status: Value = send(&app, Method::GET, "/locks/ops-1", "user-token", "")
-            .await
-            .json()
-            .await
-            .unwrap();
-        status["waiting"] == 1
-    })
+    eventually(
+        Duration::from_secs(5),
+        "the second override queued",
+        || async {
+            let status: Value = send(&app, Method::GET, "/locks/ops-1", "user-token", "")
+                .await
+                .json()
+                .await
+                .unwrap();
+            status["waiting"] == 1
+        },
+    )
     .await;
-    let released = send(&app, Method::DELETE, &lease_path("locks", &lease), "admin-token", "").await;
+    let released = send(
+        &app,
+        Method::DELETE,
+        &lease_path("locks", &lease),
+        "admin-token",
+        "",
+    )
+    .await;
     assert_eq!(released.status(), 204);
     let second = second.await.unwrap();
     assert_eq!(second.status(), 201);
@@ -260,17 +295,35 @@ async fn each_bad_freeze_answers_400_naming_its_field() {
     let past = rfc3339(now_ms() - 60_000);
     let cases = [
         (json!({"until": soon}), "match"),
-        (json!({"match": "a", "freeze_start": "0 25 * * *", "freeze_end": "0 7 * * 1"}), "freeze_start"),
-        (json!({"match": "a", "freeze_start": "0 23 * * 5", "freeze_end": "every monday"}), "freeze_end"),
-        (json!({"match": "a", "freeze_start": "0 23 * * 5", "freeze_end": "0 7 * * 1",
-                "cron_timezone": "Mars/Olympus_Mons"}), "cron_timezone"),
+        (
+            json!({"match": "a", "freeze_start": "0 25 * * *", "freeze_end": "0 7 * * 1"}),
+            "freeze_start",
+        ),
+        (
+            json!({"match": "a", "freeze_start": "0 23 * * 5", "freeze_end": "every monday"}),
+            "freeze_end",
+        ),
+        (
+            json!({"match": "a", "freeze_start": "0 23 * * 5", "freeze_end": "0 7 * * 1",
+                "cron_timezone": "Mars/Olympus_Mons"}),
+            "cron_timezone",
+        ),
         (json!({"match": "a", "until": past}), "until"),
-        (json!({"match": "a", "from": rfc3339(now_ms() + 120_000), "until": soon}), "until"),
+        (
+            json!({"match": "a", "from": rfc3339(now_ms() + 120_000), "until": soon}),
+            "until",
+        ),
         (json!({"match": "a", "until": "tomorrow"}), "until"),
         (json!({"match": "a"}), "until"),
-        (json!({"match": "a", "freeze_start": "0 23 * * 5"}), "freeze_end"),
+        (
+            json!({"match": "a", "freeze_start": "0 23 * * 5"}),
+            "freeze_end",
+        ),
         (json!({"match": "a\u{7}", "until": soon}), "match"),
-        (json!({"match": "a", "until": soon, "kind": "mutex"}), "kind"),
+        (
+            json!({"match": "a", "until": soon, "kind": "mutex"}),
+            "kind",
+        ),
     ];
     for (body, field) in cases {
         let answer = app.post("/freezes", &body.to_string()).await;
@@ -304,17 +357,28 @@ async fn a_name_no_freeze_matches_costs_what_it_cost_before() {
     let redis = RedisServer::start();
     let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
     let plain = cycle_commands(&redis, &app, "/locks/plain").await;
-    freeze(&app, json!({"match": "frozen-*", "until": rfc3339(now_ms() + 60_000)})).await;
+    freeze(
+        &app,
+        json!({"match": "frozen-*", "until": rfc3339(now_ms() + 60_000)}),
+    )
+    .await;
     let beside = cycle_commands(&redis, &app, "/locks/plain").await;
     assert_eq!(plain, 8, "an uncontended cycle");
-    assert_eq!(beside, plain, "a freeze of other names costs this one nothing");
+    assert_eq!(
+        beside, plain,
+        "a freeze of other names costs this one nothing"
+    );
 }
 
 #[tokio::test]
 async fn a_waiting_request_hears_that_the_name_is_frozen_and_until_when() {
     let app = TestApp::spawn().await;
     let until = now_ms() + 2_000;
-    freeze(&app, json!({"match": "watched", "until": rfc3339(until), "reason": "audit"})).await;
+    freeze(
+        &app,
+        json!({"match": "watched", "until": rfc3339(until), "reason": "audit"}),
+    )
+    .await;
     let response = app
         .client
         .post(format!("{}/locks/watched", app.base))
@@ -388,7 +452,10 @@ async fn a_freeze_that_ends_while_redis_stalls_serves_the_line_in_order_afterwar
     }
     stall.join().unwrap().unwrap();
     for lease in &leases {
-        assert!(granted_at(lease) >= until, "granted inside the window: {lease}");
+        assert!(
+            granted_at(lease) >= until,
+            "granted inside the window: {lease}"
+        );
     }
     let tokens: Vec<u64> = leases.iter().map(token_of).collect();
     assert!(
