@@ -10,6 +10,7 @@ mod helpers;
 mod harness;
 
 mod cli;
+mod freezes;
 mod logs;
 mod metrics;
 mod run;
