@@ -40,7 +40,10 @@ mod tests {
         assert_eq!(Reason::parse(None).unwrap(), None);
         assert_eq!(Reason::parse(Some(String::new())).unwrap(), None);
         let r = Reason::parse(Some("release train at 5".into())).unwrap();
-        assert_eq!(r.map(Reason::into_string).as_deref(), Some("release train at 5"));
+        assert_eq!(
+            r.map(Reason::into_string).as_deref(),
+            Some("release train at 5")
+        );
         assert!(Reason::parse(Some("a\nb".into())).is_err());
         assert!(Reason::parse(Some("x".repeat(201))).is_err());
     }

@@ -61,7 +61,10 @@ async fn a_stream_on_another_instance_sees_a_refresh_and_then_a_force_release() 
     let event = next(&mut stream, &lease).await;
     assert_eq!(event.name, "lost");
     assert_eq!(event.data["reason"], "force-released");
-    assert!(stream.ends_within(SOON).await, "the stream ends after `lost`");
+    assert!(
+        stream.ends_within(SOON).await,
+        "the stream ends after `lost`"
+    );
 }
 
 #[tokio::test]
@@ -77,7 +80,10 @@ async fn a_stream_on_another_instance_says_expiring_then_lost_when_the_lease_exp
     let lost = next(&mut stream, &lease).await;
     assert_eq!(lost.name, "lost");
     assert_eq!(lost.data["reason"], "expired");
-    assert!(stream.ends_within(SOON).await, "the stream ends after `lost`");
+    assert!(
+        stream.ends_within(SOON).await,
+        "the stream ends after `lost`"
+    );
     // Redis confirmed it: the lease is gone.
     assert_eq!(
         a.get(&lease_path("locks", &lease)).await.status(),
@@ -187,7 +193,10 @@ async fn a_lease_not_held_has_no_stream() {
     let response = a.post("/semaphores/hs-404", r#"{"limit":1}"#).await;
     let sem: Value = response.json().await.expect("lease");
     let as_lock = a
-        .get(&format!("/locks/hs-404/{}/events", sem["id"].as_str().unwrap()))
+        .get(&format!(
+            "/locks/hs-404/{}/events",
+            sem["id"].as_str().unwrap()
+        ))
         .await;
     problem(as_lock, 404, "lease-not-found").await;
 }

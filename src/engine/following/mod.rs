@@ -6,7 +6,7 @@
 //!
 //! What it costs: nothing for a lease nobody follows. A stream's instance
 //! marks the name followed in Redis (`follow.lua`: a field of the owners
-//! hash with a time limit, renewed every [`followers::RENEW_EVERY`] while a
+//! hash with a time limit, renewed every 10 s while a
 //! stream is open on the name), and only then do the calls that change a
 //! lease publish a word about it on the name's channel (`r`, `l`, `f`, `y`:
 //! `notice.rs` decodes them); each instance hears them on one subscription

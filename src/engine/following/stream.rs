@@ -167,11 +167,9 @@ impl HolderStream {
                     expires_at_ms,
                 })
             }
-            HolderMessage::Released { token: t } if t == token => {
-                self.end(HolderEvent::Released {
-                    fencing_token: token,
-                })
-            }
+            HolderMessage::Released { token: t } if t == token => self.end(HolderEvent::Released {
+                fencing_token: token,
+            }),
             HolderMessage::ForceReleased { fence } if fence >= token => {
                 self.end(HolderEvent::Lost {
                     fencing_token: token,

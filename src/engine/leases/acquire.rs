@@ -93,7 +93,8 @@ impl Leases {
                     registration.in_line(next_expiry_in);
                     if acquisition.request.ask_yield {
                         // Asked once, as it joins: a request, not a condition.
-                        let asked = leases.ask_yield(name, acquisition.request.owner.as_ref(), None);
+                        let asked =
+                            leases.ask_yield(name, acquisition.request.owner.as_ref(), None);
                         if let Err(err) = Box::pin(asked).await {
                             tracing::debug!(%err, "asking the holders to yield failed");
                         }
