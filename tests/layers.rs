@@ -50,6 +50,7 @@ const ENGINE_ROOMS: &[(&str, u8)] = &[
     ("functions", 3),
     ("waiters", 4),
     ("freezes", 4),
+    ("following", 4),
     ("handle", 5),
     ("leases", 6),
 ];

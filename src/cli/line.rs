@@ -70,6 +70,7 @@ impl Request {
             owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
             newest_wins: self.newest_wins.then_some(true),
             override_reason: None,
+            ask_yield: None,
         };
         match self.target.kind {
             Kind::Lock => json(&AcquireLock {

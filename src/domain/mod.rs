@@ -13,12 +13,13 @@ mod numbers;
 mod owner;
 mod printable;
 mod priority;
+mod reason;
 mod scope;
 mod token_name;
 
 pub use acquire::AcquireRequest;
 pub use demand::{Demand, Permits};
-pub use freeze::{Freeze, FreezeId, Reason, Recurring, Schedule, Window, MAX_REASON_LEN};
+pub use freeze::{Freeze, FreezeId, Recurring, Schedule, Window};
 pub use grant::Grant;
 pub use kind::Kind;
 pub use lease_id::LeaseId;
@@ -28,6 +29,7 @@ pub use numbers::{Limit, Ttl, WaitTime};
 pub use owner::{Owner, MAX_OWNER_LEN};
 pub use printable::{printable_pattern, Printable};
 pub use priority::Priority;
+pub use reason::Reason;
 pub use scope::Scope;
 pub use token_name::{TokenName, MAX_TOKEN_NAME_LEN};
 

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 use super::connection::{Store, StoreConfig};
 use super::error::Error;
 use super::events::{Audience, Events};
+use super::following::Followers;
 use super::freeze_book::FreezeBook;
 use super::freezes::{follow, Freezes};
 use super::functions::invoker::Invoker;
@@ -40,6 +41,8 @@ struct EngineState {
     tasks: TaskTracker,
     /// Every change on any instance, for watchers (`GET /events`).
     events: Arc<Events>,
+    /// This instance's holders' streams.
+    followers: Arc<Followers>,
     /// Why Redis may evict baton's keys, if it may (checked at start).
     eviction: Arc<std::sync::Mutex<Option<String>>>,
     /// Turns for the reads whose cost grows with the data (a status call, a
@@ -111,8 +114,10 @@ impl Engine {
             shutdown.clone(),
             tasks.clone(),
         );
+        let followers = Followers::start(invoker.clone(), shutdown.clone(), &tasks);
         let engine = Self(Arc::new(EngineState {
             invoker,
+            followers,
             waiters,
             shutdown,
             tasks,
@@ -220,6 +225,10 @@ impl Engine {
             .acquire()
             .await
             .expect("the join semaphore stays open")
+    }
+
+    pub(in crate::engine) fn followers(&self) -> &Arc<Followers> {
+        &self.0.followers
     }
 
     pub(in crate::engine) fn waiters(&self) -> &Arc<Registry> {

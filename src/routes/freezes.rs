@@ -49,12 +49,7 @@ async fn create(
         .ok_or_else(|| required("match", "a name, or a prefix ending in `*`"))?;
     let pattern = NamePattern::parse(pattern).map_err(|e| AppError::field("match", e))?;
     caller.require_covering(Scope::Admin, &pattern)?;
-    let reason = body
-        .reason
-        .as_deref()
-        .map(Reason::parse)
-        .transpose()
-        .map_err(|e| AppError::field("reason", e))?;
+    let reason = Reason::parse(body.reason.clone()).map_err(|e| AppError::field("reason", e))?;
     let freeze = Freeze {
         id: FreezeId::new(),
         pattern,

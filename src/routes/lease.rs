@@ -107,21 +107,20 @@ pub fn acquire_request(
         owner,
         newest_wins,
         override_reason,
+        ask_yield,
     } = fields;
     let ttl = ttl(ttl_ms)?.unwrap_or_default();
     let wait = WaitTime::from_ms(wait_ms.unwrap_or(0), max_wait_ms)
         .map_err(|_| AppError::WaitTooLong { max_wait_ms })?;
     let owner = Owner::parse(owner).map_err(|e| AppError::field("owner", e))?;
-    let override_reason = override_reason
-        .as_deref()
-        .map(Reason::parse)
-        .transpose()
-        .map_err(|e| AppError::field("override", e))?;
+    let override_reason =
+        Reason::parse(override_reason).map_err(|e| AppError::field("override", e))?;
     Ok(AcquireRequest {
         ttl,
         wait,
         owner,
         newest_wins: newest_wins.unwrap_or(false),
+        ask_yield: ask_yield.unwrap_or(false),
         priority: Priority::default(),
         // Not the body's to say: the handler sets it from the caller.
         by: None,

@@ -13,6 +13,7 @@ pub struct AcquireFields {
     pub newest_wins: Option<bool>,
     /// `override`: an administrator's reason to be granted through a freeze.
     pub override_reason: Option<String>,
+    pub ask_yield: Option<bool>,
 }
 
 /// Declares an acquire-request body: the fields given, then the ones every
@@ -46,6 +47,12 @@ macro_rules! acquire_body {
             #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
             #[schema(schema_with = field::override_reason)]
             pub override_reason: Option<String>,
+            /// When `true` and the request joins the line, the holders are asked
+            /// once to finish early (a `yield-requested` event on their streams
+            /// and on `/events`); nothing is taken from them.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(default = false)]
+            pub ask_yield: Option<bool>,
         }
 
         impl From<AcquireFields> for $body {
@@ -57,6 +64,7 @@ macro_rules! acquire_body {
                     owner: fields.owner,
                     newest_wins: fields.newest_wins,
                     override_reason: fields.override_reason,
+                    ask_yield: fields.ask_yield,
                     ..Self::default()
                 }
             }
@@ -70,6 +78,7 @@ macro_rules! acquire_body {
                     owner: body.owner,
                     newest_wins: body.newest_wins,
                     override_reason: body.override_reason,
+                    ask_yield: body.ask_yield,
                 }
             }
         }

@@ -7,7 +7,7 @@ use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, SchemaTy
 use utoipa::openapi::Object;
 
 use crate::config::DEFAULT_MAX_WAIT_MS;
-use crate::domain::{printable_pattern, Limit, Ttl, MAX_OWNER_LEN, MAX_REASON_LEN};
+use crate::domain::{printable_pattern, Limit, Ttl, MAX_OWNER_LEN};
 
 fn millis(minimum: u64, maximum: u64, description: &str) -> ObjectBuilder {
     ObjectBuilder::new()
@@ -93,12 +93,11 @@ pub fn owner() -> Object {
 pub fn override_reason() -> Object {
     ObjectBuilder::new()
         .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
-        .min_length(Some(1))
-        .max_length(Some(MAX_REASON_LEN))
+        .max_length(Some(MAX_OWNER_LEN))
         .pattern(Some(printable_pattern()))
         .description(Some(format!(
             "With an admin token: the reason to be granted through a freeze (at most \
-             {MAX_REASON_LEN} printable characters); 403 with any other token."
+             {MAX_OWNER_LEN} printable characters); 403 with any other token."
         )))
         .build()
 }

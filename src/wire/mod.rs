@@ -18,6 +18,7 @@
 mod acquire;
 mod field;
 mod freeze;
+mod holder;
 mod lease;
 mod lenient;
 mod problem;
@@ -26,6 +27,7 @@ mod status;
 
 pub use acquire::{AcquireFields, AcquireLock, AcquireSemaphore};
 pub use freeze::{FreezeBody, FreezeList, FreezeRequest};
+pub use holder::{HolderEventBody, YieldAnswer, YieldRequest};
 pub use lease::{LeaseBody, LockLeaseBody, Refresh, SemaphoreLeaseBody};
 pub use problem::{Facts, Problem, ProblemType, RetryAfter};
 pub use progress::{FrozenLine, Queued, QueuedBehind};

@@ -4,8 +4,8 @@ use std::fmt;
 
 use uuid::Uuid;
 
-use super::super::{Invalid, Kind, NamePattern, TokenName};
-use super::{Reason, Schedule, Window};
+use super::super::{Invalid, Kind, NamePattern, Reason, TokenName};
+use super::{Schedule, Window};
 
 /// A freeze's id: a UUID, shown to anyone who may list freezes (it is no
 /// capability: deleting one takes an admin token).

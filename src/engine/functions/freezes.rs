@@ -181,12 +181,7 @@ impl Stored {
             id: FreezeId::parse(&self.id).map_err(|e| e.0)?,
             pattern: NamePattern::parse(&self.pattern).map_err(|e| e.0)?,
             kind: self.kind,
-            reason: self
-                .reason
-                .as_deref()
-                .map(Reason::parse)
-                .transpose()
-                .map_err(|e| e.0)?,
+            reason: Reason::parse(self.reason).map_err(|e| e.0)?,
             schedule,
             created_ms: self.created_ms,
             by: self
@@ -209,7 +204,7 @@ mod tests {
             id: FreezeId::new(),
             pattern: NamePattern::parse("deploy-*").unwrap(),
             kind: Some(Kind::Lock),
-            reason: Some(Reason::parse("weekend").unwrap()),
+            reason: Reason::parse(Some("weekend".into())).unwrap(),
             schedule: Schedule::Recurring(
                 Recurring::parse("0 23 * * 5", "0 7 * * 1", Some("Europe/Berlin")).unwrap(),
             ),

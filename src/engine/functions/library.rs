@@ -35,10 +35,12 @@ pub(in crate::engine) enum Op {
     KeepAlive,
     Place,
     Freezes,
+    Follow,
+    AskYield,
 }
 
 impl Op {
-    const ALL: [Self; 9] = [
+    const ALL: [Self; 11] = [
         Self::Acquire,
         Self::Release,
         Self::Refresh,
@@ -48,6 +50,8 @@ impl Op {
         Self::KeepAlive,
         Self::Place,
         Self::Freezes,
+        Self::Follow,
+        Self::AskYield,
     ];
 
     /// The operation's name, and its file in `functions/`.
@@ -62,6 +66,8 @@ impl Op {
             Self::KeepAlive => "keep_alive",
             Self::Place => "place",
             Self::Freezes => "freezes",
+            Self::Follow => "follow",
+            Self::AskYield => "ask_yield",
         }
     }
 
@@ -76,6 +82,8 @@ impl Op {
             Self::KeepAlive => include_str!("keep_alive.lua"),
             Self::Place => include_str!("place.lua"),
             Self::Freezes => include_str!("freezes.lua"),
+            Self::Follow => include_str!("follow.lua"),
+            Self::AskYield => include_str!("ask_yield.lua"),
         }
     }
 }

@@ -95,7 +95,9 @@ mod tests {
     #[test]
     fn an_override_is_the_last_text_field() {
         let id = LeaseId::new();
-        let reason = Reason::parse("hotfix | incident 7").expect("reason");
+        let reason = Reason::parse(Some("hotfix | incident 7".into()))
+            .expect("reason")
+            .expect("given");
         let mut waiter = entry(id, None, None);
         waiter.override_reason = Some(&reason);
         assert_eq!(
