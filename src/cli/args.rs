@@ -54,7 +54,7 @@ pub enum ClientCommand {
     /// Freeze a name or a prefix ('deploy-*'): nothing is granted on it while
     /// the freeze holds; waiters keep their place (admin token)
     #[command(after_help = FREEZE_AFTER_HELP)]
-    Freeze(FreezeArgs),
+    Freeze(Box<FreezeArgs>),
     /// Delete a freeze: the line is served in order again (admin token)
     #[command(after_help = FREEZE_AFTER_HELP)]
     Unfreeze(UnfreezeArgs),

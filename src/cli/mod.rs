@@ -67,7 +67,7 @@ pub fn main(command: ClientCommand) -> ExitCode {
             ClientCommand::Release(args) => calls::release(args).await.map(|()| 0),
             ClientCommand::Status(args) => calls::status(args).await.map(|()| 0),
             ClientCommand::List(args) => calls::list(args).await.map(|()| 0),
-            ClientCommand::Freeze(args) => freezes::freeze(args).await.map(|()| 0),
+            ClientCommand::Freeze(args) => freezes::freeze(*args).await.map(|()| 0),
             ClientCommand::Unfreeze(args) => freezes::unfreeze(args).await.map(|()| 0),
             ClientCommand::Freezes(args) => freezes::list(args).await.map(|()| 0),
             ClientCommand::Healthcheck(args) => {

@@ -120,7 +120,7 @@ fn schedule(body: &FreezeRequest, now: i64) -> Result<Schedule, AppError> {
             .as_deref()
             .ok_or_else(|| required("freeze_end", cron))?;
         return Recurring::parse(start, end, body.cron_timezone.as_deref())
-            .map(Schedule::Recurring)
+            .map(|recurring| Schedule::Recurring(Box::new(recurring)))
             .map_err(|(field, why)| AppError::field(field, why));
     }
     let until = body.until.as_deref().ok_or_else(|| {

@@ -171,10 +171,10 @@ impl Stored {
             (Some(start_ms), Some(end_ms), None, None) => {
                 Schedule::OneOff(Window { start_ms, end_ms })
             }
-            (None, None, Some(start), Some(end)) => Schedule::Recurring(
+            (None, None, Some(start), Some(end)) => Schedule::Recurring(Box::new(
                 Recurring::parse(start, end, self.cron_timezone.as_deref())
                     .map_err(|(field, why)| format!("{field}: {why}"))?,
-            ),
+            )),
             _ => return Err("neither a one-off nor a recurring window".into()),
         };
         Ok(Freeze {
@@ -205,9 +205,9 @@ mod tests {
             pattern: NamePattern::parse("deploy-*").unwrap(),
             kind: Some(Kind::Lock),
             reason: Reason::parse(Some("weekend".into())).unwrap(),
-            schedule: Schedule::Recurring(
+            schedule: Schedule::Recurring(Box::new(
                 Recurring::parse("0 23 * * 5", "0 7 * * 1", Some("Europe/Berlin")).unwrap(),
-            ),
+            )),
             created_ms: 42,
             by: Some(TokenName::parse("ops").unwrap()),
         };

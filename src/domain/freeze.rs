@@ -1,11 +1,12 @@
-//! One freeze: what it matches, why, and when.
+//! Freezes: a window of time in which nothing is granted on the names a
+//! freeze matches (deploys stopped over a weekend, a holiday, an incident):
+//! what it matches, why, and when ([`Schedule`]).
 
 use std::fmt;
 
 use uuid::Uuid;
 
-use super::super::{Invalid, Kind, NamePattern, Reason, TokenName};
-use super::{Schedule, Window};
+use super::{Invalid, Kind, NamePattern, Reason, Schedule, TokenName, Window};
 
 /// A freeze's id: a UUID, shown to anyone who may list freezes (it is no
 /// capability: deleting one takes an admin token).

@@ -10,7 +10,7 @@ use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
 
-use super::super::Invalid;
+use super::Invalid;
 
 /// One window of a freeze: from `start_ms` (inclusive) to `end_ms`
 /// (exclusive), in milliseconds since the Unix epoch.
@@ -135,7 +135,7 @@ pub enum Schedule {
     /// Once, from `from_ms` until `until_ms`.
     OneOff(Window),
     /// At every start its cron names, until the end that follows.
-    Recurring(Recurring),
+    Recurring(Box<Recurring>),
 }
 
 impl Schedule {
