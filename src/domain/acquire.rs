@@ -23,5 +23,6 @@ pub struct AcquireRequest {
     pub by: Option<TokenName>,
     /// `override`: the reason an administrator gave to be granted through a
     /// freeze (the route checks the token may); `None` for everyone else.
-    pub override_reason: Option<Reason>,
+    /// Boxed: rare, and a waiting request keeps its request for its whole wait.
+    pub override_reason: Option<Box<Reason>>,
 }

@@ -113,8 +113,9 @@ pub fn acquire_request(
     let wait = WaitTime::from_ms(wait_ms.unwrap_or(0), max_wait_ms)
         .map_err(|_| AppError::WaitTooLong { max_wait_ms })?;
     let owner = Owner::parse(owner).map_err(|e| AppError::field("owner", e))?;
-    let override_reason =
-        Reason::parse(override_reason).map_err(|e| AppError::field("override", e))?;
+    let override_reason = Reason::parse(override_reason)
+        .map_err(|e| AppError::field("override", e))?
+        .map(Box::new);
     Ok(AcquireRequest {
         ttl,
         wait,

@@ -72,7 +72,7 @@ impl Acquisition {
             priority: self.request.priority,
             owner: self.request.owner.as_ref(),
             by: self.request.by.as_ref(),
-            override_reason: self.request.override_reason.as_ref(),
+            override_reason: self.request.override_reason.as_deref(),
         }
     }
 
@@ -121,6 +121,16 @@ impl Acquisition {
             reason: freeze.reason,
             until_ms: freeze.window.end_ms,
         })
+    }
+
+    /// Refused at once: a freeze holds the name (as this instance knows it).
+    pub(super) async fn refuse_frozen(self) -> Result<Result<Lease, Refusal>, Error> {
+        let frozen = self.frozen_by().unwrap_or(FrozenBy {
+            freeze_id: None,
+            reason: None,
+            until_ms: wall_clock_ms() + 1000,
+        });
+        self.settle(0, Ok(Err(Refusal::Frozen(frozen)))).await
     }
 
     /// A wait that ended with the name `state` busy: frozen, when a freeze
