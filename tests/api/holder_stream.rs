@@ -200,3 +200,90 @@ async fn a_lease_not_held_has_no_stream() {
         .await;
     problem(as_lock, 404, "lease-not-found").await;
 }
+
+/// Figures for the report, not a check: the memory that 10,000 open
+/// holders' streams (one per lock, over one HTTP/2 connection) cost a baton
+/// process, and the commands Redis runs a second while they are open and
+/// nothing changes. Run with
+/// `cargo test --test api measure_holder_streams -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, run by hand"]
+async fn measure_holder_streams() {
+    use futures_util::StreamExt;
+
+    const STREAMS: usize = 10_000;
+    let redis = crate::helpers::RedisServer::start();
+    let prefix = crate::helpers::unique_prefix();
+    let baton = crate::watching::BatonProcess::start(
+        &prefix,
+        &[("BATON_REDIS_URL", redis.url().as_str())],
+    )
+    .await;
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("client");
+    let leases: Vec<Value> = futures_util::stream::iter(0..STREAMS)
+        .map(|i| {
+            let (h2, base) = (h2.clone(), baton.base.clone());
+            async move {
+                let response = h2
+                    .post(format!("{base}/locks/m-{i}"))
+                    .body(r#"{"ttl_ms":600000}"#)
+                    .send()
+                    .await
+                    .expect("acquire");
+                assert_eq!(response.status(), 201);
+                response.json::<Value>().await.expect("lease")
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    // Warm up: the first stream allocates what every later one reuses.
+    let first = h2
+        .get(format!("{}{}/events", baton.base, lease_path("locks", &leases[0])))
+        .send()
+        .await
+        .expect("stream");
+    drop(SseStream::new(first));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = baton.rss_kib();
+    let idle_before = redis.commands().0;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let idle = redis.commands().0 - idle_before;
+
+    let mut streams: Vec<SseStream> = futures_util::stream::iter(leases.iter().skip(1))
+        .map(|lease| {
+            let (h2, url) = (
+                h2.clone(),
+                format!("{}{}/events", baton.base, lease_path("locks", lease)),
+            );
+            async move { SseStream::new(h2.get(url).send().await.expect("stream")) }
+        })
+        .buffer_unordered(256)
+        .collect()
+        .await;
+    for stream in &mut streams {
+        let held = stream.next_within(SOON).await.expect("held");
+        assert_eq!(held.name, "held");
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = baton.rss_kib();
+    let open = streams.len();
+    println!(
+        "{open} open holders' streams (HTTP/2, one connection): RSS {before} KiB -> {after} KiB, \
+         +{} KiB ({:.2} KiB a stream)",
+        after - before,
+        (after - before) as f64 / open as f64
+    );
+    let busy_before = redis.commands().0;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let busy = redis.commands().0 - busy_before;
+    println!(
+        "Redis commands a second, nothing changing: {:.0} without streams, {:.0} with {open} \
+         (renewals of the names' mark, one call per name every 10 s)",
+        idle as f64 / 10.0,
+        busy as f64 / 20.0
+    );
+}
