@@ -201,6 +201,52 @@ async fn a_lease_not_held_has_no_stream() {
     problem(as_lock, 404, "lease-not-found").await;
 }
 
+/// An expiry during a Redis stall is said only once Redis answers again and
+/// confirms the lease is gone; a refresh made meanwhile on the other instance
+/// (here: before the stall) moves the expiry instead.
+#[tokio::test]
+async fn an_expiry_during_a_redis_stall_is_said_only_once_redis_confirms_it() {
+    let redis = crate::helpers::RedisServer::start();
+    let a = TestApp::spawn_with(crate::helpers::settings_for(
+        &redis.url(),
+        &crate::helpers::unique_prefix(),
+    ))
+    .await;
+    let b = a.sibling_of(&redis.url()).await;
+    let lease = a.acquire_lock("hs-stall", r#"{"ttl_ms":1000}"#).await;
+    let mut stream = SseStream::new(follow(&b, "locks", &lease).await);
+    assert_eq!(next(&mut stream, &lease).await.name, "held");
+    // Refreshed on A: B's timer moves with it.
+    let path = lease_path("locks", &lease);
+    assert_eq!(a.patch(&path, r#"{"ttl_ms":1500}"#).await.status(), 200);
+    let mut event = next(&mut stream, &lease).await;
+    if event.name == "expiring" {
+        event = next(&mut stream, &lease).await;
+    }
+    assert_eq!(event.name, "refreshed", "{}", event.raw);
+    // Redis stalls across the expiry: nothing is said until it answers.
+    let stalled_at = std::time::Instant::now();
+    let stall = redis.stall(4);
+    let mut seen = Vec::new();
+    let lost = loop {
+        let event = next(&mut stream, &lease).await;
+        if event.name == "lost" {
+            break event;
+        }
+        seen.push(event.name);
+    };
+    // Redis answers nothing for 4 s from a moment after `stalled_at`.
+    assert!(
+        stalled_at.elapsed() >= Duration::from_millis(3900),
+        "`lost` came while Redis stalled ({:?})",
+        stalled_at.elapsed()
+    );
+    stall.join().expect("stall thread").expect("DEBUG SLEEP");
+    assert_eq!(lost.data["reason"], "expired");
+    assert!(seen.iter().all(|name| name == "expiring"), "{seen:?}");
+    assert!(stream.ends_within(SOON).await);
+}
+
 /// Figures for the report, not a check: the memory that 10,000 open
 /// holders' streams (one per lock, over one HTTP/2 connection) cost a baton
 /// process, and the commands Redis runs a second while they are open and
