@@ -139,8 +139,8 @@ async function main() {
     check(lineOwner.includes(queuedOwner), 'the waiting line names the queued owner', lineOwner);
 
     // A yield request shows beside the holder until the lease ends.
-    const asked = await api('POST', `/locks/${lockName}/yield`, { owner: 'release-bot', reason: 'train at 5' });
-    check(asked.status === 202 && asked.body.holders === 1, 'the holder is asked to yield through the API', JSON.stringify(asked));
+    const yieldAsked = await api('POST', `/locks/${lockName}/yield`, { owner: 'release-bot', reason: 'train at 5' });
+    check(yieldAsked.status === 202 && yieldAsked.body.holders === 1, 'the holder is asked to yield through the API', JSON.stringify(yieldAsked));
     ms = await timeUntil(page, (sel) => {
       const y = document.querySelector(`${sel} td.holders .yield`);
       return y && y.textContent.includes('release-bot') && y.textContent.includes('train at 5');
