@@ -260,11 +260,9 @@ async fn measure_holder_streams() {
     const STREAMS: usize = 10_000;
     let redis = crate::helpers::RedisServer::start();
     let prefix = crate::helpers::unique_prefix();
-    let baton = crate::watching::BatonProcess::start(
-        &prefix,
-        &[("BATON_REDIS_URL", redis.url().as_str())],
-    )
-    .await;
+    let baton =
+        crate::watching::BatonProcess::start(&prefix, &[("BATON_REDIS_URL", redis.url().as_str())])
+            .await;
     let h2 = reqwest::Client::builder()
         .http2_prior_knowledge()
         .build()
@@ -288,7 +286,11 @@ async fn measure_holder_streams() {
         .await;
     // Warm up: the first stream allocates what every later one reuses.
     let first = h2
-        .get(format!("{}{}/events", baton.base, lease_path("locks", &leases[0])))
+        .get(format!(
+            "{}{}/events",
+            baton.base,
+            lease_path("locks", &leases[0])
+        ))
         .send()
         .await
         .expect("stream");
