@@ -11,6 +11,7 @@ pub struct AcquireFields {
     pub wait_ms: Option<u64>,
     pub owner: Option<String>,
     pub newest_wins: Option<bool>,
+    pub priority: Option<u64>,
 }
 
 /// Declares an acquire-request body: the fields given, then the ones every
@@ -38,6 +39,10 @@ macro_rules! acquire_body {
             #[serde(skip_serializing_if = "Option::is_none")]
             #[schema(default = false)]
             pub newest_wins: Option<bool>,
+            // Its place in line (`field::priority` says it).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(schema_with = field::priority)]
+            pub priority: Option<u64>,
         }
 
         impl From<AcquireFields> for $body {
@@ -48,6 +53,7 @@ macro_rules! acquire_body {
                     wait_ms: fields.wait_ms,
                     owner: fields.owner,
                     newest_wins: fields.newest_wins,
+                    priority: fields.priority,
                     ..Self::default()
                 }
             }
@@ -60,6 +66,7 @@ macro_rules! acquire_body {
                     wait_ms: body.wait_ms,
                     owner: body.owner,
                     newest_wins: body.newest_wins,
+                    priority: body.priority,
                 }
             }
         }
