@@ -73,6 +73,7 @@ impl Request {
             owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
             newest_wins: self.newest_wins.then_some(true),
             priority: self.priority.filter(|p| *p > 0).map(u64::from),
+            ask_yield: None,
         };
         match self.target.kind {
             Kind::Lock => json(&AcquireLock {

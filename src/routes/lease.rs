@@ -105,6 +105,7 @@ pub fn acquire_request(
         owner,
         newest_wins,
         priority,
+        ask_yield,
     } = fields;
     let ttl = ttl(ttl_ms)?.unwrap_or_default();
     let wait = WaitTime::from_ms(wait_ms.unwrap_or(0), max_wait_ms)
@@ -115,6 +116,7 @@ pub fn acquire_request(
         wait,
         owner,
         newest_wins: newest_wins.unwrap_or(false),
+        ask_yield: ask_yield.unwrap_or(false),
         priority: priority
             .map_or(Ok(Priority::default()), Priority::new)
             .map_err(|e| AppError::field("priority", e))?,

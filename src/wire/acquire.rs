@@ -12,6 +12,7 @@ pub struct AcquireFields {
     pub owner: Option<String>,
     pub newest_wins: Option<bool>,
     pub priority: Option<u64>,
+    pub ask_yield: Option<bool>,
 }
 
 /// Declares an acquire-request body: the fields given, then the ones every
@@ -43,6 +44,12 @@ macro_rules! acquire_body {
             #[serde(skip_serializing_if = "Option::is_none")]
             #[schema(schema_with = field::priority)]
             pub priority: Option<u64>,
+            /// When `true` and the request joins the line, the holders are asked
+            /// once to finish early (a `yield-requested` event on their streams
+            /// and on `/events`); nothing is taken from them.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(default = false)]
+            pub ask_yield: Option<bool>,
         }
 
         impl From<AcquireFields> for $body {
@@ -54,6 +61,7 @@ macro_rules! acquire_body {
                     owner: fields.owner,
                     newest_wins: fields.newest_wins,
                     priority: fields.priority,
+                    ask_yield: fields.ask_yield,
                     ..Self::default()
                 }
             }
@@ -67,6 +75,7 @@ macro_rules! acquire_body {
                     owner: body.owner,
                     newest_wins: body.newest_wins,
                     priority: body.priority,
+                    ask_yield: body.ask_yield,
                 }
             }
         }

@@ -46,7 +46,11 @@
 --                     joined by "," ("" or absent: none; so a line of
 --                     priority 0 alone never writes it); "lost": when a keep-alive last found that
 --                     the queue had lost waiters (ms), which every instance's
---                     keep-alive watches (keep_alive.lua)
+--                     keep-alive watches (keep_alive.lua); "follow": until when
+--                     (ms) some instance has a holder's stream open on the name,
+--                     set and kept by follow.lua: only then do the calls that
+--                     change a lease tell its stream (tell_followers(),
+--                     messages.lua)
 --   queue     zset: waiter (below) -> ticket; a ticket is its join time
 --                     in microseconds less priority x PRIORITY_STEP, and
 --                     max(last ticket of its priority + 1, that), so the
@@ -148,6 +152,8 @@ local QUEUED_N, QUEUED_W, QUEUED_DIRTY
 -- The line's sums for each priority above 0 ("ranked"): nil when none, else
 -- priority -> {count, weight}; RANKED_DIRTY: changed, not yet written.
 local RANKED, RANKED_DIRTY
+-- Whether someone follows a lease of the name ("follow" in the future).
+local FOLLOWED
 -- When this call found the queue lost (ms; nil: it did not), to be written.
 local LOST
 -- The "limit" field as read (a string, or false).
@@ -176,6 +182,7 @@ local function begin(keys, args)
   RANKED, RANKED_DIRTY = nil, false
   QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE = false, 0, false, nil
   AHEAD_RANKED, LOWEST = nil, 10
+  FOLLOWED = false
 end
 
 local function num(n)
@@ -331,7 +338,13 @@ end
 -- `id` is given, in one call.
 local function read_fields(id)
   return redis.call('HMGET', K_OWNERS, 'fence', 'until', 'solo', 'slow', 'used', 'limit',
-    'queued', 'ranked', id or 'used')
+    'queued', 'ranked', id or 'used', 'follow')
+end
+
+-- Whether the fields read_fields() read say that someone follows a lease
+-- of the name (a holder's stream is open on it).
+local function followed(read)
+  return read[10] ~= false and tonumber(read[10]) > now_ms
 end
 
 -- Takes the fields read_fields() read (see above); returns `id`'s packed
@@ -344,6 +357,7 @@ local function take_state(read)
     SOLO = parse_solo(read[3])
   end
   SLOW = read[4] == '1'
+  FOLLOWED = followed(read)
   USED, LIMIT, LIMIT_RAW = tonumber(read[5] or '0'), tonumber(read[6] or '0'), read[6]
   if read[7] then
     local count, weight = string.match(read[7], '^(%d+)|(%d+)$')
