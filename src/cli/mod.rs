@@ -1,6 +1,6 @@
 //! The client: `baton run`, `acquire`, `refresh`, `release`, `status`,
-//! `list`, `freeze`, `unfreeze`, `freezes`, `healthcheck`, `completions` and
-//! `man`, beside the service's own
+//! `yield`, `list`, `freeze`, `unfreeze`, `freezes`, `healthcheck`,
+//! `completions` and `man`, beside the service's own
 //! command line. It talks to a baton service over HTTP only; nothing of the
 //! server runs in a client process.
 //!
@@ -9,11 +9,13 @@
 //! `__exec` (COMMAND, started once the guard knows its group, `launch.rs`).
 
 mod args;
+mod ask_yield;
 mod calls;
 mod clock;
 mod docs;
 mod duration;
 mod exit;
+mod follow;
 mod freezes;
 mod group;
 mod guard;
@@ -65,6 +67,7 @@ pub fn main(command: ClientCommand) -> ExitCode {
             }
             ClientCommand::Refresh(args) => calls::refresh(args).await.map(|()| 0),
             ClientCommand::Release(args) => calls::release(args).await.map(|()| 0),
+            ClientCommand::Yield(args) => ask_yield::ask_yield(args).await.map(|()| 0),
             ClientCommand::Status(args) => calls::status(args).await.map(|()| 0),
             ClientCommand::List(args) => calls::list(args).await.map(|()| 0),
             ClientCommand::Freeze(args) => freezes::freeze(*args).await.map(|()| 0),

@@ -13,6 +13,7 @@ pub struct AcquireFields {
     pub newest_wins: Option<bool>,
     /// `override`: an administrator's reason to be granted through a freeze.
     pub override_reason: Option<String>,
+    pub priority: Option<u64>,
     pub ask_yield: Option<bool>,
 }
 
@@ -47,6 +48,10 @@ macro_rules! acquire_body {
             #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
             #[schema(schema_with = field::override_reason)]
             pub override_reason: Option<String>,
+            // Its place in line (`field::priority` says it).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(schema_with = field::priority)]
+            pub priority: Option<u64>,
             /// When `true` and the request joins the line, the holders are asked
             /// once to finish early (a `yield-requested` event on their streams
             /// and on `/events`); nothing is taken from them.
@@ -64,6 +69,7 @@ macro_rules! acquire_body {
                     owner: fields.owner,
                     newest_wins: fields.newest_wins,
                     override_reason: fields.override_reason,
+                    priority: fields.priority,
                     ask_yield: fields.ask_yield,
                     ..Self::default()
                 }
@@ -78,6 +84,7 @@ macro_rules! acquire_body {
                     owner: body.owner,
                     newest_wins: body.newest_wins,
                     override_reason: body.override_reason,
+                    priority: body.priority,
                     ask_yield: body.ask_yield,
                 }
             }
