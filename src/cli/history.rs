@@ -115,7 +115,9 @@ mod tests {
         let text = describe(Kind::Lock, &page);
         assert!(text.starts_with("lock 'deploy', newest first:\n"), "{text}");
         assert!(
-            text.contains("#9 bob priority 5 from 2026-11-28T07:00:00.000Z (waited 2s), held now"),
+            text.contains(
+                "#9 bob priority 5 from 2026-11-28T07:00:00.000Z (waited 2.0s), held now"
+            ),
             "{text}"
         );
         assert!(text.contains("#8 alice from 2026-11-28T06:59:00.000Z to 2026-11-28T06:59:30.000Z, expired after 30s [token ci]"), "{text}");
