@@ -20,6 +20,7 @@ mod freezes;
 mod group;
 mod guard;
 mod healthcheck;
+mod history;
 mod http;
 mod launch;
 mod line;
@@ -73,6 +74,7 @@ pub fn main(command: ClientCommand) -> ExitCode {
             ClientCommand::Freeze(args) => freezes::freeze(*args).await.map(|()| 0),
             ClientCommand::Unfreeze(args) => freezes::unfreeze(args).await.map(|()| 0),
             ClientCommand::Freezes(args) => freezes::list(args).await.map(|()| 0),
+            ClientCommand::History(args) => history::history(args).await.map(|()| 0),
             ClientCommand::Healthcheck(args) => {
                 if healthcheck::healthy(&args.listen).await {
                     Ok(0)

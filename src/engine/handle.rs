@@ -17,7 +17,7 @@ use super::following::Followers;
 use super::freeze_book::FreezeBook;
 use super::freezes::{follow, Freezes};
 use super::functions::invoker::Invoker;
-use super::functions::library::LIBRARY;
+use super::functions::library::{history_terms, LIBRARY};
 use super::keys::Keys;
 use super::waiters::Registry;
 use crate::config::{RedisMode, Settings};
@@ -99,7 +99,13 @@ impl Engine {
         );
         let book = Arc::new(FreezeBook::default());
         let (freeze_pubsub, freeze_notices) = store.pubsub(shutdown.clone());
-        let invoker = Arc::new(Invoker::new(store, keys, audience, book));
+        let invoker = Arc::new(Invoker::new(
+            store,
+            keys,
+            audience,
+            history_terms(settings.history_max, settings.history_days),
+            book,
+        ));
         tasks.spawn(follow(
             Freezes {
                 invoker: invoker.clone(),

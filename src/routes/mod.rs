@@ -11,6 +11,7 @@ pub mod events;
 mod extract;
 mod freezes;
 pub mod health;
+pub mod history;
 pub mod holder;
 mod json;
 pub mod kind;

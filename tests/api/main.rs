@@ -6,6 +6,7 @@ mod auth;
 mod errors;
 mod formats;
 mod freezes;
+mod history;
 mod holder_stream;
 mod listing;
 mod locks;

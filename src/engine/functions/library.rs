@@ -37,10 +37,11 @@ pub(in crate::engine) enum Op {
     Freezes,
     Follow,
     AskYield,
+    History,
 }
 
 impl Op {
-    const ALL: [Self; 11] = [
+    const ALL: [Self; 12] = [
         Self::Acquire,
         Self::Release,
         Self::Refresh,
@@ -52,6 +53,7 @@ impl Op {
         Self::Freezes,
         Self::Follow,
         Self::AskYield,
+        Self::History,
     ];
 
     /// The operation's name, and its file in `functions/`.
@@ -68,6 +70,7 @@ impl Op {
             Self::Freezes => "freezes",
             Self::Follow => "follow",
             Self::AskYield => "ask_yield",
+            Self::History => "history",
         }
     }
 
@@ -84,6 +87,7 @@ impl Op {
             Self::Freezes => include_str!("freezes.lua"),
             Self::Follow => include_str!("follow.lua"),
             Self::AskYield => include_str!("ask_yield.lua"),
+            Self::History => include_str!("history.lua"),
         }
     }
 }
@@ -92,8 +96,9 @@ impl Op {
 /// the parts before it (`core/state.lua` says what each holds). One chunk of
 /// Lua in all: at most 200 local variables at its top level, and at most 60
 /// upvalues in any one function (Lua 5.1, as Redis runs it).
-const CORE: [&str; 6] = [
+const CORE: [&str; 7] = [
     include_str!("core/state.lua"),
+    include_str!("core/history.lua"),
     include_str!("core/messages.lua"),
     include_str!("core/pruning.lua"),
     include_str!("core/leases.lua"),
@@ -211,14 +216,16 @@ pub fn function_name(op: &str) -> Option<&'static str> {
 
 /// The context every call passes as its second argument (`core/state.lua`):
 /// the freeze the instance knows for the name (`start_ms|until_ms`, or ""
-/// for none), kind, publish command, instance, the name's channel and the
-/// name, one field a line (a name holds no newline: it is printable).
+/// for none), kind, publish command, instance, the name's channel, the
+/// history's terms (`MAX|MS`, [`history_terms`]) and the name, one field a
+/// line (a name holds no newline: it is printable).
 pub fn call_context(
     freeze: &str,
     kind: Kind,
     publish: &str,
     instance: &str,
     channel: &str,
+    history: &str,
     name: &Name,
 ) -> String {
     [
@@ -227,9 +234,16 @@ pub fn call_context(
         publish,
         instance,
         channel,
+        history,
         name.as_str(),
     ]
     .join("\n")
+}
+
+/// The history's terms as a call's context carries them: at most `max`
+/// entries of a name (0: no history), kept `days` past its last lease.
+pub fn history_terms(max: u32, days: u32) -> String {
+    format!("{max}|{}", u64::from(days) * 86_400_000)
 }
 
 #[cfg(test)]
