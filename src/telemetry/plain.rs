@@ -203,7 +203,7 @@ mod tests {
             tracing::info!(
                 event = "acquired",
                 name = "deploy",
-                owner = Some("ci \u{1b}[31m").map(|o| o),
+                owner = Some("ci \u{1b}[31m"),
                 fencing_token = 7_u64,
                 more = tracing::field::Empty,
                 "audit"
