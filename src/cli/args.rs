@@ -44,12 +44,19 @@ pub enum ClientCommand {
     /// Release a lease taken with `baton acquire`
     #[command(after_help = CALL_AFTER_HELP)]
     Release(ReleaseArgs),
+    /// Ask the holders of a lock or semaphore to finish early (nothing is
+    /// taken from them)
+    #[command(after_help = CALL_AFTER_HELP)]
+    Yield(YieldArgs),
     /// Show who holds a lock or semaphore and who waits for it
     #[command(after_help = CALL_AFTER_HELP)]
     Status(StatusArgs),
     /// List the held locks (with --limit: the semaphores with holders)
     #[command(after_help = CALL_AFTER_HELP)]
     List(ListArgs),
+    /// Show who held a lock or semaphore, from when to when, and how each lease ended
+    #[command(after_help = CALL_AFTER_HELP)]
+    History(HistoryArgs),
     /// Exit 0 when the service at BATON_LISTEN answers /healthz with 200, else 1
     /// (for container health checks without curl)
     Healthcheck(HealthcheckArgs),
@@ -197,6 +204,11 @@ pub struct LeaseOptions {
     #[arg(long)]
     pub newest_wins: bool,
 
+    /// Place in line, 0 (default) to 9: ahead of every waiter of a lower
+    /// priority, behind those of its own; never takes the lease from a holder
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(0..=9))]
+    pub priority: Option<u8>,
+
     /// Print only warnings and errors, and nothing at all when the lock was
     /// simply not had (exit 75 says it)
     #[arg(short, long)]
@@ -229,6 +241,12 @@ pub struct RunArgs {
     /// that it fits a short --ttl]
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     pub grace: Option<Duration>,
+
+    /// Send SIGNAL (e.g. TERM, USR1) to COMMAND's process group when someone
+    /// asks this holder to yield (`baton yield NAME`) [default: a line on
+    /// stderr]
+    #[arg(long, value_name = "SIGNAL", value_parser = super::follow::parse_signal)]
+    pub on_yield: Option<i32>,
 
     /// Run this shell command line with `sh -c` instead of COMMAND
     #[arg(short = 'c', value_name = "STRING", conflicts_with = "command")]
@@ -365,6 +383,50 @@ pub struct StatusArgs {
 
     /// The lock or semaphore (without --limit: the semaphore when the lock
     /// is not in use and the semaphore is)
+    #[arg(env = "BATON_LOCK_NAME")]
+    pub name: String,
+}
+
+/// `baton yield`
+#[derive(Args, Debug, Clone)]
+pub struct YieldArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub kind: KindOption,
+
+    /// Why, shown to the holders (at most 200 characters)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+
+    /// Who asks, shown to the holders (default: the CI job's URL in CI,
+    /// else user@host)
+    #[arg(long, value_name = "TEXT")]
+    pub owner: Option<String>,
+
+    /// The lock or semaphore
+    pub name: String,
+}
+
+/// `baton history`
+#[derive(Args, Debug, Clone)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub kind: KindOption,
+
+    /// How many leases to show, newest first (1-100)
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub last: u8,
+
+    /// How to print the history
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+
+    /// The lock or semaphore
     #[arg(env = "BATON_LOCK_NAME")]
     pub name: String,
 }

@@ -14,6 +14,8 @@
 //! - `functions/`: baton's library, the lease core (`core/*.lua`) and one
 //!   function per operation, each with its typed Rust side, and the one
 //!   invoker that makes every call.
+//! - [`following`]: the holders' own streams on this instance, told of
+//!   their leases by the name's channel while someone follows.
 //! - `waiters/`: this instance's waiters, what each hears, and the tasks
 //!   that keep them alive in the line.
 //! - `handle.rs`: the [`Engine`]: one instance's core, its start and stop.
@@ -24,6 +26,7 @@
 mod connection;
 mod error;
 pub mod events;
+pub mod following;
 mod functions;
 mod handle;
 mod keys;
@@ -32,8 +35,11 @@ mod model;
 mod waiters;
 
 pub use error::Error;
-pub use functions::library::{call_context, function_name, library_code};
+pub use functions::library::{call_context, function_name, history_terms, library_code};
 pub use handle::{Engine, JOINS_AT_ONCE, READS_AT_ONCE};
 pub use keys::Keys;
 pub use leases::{Acquiring, InLine, Leases, Page, PageCursor, PageLimit, Shown, Waiting};
-pub use model::{Busy, Holder, Lease, Place, Refusal, Status, Waiter};
+pub use model::{
+    Busy, History, HistoryCursor, HistoryEntry, HistoryLimit, Holder, Lease, LeaseEnd, Place,
+    Refusal, Status, Waiter,
+};

@@ -10,6 +10,8 @@ mod error;
 pub mod events;
 mod extract;
 pub mod health;
+pub mod history;
+pub mod holder;
 mod json;
 pub mod kind;
 pub mod kind_doc;

@@ -34,10 +34,13 @@ pub(in crate::engine) enum Op {
     ForceRelease,
     KeepAlive,
     Place,
+    Follow,
+    AskYield,
+    History,
 }
 
 impl Op {
-    const ALL: [Self; 8] = [
+    const ALL: [Self; 11] = [
         Self::Acquire,
         Self::Release,
         Self::Refresh,
@@ -46,6 +49,9 @@ impl Op {
         Self::ForceRelease,
         Self::KeepAlive,
         Self::Place,
+        Self::Follow,
+        Self::AskYield,
+        Self::History,
     ];
 
     /// The operation's name, and its file in `functions/`.
@@ -59,6 +65,9 @@ impl Op {
             Self::ForceRelease => "force_release",
             Self::KeepAlive => "keep_alive",
             Self::Place => "place",
+            Self::Follow => "follow",
+            Self::AskYield => "ask_yield",
+            Self::History => "history",
         }
     }
 
@@ -72,6 +81,9 @@ impl Op {
             Self::ForceRelease => include_str!("force_release.lua"),
             Self::KeepAlive => include_str!("keep_alive.lua"),
             Self::Place => include_str!("place.lua"),
+            Self::Follow => include_str!("follow.lua"),
+            Self::AskYield => include_str!("ask_yield.lua"),
+            Self::History => include_str!("history.lua"),
         }
     }
 }
@@ -80,8 +92,9 @@ impl Op {
 /// the parts before it (`core/state.lua` says what each holds). One chunk of
 /// Lua in all: at most 200 local variables at its top level, and at most 60
 /// upvalues in any one function (Lua 5.1, as Redis runs it).
-const CORE: [&str; 6] = [
+const CORE: [&str; 7] = [
     include_str!("core/state.lua"),
+    include_str!("core/history.lua"),
     include_str!("core/messages.lua"),
     include_str!("core/pruning.lua"),
     include_str!("core/leases.lua"),
@@ -198,16 +211,32 @@ pub fn function_name(op: &str) -> Option<&'static str> {
 }
 
 /// The context every call passes as its second argument (`core/state.lua`):
-/// kind, publish command, instance, the name's channel and the name, one
-/// field a line (a name holds no newline: it is printable).
+/// kind, publish command, instance, the name's channel, the history's terms
+/// (`MAX|MS`, [`history_terms`]) and the name, one field a line (a name
+/// holds no newline: it is printable).
 pub fn call_context(
     kind: Kind,
     publish: &str,
     instance: &str,
     channel: &str,
+    history: &str,
     name: &Name,
 ) -> String {
-    [kind.as_str(), publish, instance, channel, name.as_str()].join("\n")
+    [
+        kind.as_str(),
+        publish,
+        instance,
+        channel,
+        history,
+        name.as_str(),
+    ]
+    .join("\n")
+}
+
+/// The history's terms as a call's context carries them: at most `max`
+/// entries of a name (0: no history), kept `days` past its last lease.
+pub fn history_terms(max: u32, days: u32) -> String {
+    format!("{max}|{}", u64::from(days) * 86_400_000)
 }
 
 #[cfg(test)]

@@ -9,9 +9,12 @@
 //! the line keeps a waiter. Nothing outside `engine/` sees the wire format.
 
 pub(super) mod acquire;
+pub(super) mod ask_yield;
 pub(super) mod check;
 pub(super) mod cursor;
+pub(super) mod follow;
 pub(super) mod force_release;
+pub(super) mod history;
 pub(super) mod invoker;
 pub(super) mod keep_alive;
 pub(super) mod library;

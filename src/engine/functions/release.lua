@@ -29,6 +29,9 @@
 --   then the fencing token and owner of the lease released (0 and "" unless
 --   code 1), for the audit line
 --   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
+--
+-- A lease released tells its holder's stream "l TOKEN released", while
+-- someone follows a lease of the name (core/messages.lua).
 local id, mode, waiter = ARGV[3], ARGV[4], ARGV[5]
 -- The lease, the fence and the weight in use in one read: a release usually
 -- grants next.
@@ -49,11 +52,14 @@ if held then
   end
   redis.call('HDEL', K_OWNERS, 'solo')
   if held.live then
+    FOLLOWED = followed(read)
+    tell_followers('l ' .. num(held.token) .. ' released')
+    remember(held, 'released', now_ms)
     event('released', held.owner, held.token, 0)
     return finish({1, 0, 0, 0, -1, '', held.token, held.owner})
   end
   -- An expired lease is never released, but forgotten.
-  note_expired(held.owner, held.token)
+  note_expired(held)
   return finish({0, 0, 0, 0, -1, '', 0, ''})
 end
 local packed = take_state(read)
@@ -69,7 +75,8 @@ local code = 0
 local released_token, released_owner = 0, ''
 if waiter ~= '' then
   local w = waiter_of(waiter)
-  local instance, weight, newest, owner = w.instance, w.weight, w.newest, w.owner
+  local instance, weight, newest, owner, priority =
+    w.instance, w.weight, w.newest, w.owner, w.priority
   -- A superseded waiter (its note says by whom) never takes room.
   local superseded = newest == '1' and redis.call('HDEL', K_NOTES, 's:' .. id) == 1
   local queued = redis.call('ZSCORE', K_QUEUE, waiter)
@@ -96,7 +103,7 @@ if waiter ~= '' then
       -- now, as a request that never queued would. Written with its full
       -- expiry; the caller answers it from this reply.
       used = used_now_first()
-      if newcomer_fits(used, weight, w.limit) then
+      if newcomer_fits(used, weight, w.limit, priority) then
         redis.call('ZREM', K_BYINST, instance .. '|' .. waiter)
         local token, full = grant_newcomer(waiter, w, used)
         return finish({3, token, full})
@@ -104,7 +111,7 @@ if waiter ~= '' then
     end
   end
   if queued then
-    remove_waiter(waiter, instance, weight, newest)
+    remove_waiter(waiter, instance, weight, newest, priority)
     event('left', owner)
     code = 2
   else
@@ -131,7 +138,9 @@ if lease then
   serve_line(used, true)
   redis.call('ZREM', K_LEASES, id)
   redis.call('HDEL', K_OWNERS, id)
+  remember(lease, 'released', now_ms)
   released_token, released_owner = lease.token, lease.owner
+  tell_followers('l ' .. num(lease.token) .. ' released')
   code = 1
 elseif packed then
   forget_lease(id, parse_lease(packed))

@@ -1,4 +1,4 @@
--- The lease core, part 4: where a name's leases live, and every read and
+-- The lease core, part 5: where a name's leases live, and every read and
 -- write of them. A name with one lease and nobody waiting keeps that lease
 -- in one field of the owners hash, "solo" (the fast path); a second lease
 -- or a first waiter moves it into the leases zset (unsolo()) and sets
@@ -129,7 +129,7 @@ local function unsolo()
     SLOW = true
     redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
   else
-    note_expired(lease.owner, lease.token)
+    note_expired(lease)
   end
 end
 
@@ -151,7 +151,12 @@ local function write_lease(w, provisional, fresh)
   USED, USED_DIRTY = USED + w.weight, false
   redis.call('ZADD', K_LEASES, num(expires), w.id)
   local packed = pack_lease(w, w.ttl, expires, marker)
-  if QUEUED_DIRTY then
+  if RANKED_DIRTY then
+    -- (A grant to a waiter of a priority: the line's sums changed with it.)
+    redis.call('HSET', K_OWNERS, w.id, packed, 'limit', num(w.limit), 'fence', num(token),
+      'used', num(USED), 'slow', '1', 'queued', queued_field(), 'ranked', ranked_field())
+    QUEUED_DIRTY, RANKED_DIRTY = false, false
+  elseif QUEUED_DIRTY then
     -- (A grant to a waiter: the line's sums changed with it.)
     redis.call('HSET', K_OWNERS, w.id, packed, 'limit', num(w.limit), 'fence', num(token),
       'used', num(USED), 'slow', '1', 'queued', queued_field())
@@ -244,7 +249,7 @@ local function end_every_lease()
     if lease.live then
       return 1, {lease}, false
     end
-    note_expired(lease.owner, lease.token)
+    note_expired(lease)
   end
   local first = first_lease()
   local count = holders()
@@ -253,9 +258,10 @@ local function end_every_lease()
   end
   local shown = live_leases(100)
   redis.call('UNLINK', K_LEASES, K_OWNERS)
-  UNTIL, USED, USED_DIRTY, QUEUED_DIRTY = now_ms + 2 * KEEP_MS, 0, false, false
+  UNTIL, USED, USED_DIRTY, QUEUED_DIRTY = now_ms + keep_ms() + KEEP_MS, 0, false, false
   redis.call('HSET', K_OWNERS, 'limit', num(LIMIT), 'fence', num(FENCE), 'until', num(UNTIL),
-    'slow', '1', 'queued', queued_field())
+    'slow', '1', 'queued', queued_field(), 'ranked', ranked_field())
+  RANKED_DIRTY = false
   SLOW = true
   redis.call('PEXPIREAT', K_OWNERS, num(UNTIL))
   return count, shown, false
