@@ -27,7 +27,9 @@ use std::time::{Duration, Instant, SystemTime};
 use helpers::RedisServer;
 use support::checker::{judge, Path, Rules, Verdict};
 use support::history::{Fault, FaultKind, History, Target};
-use support::{client_loop, force_release_loop, redis_ahead_ms, Asks, Instance, Rng, Workload};
+use support::{
+    client_loop, force_release_loop, redis_ahead_ms, Asks, Instance, Rng, Run, Workload,
+};
 use tokio::sync::watch;
 
 const LOCKS: [&str; 3] = ["deploy-a", "deploy-b", "deploy-c"];
@@ -57,7 +59,9 @@ const TTL_MS: u64 = 6000;
 /// up to 5 s, past the 3 s an unconfirmed grant lives.
 const HOLD_UP_TO: Duration = Duration::from_millis(1500);
 const LONG_HOLD_UP_TO: Duration = Duration::from_millis(5000);
-const LOCK_WAIT_MS: u64 = 8000;
+/// Lock requests wait 8 s or 20 s: long enough, after a pause that got an
+/// instance's waiters pruned, to see them rejoin (or not) the line.
+const LOCK_WAITS_MS: [u64; 2] = [8000, 20_000];
 const SEMAPHORE_WAIT_MS: u64 = 3000;
 
 fn workloads() -> Vec<Workload> {
@@ -70,11 +74,12 @@ fn workloads() -> Vec<Workload> {
     };
     let lock = |id: usize| Workload {
         refreshes: true,
+        waits: LOCK_WAITS_MS.to_vec(),
         ..Workload::new(
             LOCKS[id % LOCKS.len()],
             Asks::SharedOrExclusive,
             TTL_MS,
-            LOCK_WAIT_MS,
+            0,
             hold(id),
         )
     };
@@ -176,6 +181,7 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
     ];
     let mut instances = [Instance::start(&env), Instance::start(&env)];
     let bases: Vec<String> = instances.iter().map(Instance::base).collect();
+    support::warm_up(&bases).await;
     let mut history = History::new(SystemTime::now());
     history.persistent = Some(persistence == Persistence::Always);
     history.redis_ahead_ms = redis_ahead_ms(&mut redis.conn());
@@ -183,23 +189,15 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
     let (stop_tx, stop_rx) = watch::channel(false);
     let works = workloads();
     let admin = works.len();
+    let shared = Run::new(bases, record.clone(), stop_rx, seed);
     let mut clients: Vec<_> = works
         .into_iter()
         .enumerate()
-        .map(|(id, work)| {
-            let (bases, record, stop) = (bases.clone(), record.clone(), stop_rx.clone());
-            tokio::spawn(client_loop(id, work, bases, record, stop, seed))
-        })
+        .map(|(id, work)| tokio::spawn(client_loop(id, work, shared.clone())))
         .collect();
-    clients.push(tokio::spawn(force_release_loop(
-        admin,
-        FORCED.to_owned(),
-        Duration::from_secs(3),
-        bases.clone(),
-        record.clone(),
-        stop_rx.clone(),
-        seed,
-    )));
+    let every = Duration::from_secs(3);
+    let admin = force_release_loop(admin, FORCED.to_owned(), every, shared);
+    clients.push(tokio::spawn(admin));
 
     let mut faults: Vec<Fault> = Vec::new();
     let started = Instant::now();
@@ -222,9 +220,8 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
         let restarted = faults
             .iter()
             .any(|f| matches!(f.kind, FaultKind::RedisRestart { .. }));
-        let must_restart = persistence == Persistence::None
-            && !restarted
-            && started.elapsed() >= length / 2;
+        let must_restart =
+            persistence == Persistence::None && !restarted && started.elapsed() >= length / 2;
         let dice = if must_restart { 0 } else { rng.next() % 5 };
         let (target, kind) = match dice {
             0 => {
@@ -287,7 +284,10 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
             .expect("client task");
     }
     alive(&mut instances, &redis, "after the clients stopped");
-    let mut history = std::mem::replace(&mut *record.lock().unwrap(), History::new(SystemTime::now()));
+    let mut history = std::mem::replace(
+        &mut *record.lock().unwrap(),
+        History::new(SystemTime::now()),
+    );
     history.faults = faults;
     history.ended = SystemTime::now();
     (history, seed)
@@ -335,6 +335,14 @@ pub fn report(label: &str, history: &History, verdict: &Verdict) {
     }
 }
 
+/// Writes the history of a run that failed to a file, for a closer look;
+/// returns its path.
+fn keep(history: &History, seed: u64) -> String {
+    let path = std::env::temp_dir().join(format!("baton-chaos-history-{seed}.txt"));
+    std::fs::write(&path, format!("{history:#?}")).expect("history written");
+    path.display().to_string()
+}
+
 fn length() -> Duration {
     Duration::from_secs(
         std::env::var("CHAOS_SECONDS")
@@ -351,8 +359,9 @@ async fn no_two_clients_are_told_they_hold_a_lock_through_pauses_stalls_and_cras
     report("persistent Redis", &history, &verdict);
     assert!(
         verdict.violations.is_empty(),
-        "{} violations (seed {seed})",
-        verdict.violations.len()
+        "{} violations (seed {seed}, history in {})",
+        verdict.violations.len(),
+        keep(&history, seed)
     );
     assert!(verdict.holds.len() > 100, "too few holds to mean anything");
     assert!(history.faults.len() >= 5, "too few faults injected");
@@ -369,8 +378,9 @@ async fn tokens_still_rise_when_redis_loses_everything() {
     report("Redis without persistence", &history, &verdict);
     assert!(
         verdict.violations.is_empty(),
-        "{} violations (seed {seed})",
-        verdict.violations.len()
+        "{} violations (seed {seed}, history in {})",
+        verdict.violations.len(),
+        keep(&history, seed)
     );
     assert!(verdict.holds.len() > 50, "too few holds to mean anything");
 }
@@ -450,7 +460,14 @@ mod synthetic {
             expires_at: at(answered + TTL),
             granted: ask,
         };
-        call(client, name, 0, acquire(ask, TTL, wait_ms), (sent, answered), lease)
+        call(
+            client,
+            name,
+            0,
+            acquire(ask, TTL, wait_ms),
+            (sent, answered),
+            lease,
+        )
     }
 
     /// An acquisition refused with 409 after waiting.
@@ -464,13 +481,33 @@ mod synthetic {
         call(client, name, 0, op, (sent, answered), status(409, slug))
     }
 
-    pub fn release(client: usize, name: &str, token: u64, (sent, answered): (u64, u64), answer: Answer) -> Call {
-        call(client, name, 0, Op::Release { lease: token }, (sent, answered), answer)
+    pub fn release(
+        client: usize,
+        name: &str,
+        token: u64,
+        (sent, answered): (u64, u64),
+        answer: Answer,
+    ) -> Call {
+        call(
+            client,
+            name,
+            0,
+            Op::Release { lease: token },
+            (sent, answered),
+            answer,
+        )
     }
 
     /// A hold of `ask` (client = `token`), asked at `requested` (without
     /// waiting), told at `start`, released (204) at `end`.
-    pub fn hold(name: &str, ask: Ask, token: u64, requested: u64, start: u64, end: u64) -> Vec<Call> {
+    pub fn hold(
+        name: &str,
+        ask: Ask,
+        token: u64,
+        requested: u64,
+        start: u64,
+        end: u64,
+    ) -> Vec<Call> {
         let client = token as usize;
         vec![
             grant(client, name, ask, token, (requested, start), 0),
@@ -484,7 +521,13 @@ mod synthetic {
         let client = 100 + token as usize;
         vec![
             grant(client, name, ask, token, (sent, answered), 30_000),
-            release(client, name, token, (answered + 10, answered + 11), status(204, "")),
+            release(
+                client,
+                name,
+                token,
+                (answered + 10, answered + 11),
+                status(204, ""),
+            ),
         ]
     }
 
@@ -542,7 +585,10 @@ fn the_checker_counts_capacity_and_tokens() {
     // A writer beside a reader, in either order.
     for (first, second) in [(exclusive, shared), (shared, exclusive)] {
         let overlap = checked(
-            vec![hold(LOCK, first, 1, 0, 10, 200), hold(LOCK, second, 2, 0, 100, 300)],
+            vec![
+                hold(LOCK, first, 1, 0, 10, 200),
+                hold(LOCK, second, 2, 0, 100, 300),
+            ],
             vec![],
         );
         assert_eq!(overlap.count(Rule::Capacity), 1, "{:?}", overlap.violations);
@@ -565,21 +611,48 @@ fn the_checker_counts_capacity_and_tokens() {
         expires_at: at(5010),
         granted: exclusive,
     };
-    let after_expiry = checked(vec![expiring.clone(), hold(LOCK, exclusive, 2, 4850, 4860, 6000)], vec![]);
-    assert_eq!(after_expiry.count(Rule::Capacity), 0, "{:?}", after_expiry.violations);
-    let before_expiry = checked(vec![expiring, hold(LOCK, exclusive, 2, 4700, 4710, 6000)], vec![]);
-    assert_eq!(before_expiry.count(Rule::Capacity), 1, "{:?}", before_expiry.violations);
+    let after_expiry = checked(
+        vec![expiring.clone(), hold(LOCK, exclusive, 2, 4850, 4860, 6000)],
+        vec![],
+    );
+    assert_eq!(
+        after_expiry.count(Rule::Capacity),
+        0,
+        "{:?}",
+        after_expiry.violations
+    );
+    let before_expiry = checked(
+        vec![expiring, hold(LOCK, exclusive, 2, 4700, 4710, 6000)],
+        vec![],
+    );
+    assert_eq!(
+        before_expiry.count(Rule::Capacity),
+        1,
+        "{:?}",
+        before_expiry.violations
+    );
 
     // Tokens rise across modes: a writer asked for after a reader was told
     // must carry a larger token; readers granted together need not be in
     // the order their 201s arrived.
     let backwards = checked(
-        vec![hold(LOCK, shared, 9, 0, 10, 20), hold(LOCK, exclusive, 8, 15, 30, 40)],
+        vec![
+            hold(LOCK, shared, 9, 0, 10, 20),
+            hold(LOCK, exclusive, 8, 15, 30, 40),
+        ],
         vec![],
     );
-    assert_eq!(backwards.count(Rule::Tokens), 1, "{:?}", backwards.violations);
+    assert_eq!(
+        backwards.count(Rule::Tokens),
+        1,
+        "{:?}",
+        backwards.violations
+    );
     let together = checked(
-        vec![hold(LOCK, shared, 7, 0, 11, 20), hold(LOCK, shared, 6, 0, 12, 20)],
+        vec![
+            hold(LOCK, shared, 7, 0, 11, 20),
+            hold(LOCK, shared, 6, 0, 12, 20),
+        ],
         vec![],
     );
     assert!(together.violations.is_empty(), "{:?}", together.violations);
@@ -598,21 +671,38 @@ fn the_checker_blames_the_line_only_when_its_head_surely_fits() {
     let (exclusive, shared) = (Ask::EXCLUSIVE, Ask::SHARED);
     // A writer left waiting on a free lock: stuck.
     let stuck = checked(
-        vec![hold(LOCK, exclusive, 1, 0, 0, 1000), waiter(LOCK, exclusive, 2, 500, 7000)],
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 1000),
+            waiter(LOCK, exclusive, 2, 500, 7000),
+        ],
         vec![],
     );
     assert_eq!(stuck.count(Rule::Stuck), 1, "{:?}", stuck.violations);
-    assert!(stuck.evidence[0].contains("hold token 1 exclusive"), "{}", stuck.evidence[0]);
+    assert!(
+        stuck.evidence[0].contains("hold token 1 exclusive"),
+        "{}",
+        stuck.evidence[0]
+    );
     // Served at once: fine.
     let served = checked(
-        vec![hold(LOCK, exclusive, 1, 0, 0, 1000), waiter(LOCK, exclusive, 2, 500, 1010)],
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 1000),
+            waiter(LOCK, exclusive, 2, 500, 1010),
+        ],
         vec![],
     );
     assert!(served.violations.is_empty(), "{:?}", served.violations);
     let reader = || hold(LOCK, shared, 1, 0, 0, 9000);
     // A writer waits for a reader: right.
-    let writer_waits = checked(vec![reader(), waiter(LOCK, exclusive, 2, 500, 9010)], vec![]);
-    assert!(writer_waits.violations.is_empty(), "{:?}", writer_waits.violations);
+    let writer_waits = checked(
+        vec![reader(), waiter(LOCK, exclusive, 2, 500, 9010)],
+        vec![],
+    );
+    assert!(
+        writer_waits.violations.is_empty(),
+        "{:?}",
+        writer_waits.violations
+    );
     // A reader behind a queued writer waits too: right.
     let behind_writer = checked(
         vec![
@@ -622,10 +712,19 @@ fn the_checker_blames_the_line_only_when_its_head_surely_fits() {
         ],
         vec![],
     );
-    assert!(behind_writer.violations.is_empty(), "{:?}", behind_writer.violations);
+    assert!(
+        behind_writer.violations.is_empty(),
+        "{:?}",
+        behind_writer.violations
+    );
     // A reader kept out while only readers hold: stuck.
     let reader_kept_out = checked(vec![reader(), waiter(LOCK, shared, 2, 500, 8000)], vec![]);
-    assert_eq!(reader_kept_out.count(Rule::Stuck), 1, "{:?}", reader_kept_out.violations);
+    assert_eq!(
+        reader_kept_out.count(Rule::Stuck),
+        1,
+        "{:?}",
+        reader_kept_out.violations
+    );
     // One permit held of three: a request for all three waits, one for two
     // is stuck.
     let permits = |permits| Ask::Permits {
@@ -633,21 +732,78 @@ fn the_checker_blames_the_line_only_when_its_head_surely_fits() {
         limit: LIMIT,
     };
     let one_held = || hold(SEMAPHORE, ONE_PERMIT, 1, 0, 0, 9000);
-    let all_wait = checked(vec![one_held(), waiter(SEMAPHORE, permits(LIMIT), 2, 500, 9010)], vec![]);
+    let all_wait = checked(
+        vec![one_held(), waiter(SEMAPHORE, permits(LIMIT), 2, 500, 9010)],
+        vec![],
+    );
     assert!(all_wait.violations.is_empty(), "{:?}", all_wait.violations);
-    let two_stuck = checked(vec![one_held(), waiter(SEMAPHORE, permits(2), 2, 500, 7000)], vec![]);
-    assert_eq!(two_stuck.count(Rule::Stuck), 1, "{:?}", two_stuck.violations);
+    let two_stuck = checked(
+        vec![one_held(), waiter(SEMAPHORE, permits(2), 2, 500, 7000)],
+        vec![],
+    );
+    assert_eq!(
+        two_stuck.count(Rule::Stuck),
+        1,
+        "{:?}",
+        two_stuck.violations
+    );
     // Refused at once while nothing was held or asked: a lease left behind.
     let refused_free = checked(
-        vec![hold(LOCK, exclusive, 1, 0, 0, 1000), vec![refused(7, LOCK, exclusive, (2000, 2005))]],
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 1000),
+            vec![refused(7, LOCK, exclusive, (2000, 2005))],
+        ],
         vec![],
     );
-    assert_eq!(refused_free.count(Rule::RefusedWithRoom), 1, "{:?}", refused_free.violations);
+    assert_eq!(
+        refused_free.count(Rule::RefusedWithRoom),
+        1,
+        "{:?}",
+        refused_free.violations
+    );
     let refused_held = checked(
-        vec![hold(LOCK, exclusive, 1, 0, 0, 3000), vec![refused(7, LOCK, exclusive, (2000, 2005))]],
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 3000),
+            vec![refused(7, LOCK, exclusive, (2000, 2005))],
+        ],
         vec![],
     );
-    assert!(refused_held.violations.is_empty(), "{:?}", refused_held.violations);
+    assert!(
+        refused_held.violations.is_empty(),
+        "{:?}",
+        refused_held.violations
+    );
+
+    // First come, first served: a writer queued at 0.5 s behind a holder
+    // until 9 s; another sent at 3 s granted at 5 s overtook it.
+    let line = |second: u64| {
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 5000),
+            waiter(LOCK, exclusive, 2, 500, 9000),
+            hold(LOCK, exclusive, 3, 3000, second, 8990),
+        ]
+    };
+    let overtaken = checked(line(5000), vec![]);
+    assert_eq!(
+        overtaken.count(Rule::Overtaken),
+        1,
+        "{:?}",
+        overtaken.violations
+    );
+    // The same around a fault: not judged.
+    let pause = vec![fault(
+        Target::Instance(0),
+        FaultKind::InstancePause,
+        4000,
+        4500,
+    )];
+    let faulted = checked(line(5000), pause);
+    assert_eq!(
+        faulted.count(Rule::Overtaken),
+        0,
+        "{:?}",
+        faulted.violations
+    );
 }
 
 /// Point 1 of issue 30: a waiter stuck mid-run, between faults that leave
@@ -659,28 +815,50 @@ fn the_checker_judges_a_stuck_waiter_between_faults() {
     let faults: Vec<Fault> = (0..6)
         .map(|k| {
             let from = 2000 + k * 6000;
-            fault(Target::Instance(1), FaultKind::InstancePause, from, from + 1000)
+            fault(
+                Target::Instance(1),
+                FaultKind::InstancePause,
+                from,
+                from + 1000,
+            )
         })
         .collect();
     let exclusive = Ask::EXCLUSIVE;
     // A writer left waiting 30 s on a lock freed at 1 s: stuck, in five gaps.
     let stuck = checked(
-        vec![hold(LOCK, exclusive, 1, 0, 0, 1000), waiter(LOCK, exclusive, 2, 500, 30_500)],
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 1000),
+            waiter(LOCK, exclusive, 2, 500, 30_500),
+        ],
         faults.clone(),
     );
     assert_eq!(stuck.count(Rule::Stuck), 1, "{:?}", stuck.violations);
     // The same wait behind a holder that held the lock until then: fine.
     let behind_holder = checked(
-        vec![hold(LOCK, exclusive, 1, 0, 0, 30_400), waiter(LOCK, exclusive, 2, 500, 30_500)],
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 30_400),
+            waiter(LOCK, exclusive, 2, 500, 30_500),
+        ],
         faults.clone(),
     );
-    assert!(behind_holder.violations.is_empty(), "{:?}", behind_holder.violations);
+    assert!(
+        behind_holder.violations.is_empty(),
+        "{:?}",
+        behind_holder.violations
+    );
     // A free stretch the faults explain (each within its settle): fine.
     let explained = checked(
-        vec![hold(LOCK, exclusive, 1, 0, 0, 1000), waiter(LOCK, exclusive, 2, 500, 7500)],
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 1000),
+            waiter(LOCK, exclusive, 2, 500, 7500),
+        ],
         vec![fault(Target::Redis, FaultKind::RedisStall, 900, 3000)],
     );
-    assert!(explained.violations.is_empty(), "{:?}", explained.violations);
+    assert!(
+        explained.violations.is_empty(),
+        "{:?}",
+        explained.violations
+    );
 }
 
 /// Point 2 of issue 30: a request that got no answer may still be in line,
@@ -693,18 +871,44 @@ fn the_checker_keeps_requests_without_an_answer_in_the_line() {
     // queued behind it at 1.2 s waits for it, rightly, until it left.
     let writer_cut_off = || {
         let op = acquire(exclusive, TTL, 8000);
-        vec![call(50, LOCK, 1, op, (1000, 14_000), Answer::None { reached: true })]
+        vec![call(
+            50,
+            LOCK,
+            1,
+            op,
+            (1000, 14_000),
+            Answer::None { reached: true },
+        )]
     };
-    let pause = || vec![fault(Target::Instance(1), FaultKind::InstancePause, 1500, 2500)];
+    let pause = || {
+        vec![fault(
+            Target::Instance(1),
+            FaultKind::InstancePause,
+            1500,
+            2500,
+        )]
+    };
     let reader = || hold(LOCK, shared, 1, 0, 0, 30_000);
     let blocked_rightly = checked(
-        vec![reader(), writer_cut_off(), waiter(LOCK, shared, 2, 1200, 15_000)],
+        vec![
+            reader(),
+            writer_cut_off(),
+            waiter(LOCK, shared, 2, 1200, 15_000),
+        ],
         pause(),
     );
-    assert!(blocked_rightly.violations.is_empty(), "{:?}", blocked_rightly.violations);
+    assert!(
+        blocked_rightly.violations.is_empty(),
+        "{:?}",
+        blocked_rightly.violations
+    );
     // Kept out long after the writer surely left: stuck.
     let kept_out = checked(
-        vec![reader(), writer_cut_off(), waiter(LOCK, shared, 2, 1200, 27_000)],
+        vec![
+            reader(),
+            writer_cut_off(),
+            waiter(LOCK, shared, 2, 1200, 27_000),
+        ],
         pause(),
     );
     assert_eq!(kept_out.count(Rule::Stuck), 1, "{:?}", kept_out.violations);
@@ -718,19 +922,41 @@ fn the_checker_excuses_missing_answers_and_503s_only_by_their_faults() {
     let exclusive = Ask::EXCLUSIVE;
     let unanswered_release = || {
         let mut calls = hold(LOCK, exclusive, 1, 0, 0, 9000);
-        calls.insert(1, release(1, LOCK, 1, (1000, 2500), Answer::None { reached: true }));
+        calls.insert(
+            1,
+            release(1, LOCK, 1, (1000, 2500), Answer::None { reached: true }),
+        );
         calls
     };
     let of_other = checked(
         vec![unanswered_release()],
-        vec![fault(Target::Instance(1), FaultKind::InstanceKill, 1200, 1300)],
+        vec![fault(
+            Target::Instance(1),
+            FaultKind::InstanceKill,
+            1200,
+            1300,
+        )],
     );
-    assert_eq!(of_other.count(Rule::NoAnswer), 1, "{:?}", of_other.violations);
+    assert_eq!(
+        of_other.count(Rule::NoAnswer),
+        1,
+        "{:?}",
+        of_other.violations
+    );
     let of_its_own = checked(
         vec![unanswered_release()],
-        vec![fault(Target::Instance(0), FaultKind::InstanceKill, 1200, 1300)],
+        vec![fault(
+            Target::Instance(0),
+            FaultKind::InstanceKill,
+            1200,
+            1300,
+        )],
     );
-    assert!(of_its_own.violations.is_empty(), "{:?}", of_its_own.violations);
+    assert!(
+        of_its_own.violations.is_empty(),
+        "{:?}",
+        of_its_own.violations
+    );
     let of_redis = checked(
         vec![unanswered_release()],
         vec![fault(Target::Redis, FaultKind::RedisStall, 1200, 1300)],
@@ -740,14 +966,27 @@ fn the_checker_excuses_missing_answers_and_503s_only_by_their_faults() {
     // A 503 long after a fault, and one right after it.
     let unavailable = |answered: u64| {
         let mut calls = hold(LOCK, exclusive, 1, 0, 0, 20_000);
-        calls.insert(1, release(1, LOCK, 1, (answered - 1000, answered), status(503, "redis-unavailable")));
+        calls.insert(
+            1,
+            release(
+                1,
+                LOCK,
+                1,
+                (answered - 1000, answered),
+                status(503, "redis-unavailable"),
+            ),
+        );
         calls
     };
     let stall = || vec![fault(Target::Redis, FaultKind::RedisStall, 1000, 3000)];
     let late = checked(vec![unavailable(10_000)], stall());
     assert_eq!(late.count(Rule::Unavailable), 1, "{:?}", late.violations);
     let right_after = checked(vec![unavailable(4000)], stall());
-    assert!(right_after.violations.is_empty(), "{:?}", right_after.violations);
+    assert!(
+        right_after.violations.is_empty(),
+        "{:?}",
+        right_after.violations
+    );
 
     // A release answered 404 while its holder was told it held the lease.
     let lost = || {
@@ -756,13 +995,38 @@ fn the_checker_excuses_missing_answers_and_503s_only_by_their_faults() {
         calls
     };
     let nothing_explains = checked(vec![lost()], vec![]);
-    assert_eq!(nothing_explains.count(Rule::LeaseLost), 1, "{:?}", nothing_explains.violations);
-    let forced = vec![call(9, LOCK, 1, Op::ForceRelease, (3000, 3010), status(204, ""))];
+    assert_eq!(
+        nothing_explains.count(Rule::LeaseLost),
+        1,
+        "{:?}",
+        nothing_explains.violations
+    );
+    let forced = vec![call(
+        9,
+        LOCK,
+        1,
+        Op::ForceRelease,
+        (3000, 3010),
+        status(204, ""),
+    )];
     let force_explains = checked(vec![lost(), forced], vec![]);
-    assert!(force_explains.violations.is_empty(), "{:?}", force_explains.violations);
-    let loss = vec![fault(Target::Redis, FaultKind::RedisRestart { data_lost: true }, 3000, 3700)];
+    assert!(
+        force_explains.violations.is_empty(),
+        "{:?}",
+        force_explains.violations
+    );
+    let loss = vec![fault(
+        Target::Redis,
+        FaultKind::RedisRestart { data_lost: true },
+        3000,
+        3700,
+    )];
     let loss_explains = checked(vec![lost()], loss);
-    assert!(loss_explains.violations.is_empty(), "{:?}", loss_explains.violations);
+    assert!(
+        loss_explains.violations.is_empty(),
+        "{:?}",
+        loss_explains.violations
+    );
 }
 
 /// Point 4 of issue 30: a run without persistence must have lost Redis's
@@ -772,7 +1036,12 @@ fn the_checker_demands_a_data_loss_without_persistence() {
     let judged = |data_lost: bool, persistent: bool| {
         let mut history = history(
             vec![hold(LOCK, Ask::EXCLUSIVE, 1, 0, 0, 100)],
-            vec![fault(Target::Redis, FaultKind::RedisRestart { data_lost }, 1000, 1700)],
+            vec![fault(
+                Target::Redis,
+                FaultKind::RedisRestart { data_lost },
+                1000,
+                1700,
+            )],
         );
         history.persistent = Some(persistent);
         judge(&history, &Rules::default())
@@ -797,7 +1066,14 @@ fn the_checker_demands_every_path_under_faults() {
             expires_at: at(answered + ttl_ms),
             granted: exclusive,
         };
-        call(lease as usize, "refreshed", 0, Op::Refresh { lease, ttl_ms }, (sent, answered), lease_body)
+        call(
+            lease as usize,
+            "refreshed",
+            0,
+            Op::Refresh { lease, ttl_ms },
+            (sent, answered),
+            lease_body,
+        )
     };
     let superseded = {
         let op = Op::Acquire(Acquire {
@@ -806,7 +1082,14 @@ fn the_checker_demands_every_path_under_faults() {
             wait_ms: 4000,
             newest_wins: true,
         });
-        vec![call(60, "queue", 0, op, (100, 200), status(409, "superseded"))]
+        vec![call(
+            60,
+            "queue",
+            0,
+            op,
+            (100, 200),
+            status(409, "superseded"),
+        )]
     };
     let all = |shorten: bool| {
         let mut refreshed = hold("refreshed", exclusive, 1, 600, 610, 900);
@@ -820,7 +1103,14 @@ fn the_checker_demands_every_path_under_faults() {
             hold(SEMAPHORE, two_permits, 1, 500, 510, 550),
             refreshed,
             superseded.clone(),
-            vec![call(61, "forced", 0, Op::ForceRelease, (1000, 1010), status(204, ""))],
+            vec![call(
+                61,
+                "forced",
+                0,
+                Op::ForceRelease,
+                (1000, 1010),
+                status(204, ""),
+            )],
         ]
     };
     let rules = Rules {
@@ -839,12 +1129,26 @@ fn the_checker_demands_every_path_under_faults() {
     };
     let stall = || vec![fault(Target::Redis, FaultKind::RedisStall, 0, 1000)];
     let every_path = judge(&history(all(true), stall()), &rules);
-    assert!(every_path.violations.is_empty(), "{:?}", every_path.violations);
+    assert!(
+        every_path.violations.is_empty(),
+        "{:?}",
+        every_path.violations
+    );
     let no_shortening = judge(&history(all(false), stall()), &rules);
-    assert_eq!(no_shortening.count(Rule::Path), 1, "{:?}", no_shortening.violations);
+    assert_eq!(
+        no_shortening.count(Rule::Path),
+        1,
+        "{:?}",
+        no_shortening.violations
+    );
     // Taken, but never during a fault.
     let unfaulted = judge(&history(all(true), vec![]), &rules);
-    assert_eq!(unfaulted.count(Rule::Path), rules.required.len(), "{:?}", unfaulted.violations);
+    assert_eq!(
+        unfaulted.count(Rule::Path),
+        rules.required.len(),
+        "{:?}",
+        unfaulted.violations
+    );
 }
 
 /// Point 6 of issue 30: `expires_at` is the `ttl_ms` asked on Redis's
@@ -881,14 +1185,43 @@ fn the_checker_holds_the_client_to_what_it_was_told() {
         calls
     };
     let unavailable = checked(
-        vec![first(status(503, "redis-unavailable")), hold(LOCK, exclusive, 2, 1100, 1600, 3000)],
+        vec![
+            first(status(503, "redis-unavailable")),
+            hold(LOCK, exclusive, 2, 1100, 1600, 3000),
+        ],
         stall(),
     );
-    assert_eq!(unavailable.count(Rule::Capacity), 1, "{:?}", unavailable.violations);
+    assert_eq!(
+        unavailable.count(Rule::Capacity),
+        1,
+        "{:?}",
+        unavailable.violations
+    );
     // The first release answered: the lease ended when it was sent.
     let released = checked(
-        vec![first(status(204, "")), hold(LOCK, exclusive, 2, 1100, 1600, 3000)],
+        vec![
+            first(status(204, "")),
+            hold(LOCK, exclusive, 2, 1100, 1600, 3000),
+        ],
         stall(),
     );
-    assert_eq!(released.count(Rule::Capacity), 0, "{:?}", released.violations);
+    assert_eq!(
+        released.count(Rule::Capacity),
+        0,
+        "{:?}",
+        released.violations
+    );
+    // A release answered 503 then one answered 404: the first may have run
+    // (its reply lost in the stall), so the lease may have ended with it.
+    let mut ran = first(status(503, "redis-unavailable"));
+    ran[2].answer = status(404, "lease-not-found");
+    let lost_reply = checked(
+        vec![ran, hold(LOCK, exclusive, 2, 1100, 1600, 3000)],
+        stall(),
+    );
+    assert!(
+        lost_reply.violations.is_empty(),
+        "{:?}",
+        lost_reply.violations
+    );
 }

@@ -242,6 +242,38 @@ impl Workload {
 /// The shared record of a run, which every client writes to.
 pub type Recorder = Arc<Mutex<History>>;
 
+/// What every client of a run shares.
+#[derive(Clone)]
+pub struct Run {
+    /// The base URL of each instance.
+    pub bases: Vec<String>,
+    /// One HTTP client for all (building one per client task would block
+    /// the runtime at the start, loading certificates, and look like a
+    /// stuck line).
+    pub http: reqwest::Client,
+    pub record: Recorder,
+    pub stop: watch::Receiver<bool>,
+    pub seed: u64,
+}
+
+impl Run {
+    pub fn new(
+        bases: Vec<String>,
+        record: Recorder,
+        stop: watch::Receiver<bool>,
+        seed: u64,
+    ) -> Self {
+        install_crypto();
+        Self {
+            bases,
+            http: reqwest::Client::new(),
+            record,
+            stop,
+            seed,
+        }
+    }
+}
+
 /// A small random source (xorshift), seeded so a run can be replayed.
 pub struct Rng(u64);
 
@@ -369,16 +401,14 @@ async fn record_call(
 /// random while (refreshing some leases, shorter or longer), releases
 /// through either instance until a release is answered, and records every
 /// call, until `stop`.
-pub async fn client_loop(
-    id: usize,
-    work: Workload,
-    bases: Vec<String>,
-    record: Recorder,
-    stop: watch::Receiver<bool>,
-    seed: u64,
-) {
-    install_crypto();
-    let http = reqwest::Client::new();
+pub async fn client_loop(id: usize, work: Workload, run: Run) {
+    let Run {
+        bases,
+        http,
+        record,
+        stop,
+        seed,
+    } = run;
     let mut rng = Rng::new(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let kind = work.asks.kind();
     let name = work.name.as_str();
@@ -465,17 +495,14 @@ pub async fn client_loop(
 
 /// An admin: force-releases `name` (a lock) through the instances in turn,
 /// every `every` or so, until `stop`.
-pub async fn force_release_loop(
-    id: usize,
-    name: String,
-    every: Duration,
-    bases: Vec<String>,
-    record: Recorder,
-    stop: watch::Receiver<bool>,
-    seed: u64,
-) {
-    install_crypto();
-    let http = reqwest::Client::new();
+pub async fn force_release_loop(id: usize, name: String, every: Duration, run: Run) {
+    let Run {
+        bases,
+        http,
+        record,
+        stop,
+        seed,
+    } = run;
     let mut rng = Rng::new(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut turn = id;
     let every = every.as_millis() as u64;
@@ -487,6 +514,33 @@ pub async fn force_release_loop(
         let who = (id, name.as_str(), instance);
         let timeout = Duration::from_millis(2500);
         record_call(&record, who, Op::ForceRelease, request, timeout, None).await;
+    }
+}
+
+/// One acquisition and release through each of `bases`, so that the run
+/// starts with every instance connected and Redis's functions loaded (the
+/// first calls of a fresh instance are slow, and would look like a stuck
+/// line).
+pub async fn warm_up(bases: &[String]) {
+    install_crypto();
+    let http = reqwest::Client::new();
+    for base in bases {
+        let lease: Value = http
+            .post(format!("{base}/locks/warm-up"))
+            .body(r#"{"ttl_ms": 5000}"#)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .expect("a warm-up acquisition")
+            .json()
+            .await
+            .expect("a lease body");
+        let id = lease["id"].as_str().expect("a lease id");
+        http.delete(format!("{base}/locks/warm-up/{id}"))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .expect("a warm-up release");
     }
 }
 

@@ -25,7 +25,8 @@
 //!   explain (its span and [`SETTLE`] after it) subtracted, and the time a
 //!   request that got no answer may still have been in line (it counts as in
 //!   line, see [`LEAVE`]); no acquisition refused while its name was free and
-//!   nobody else asked;
+//!   nobody else asked; none granted ahead of one queued well before it
+//!   ([`ORDER_SLACK`]), away from faults;
 //! - answers: a missing answer only when a fault of its instance or of Redis
 //!   overlapped the call; a 503 only during or right after such a fault
 //!   ([`UNAVAILABLE_AFTER`]); a 404 for a lease its holder was told it held
@@ -62,6 +63,9 @@ pub const UNAVAILABLE_AFTER: Duration = Duration::from_secs(3);
 pub const NO_ANSWER_SLACK: Duration = Duration::from_secs(1);
 /// How far an `expires_at` may be from the ttl asked, past the call's span.
 pub const CLOCK_TOLERANCE: Duration = Duration::from_millis(100);
+/// A request sent this much later than another one reached the line after
+/// it; a 201 this much earlier than another's came before it.
+pub const ORDER_SLACK: Duration = Duration::from_millis(1500);
 
 /// What a violation broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -78,6 +82,8 @@ pub enum Rule {
     Stuck,
     /// An acquisition refused while its name was free.
     RefusedWithRoom,
+    /// A request granted ahead of one that had queued well before it.
+    Overtaken,
     /// No answer, with no fault to explain it.
     NoAnswer,
     /// A 503 away from any fault.
@@ -205,7 +211,17 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
     let explained = explained(history, rules);
     answers(history, &mut verdict);
     expiries(history, &mut verdict);
-    holds(history, &explained, &mut verdict);
+    let lost = holds(history, &explained, &mut verdict);
+    for (name, from, to) in lost {
+        let holds: Vec<Hold> = verdict
+            .holds
+            .iter()
+            .filter(|h| h.name == name)
+            .cloned()
+            .collect();
+        let timeline = timeline(history, &holds, &name, from, to);
+        verdict.evidence.push(timeline);
+    }
     let names: Vec<String> = {
         let mut names: Vec<String> = history.calls.iter().map(|c| c.name.clone()).collect();
         names.sort();
@@ -219,13 +235,20 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
             .filter(|h| &h.name == name)
             .cloned()
             .collect();
-        capacity(name, &holds, &mut verdict);
+        for (from, to) in capacity(name, &holds, &mut verdict) {
+            let timeline = timeline(history, &holds, name, from, to);
+            verdict.evidence.push(timeline);
+        }
         tokens(name, &holds, &mut verdict);
         line(history, name, &holds, &explained, &mut verdict);
     }
     data_loss(history, &mut verdict);
     for path in &rules.required {
-        if verdict.paths.get(path).is_none_or(|(_, faulted)| *faulted == 0) {
+        if verdict
+            .paths
+            .get(path)
+            .is_none_or(|(_, faulted)| *faulted == 0)
+        {
             let taken = verdict.paths.get(path).map_or(0, |(n, _)| *n);
             verdict.flag(
                 Rule::Path,
@@ -337,7 +360,11 @@ fn answers(history: &History, verdict: &mut Verdict) {
                 ) {
                     verdict.flag(
                         Rule::NoAnswer,
-                        format!("{}: {} outside any fault of it or Redis", what(), call.answer),
+                        format!(
+                            "{}: {} outside any fault of it or Redis",
+                            what(),
+                            call.answer
+                        ),
                     );
                 }
             }
@@ -422,7 +449,13 @@ fn expiries(history: &History, verdict: &mut Verdict) {
 /// The holds of the run, as their clients were told them (see the module
 /// doc), the leases lost under their holders, and the paths their calls
 /// took.
-fn holds(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mut Verdict) {
+/// Returns the spans of the leases lost, for the timelines.
+fn holds(
+    history: &History,
+    explained: &[(SystemTime, SystemTime)],
+    verdict: &mut Verdict,
+) -> Vec<(String, SystemTime, SystemTime)> {
+    let mut lost = Vec::new();
     let during_fault = |call: &Call| {
         explained
             .iter()
@@ -459,14 +492,21 @@ fn holds(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mu
             (Op::Release { .. }, Answer::Status { status: 204, .. }) => {
                 verdict.took(Path::Release, faulted);
             }
-            (Op::Acquire(a), Answer::Status { status: 409, slug }) if a.newest_wins => {
-                if slug == "superseded" {
-                    verdict.took(Path::NewestWins, faulted);
-                }
+            (Op::Acquire(a), Answer::Status { status: 409, slug })
+                if a.newest_wins && slug == "superseded" =>
+            {
+                verdict.took(Path::NewestWins, faulted);
             }
             _ => {}
         }
-        let (Op::Acquire(_), Answer::Lease { token, expires_at, granted }) = (&call.op, &call.answer)
+        let (
+            Op::Acquire(_),
+            Answer::Lease {
+                token,
+                expires_at,
+                granted,
+            },
+        ) = (&call.op, &call.answer)
         else {
             continue;
         };
@@ -487,9 +527,10 @@ fn holds(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mu
             told_until: expires - EXPIRY_GRACE,
             may_until: expires + EXPIRY_GRACE,
         };
-        // Whether an earlier release of it went unanswered or answered 503:
-        // it may have ended the lease.
-        let mut maybe_released = false;
+        // When the first release of it that went unanswered (perhaps
+        // received) or answered 503 was sent: it may have ended the lease,
+        // as a later 404 says; a later 204 says it did not.
+        let mut pending: Option<SystemTime> = None;
         let own = &by_client[&(call.client, call.name.as_str())];
         for next in own.iter().filter(|c| c.sent >= call.answered) {
             let lease = match next.op {
@@ -500,13 +541,14 @@ fn holds(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mu
                 continue;
             }
             let lost_here = |hold: &Hold| {
-                !maybe_released
+                pending.is_none()
                     && !data_lost
                         .iter()
                         .any(|l| overlaps(*l, (hold.start, next.answered)))
-                    && !forces
-                        .iter()
-                        .any(|f| f.name == hold.name && overlaps((f.sent, f.answered), (hold.requested, next.answered)))
+                    && !forces.iter().any(|f| {
+                        f.name == hold.name
+                            && overlaps((f.sent, f.answered), (hold.requested, next.answered))
+                    })
             };
             match (&next.op, &next.answer) {
                 (Op::Refresh { .. }, Answer::Lease { expires_at, .. }) => {
@@ -520,21 +562,32 @@ fn holds(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mu
                     hold.told_until = told - EXPIRY_GRACE;
                     hold.may_until = told + EXPIRY_GRACE;
                 }
-                (Op::Refresh { ttl_ms, .. }, Answer::None { .. } | Answer::Status { status: 503, .. }) => {
+                (
+                    Op::Refresh { ttl_ms, .. },
+                    Answer::None { .. } | Answer::Status { status: 503, .. },
+                ) => {
                     // It may have run: a shortening counts from its sending,
                     // an extension does not count.
                     let ttl = Duration::from_millis(*ttl_ms);
                     hold.told_until = hold.told_until.min(next.sent + ttl - EXPIRY_GRACE);
                     hold.may_until = hold.may_until.max(next.answered + ttl + EXPIRY_GRACE);
                 }
-                (Op::Release { .. }, Answer::Status { status: 503, .. }) => maybe_released = true,
-                (Op::Release { .. }, Answer::None { reached: false }) => {}
-                (Op::Release { .. }, Answer::None { reached: true } | Answer::Unclear(_)) => {
-                    hold.told_until = hold.told_until.min(next.sent);
-                    maybe_released = true;
+                (
+                    Op::Release { .. },
+                    Answer::Status { status: 503, .. }
+                    | Answer::None { reached: true }
+                    | Answer::Unclear(_),
+                ) => {
+                    pending.get_or_insert(next.sent);
                 }
-                (_, Answer::Status { status: 204 | 404, .. }) => {
+                (
+                    _,
+                    Answer::Status {
+                        status: 204 | 404, ..
+                    },
+                ) => {
                     if next.answer.status() == Some(404) && lost_here(&hold) {
+                        lost.push((hold.name.clone(), hold.start, next.answered));
                         verdict.flag(
                             Rule::LeaseLost,
                             format!(
@@ -549,32 +602,44 @@ fn holds(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mu
                             ),
                         );
                     }
-                    hold.told_until = hold.told_until.min(next.sent);
+                    let ended = match (next.answer.status(), pending) {
+                        (Some(404), Some(first)) => first,
+                        _ => next.sent,
+                    };
+                    hold.told_until = hold.told_until.min(ended);
                     hold.may_until = hold.may_until.min(next.answered);
+                    pending = None;
                     break;
                 }
                 _ => {}
             }
         }
+        // Releases that may have run, and none answered after them.
+        if let Some(first) = pending {
+            hold.told_until = hold.told_until.min(first);
+        }
+        // A force-release that may have run after the grant (which came
+        // between the request and its 201) ends the hold.
         for force in forces.iter().filter(|f| f.name == hold.name) {
             if force.sent < hold.told_until
-                && force.answered > hold.start
+                && force.answered > hold.requested
                 && !matches!(force.answer, Answer::None { reached: false })
             {
                 hold.told_until = hold.told_until.min(force.sent.max(hold.start));
-                if force.answer.status() == Some(204) {
+                if force.answer.status() == Some(204) && force.answered > hold.start {
                     hold.may_until = hold.may_until.min(force.answered);
                 }
             }
         }
         for &(from, to) in &data_lost {
-            if from < hold.may_until && to > hold.start {
+            if from < hold.may_until && to > hold.requested {
                 hold.told_until = hold.told_until.min(from.max(hold.start));
                 hold.may_until = hold.may_until.min(to);
             }
         }
         verdict.holds.push(hold);
     }
+    lost
 }
 
 /// How much of a name `holds` take, by `until` (told or may), at each time
@@ -599,10 +664,12 @@ fn usage(holds: &[Hold], until: impl Fn(&Hold) -> SystemTime) -> Vec<(SystemTime
         .collect()
 }
 
-/// More than the name's capacity held at once, as told.
-fn capacity(name: &str, holds: &[Hold], verdict: &mut Verdict) {
+/// More than the name's capacity held at once, as told; returns when, for
+/// the timelines.
+fn capacity(name: &str, holds: &[Hold], verdict: &mut Verdict) -> Vec<(SystemTime, SystemTime)> {
+    let mut evidence = Vec::new();
     let Some(capacity) = holds.first().map(|h| h.ask.capacity()) else {
-        return;
+        return evidence;
     };
     for (at, used) in usage(holds, |h| h.told_until) {
         if used <= capacity as i64 {
@@ -631,7 +698,9 @@ fn capacity(name: &str, holds: &[Hold], verdict: &mut Verdict) {
             Rule::Capacity,
             format!("{name}: {used} held at {}: {}", when(at), held.join("; ")),
         );
+        evidence.push((at, at));
     }
+    evidence
 }
 
 /// Every token granted once, and above the tokens of every hold (of either
@@ -641,7 +710,10 @@ fn tokens(name: &str, holds: &[Hold], verdict: &mut Verdict) {
     let mut seen = HashSet::new();
     for h in holds {
         if !seen.insert(h.token) {
-            verdict.flag(Rule::Tokens, format!("{name}: token {} granted twice", h.token));
+            verdict.flag(
+                Rule::Tokens,
+                format!("{name}: token {} granted twice", h.token),
+            );
         }
     }
     let mut by_start = holds.to_vec();
@@ -714,19 +786,19 @@ fn line(
         .map(|(c, a)| (c.sent, c.answered, a.weight()))
         .collect();
     let room = subtract(&room(holds, &outstanding, capacity), &unjudged);
+    overtaken(name, &acquisitions, &unjudged, verdict);
 
     for (call, ask) in &acquisitions {
         let Op::Acquire(acquire) = call.op else {
             continue;
         };
         let others = |from: SystemTime, to: SystemTime| {
-            acquisitions
-                .iter()
-                .any(|(c, _)| !std::ptr::eq(*c, *call) && overlaps((c.sent, c.answered), (from, to)))
-                || holds.iter().any(|h| {
-                    h.token != call_token(call).unwrap_or(0)
-                        && overlaps((h.start, h.may_until), (from, to))
-                })
+            acquisitions.iter().any(|(c, _)| {
+                !std::ptr::eq(*c, *call) && overlaps((c.sent, c.answered), (from, to))
+            }) || holds.iter().any(|h| {
+                h.token != call_token(call).unwrap_or(0)
+                    && overlaps((h.start, h.may_until), (from, to))
+            })
         };
         let span = (call.sent, call.answered + Duration::from_millis(1));
         let faulted = explained.iter().any(|e| overlaps(*e, span));
@@ -795,7 +867,65 @@ fn line(
                     when(to)
                 ),
             );
-            verdict.evidence.push(timeline(history, holds, name, from, to));
+            verdict
+                .evidence
+                .push(timeline(history, holds, name, from, to));
+        }
+    }
+}
+
+/// First come, first served: a request granted while one sent well before it
+/// still waited (and went on waiting well after), with no fault or unknown
+/// request around the grant, overtook it. (With one limit per name, as the
+/// runs use, the line is strictly in order, for readers and permits too; a
+/// waiter that lost its place to a fault rejoins at the back within the
+/// settle time.) Names with `newest_wins` requests are not judged.
+fn overtaken(
+    name: &str,
+    acquisitions: &[(&Call, Ask)],
+    unjudged: &[(SystemTime, SystemTime)],
+    verdict: &mut Verdict,
+) {
+    let newest_wins = acquisitions
+        .iter()
+        .any(|(c, _)| matches!(c.op, Op::Acquire(a) if a.newest_wins));
+    if newest_wins {
+        return;
+    }
+    let waited = |c: &Call| {
+        matches!(c.op, Op::Acquire(a) if a.wait_ms > 0)
+            && matches!(
+                c.answer,
+                Answer::Lease { .. } | Answer::Status { status: 409, .. }
+            )
+    };
+    for (b, b_ask) in acquisitions
+        .iter()
+        .filter(|(c, _)| matches!(c.answer, Answer::Lease { .. }))
+    {
+        if unjudged
+            .iter()
+            .any(|u| overlaps(*u, (b.sent, b.answered + Duration::from_millis(1))))
+        {
+            continue;
+        }
+        let ahead = acquisitions.iter().find(|(a, _)| {
+            waited(a) && a.sent + ORDER_SLACK < b.sent && a.answered > b.answered + ORDER_SLACK
+        });
+        if let Some((a, a_ask)) = ahead {
+            verdict.flag(
+                Rule::Overtaken,
+                format!(
+                    "{name}: {b_ask} via instance {} (sent {}, 201 {}) granted ahead of {a_ask} via instance {} (sent {}, answered {} {})",
+                    b.instance,
+                    when(b.sent),
+                    when(b.answered),
+                    a.instance,
+                    when(a.sent),
+                    when(a.answered),
+                    a.answer
+                ),
+            );
         }
     }
 }
@@ -915,7 +1045,7 @@ fn timeline(
     from: SystemTime,
     to: SystemTime,
 ) -> String {
-    let margin = SETTLE + Duration::from_secs(3);
+    let margin = Duration::from_secs(3);
     let (lo, hi) = (from - margin, to + margin);
     let ms = |t: SystemTime| match t.duration_since(from) {
         Ok(d) => d.as_millis() as i128,
@@ -925,10 +1055,19 @@ fn timeline(
     for f in history.faults.iter().filter(|f| f.to >= lo && f.from <= hi) {
         rows.push((
             f.from,
-            format!("fault {:?} {}: {} .. {}", f.target, f.kind, ms(f.from), ms(f.to)),
+            format!(
+                "fault {:?} {}: {} .. {}",
+                f.target,
+                f.kind,
+                ms(f.from),
+                ms(f.to)
+            ),
         ));
     }
-    for h in holds.iter().filter(|h| h.may_until >= lo && h.requested <= hi) {
+    for h in holds
+        .iter()
+        .filter(|h| h.may_until >= lo && h.requested <= hi)
+    {
         rows.push((
             h.start,
             format!(
@@ -946,7 +1085,6 @@ fn timeline(
         .calls
         .iter()
         .filter(|c| c.name == name && c.answered >= lo && c.sent <= hi)
-        .filter(|c| matches!(c.op, Op::Acquire(_) | Op::ForceRelease))
     {
         rows.push((
             c.sent,

@@ -119,9 +119,14 @@ pub struct Acquire {
 pub enum Op {
     Acquire(Acquire),
     /// `PATCH` of the lease whose fencing token is `lease`, to `ttl_ms`.
-    Refresh { lease: u64, ttl_ms: u64 },
+    Refresh {
+        lease: u64,
+        ttl_ms: u64,
+    },
     /// `DELETE` of the lease whose fencing token is `lease`.
-    Release { lease: u64 },
+    Release {
+        lease: u64,
+    },
     /// `DELETE` of the name (admin): ends every lease of it.
     ForceRelease,
 }
