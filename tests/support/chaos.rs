@@ -524,9 +524,9 @@ pub async fn force_release_loop(id: usize, name: String, every: Duration, run: R
 pub async fn warm_up(bases: &[String]) {
     install_crypto();
     let http = reqwest::Client::new();
-    for base in bases {
+    for (i, base) in bases.iter().enumerate() {
         let lease: Value = http
-            .post(format!("{base}/locks/warm-up"))
+            .post(format!("{base}/locks/warm-up-{i}"))
             .body(r#"{"ttl_ms": 5000}"#)
             .send()
             .await
@@ -536,7 +536,7 @@ pub async fn warm_up(bases: &[String]) {
             .await
             .expect("a lease body");
         let id = lease["id"].as_str().expect("a lease id");
-        http.delete(format!("{base}/locks/warm-up/{id}"))
+        http.delete(format!("{base}/locks/warm-up-{i}/{id}"))
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)
