@@ -11,6 +11,10 @@
 //! Should baton run be killed (SIGKILL) and not keep it, its
 //! [guard](super::guard) does.
 //!
+//! The lease's own stream (`follow.rs`) tells of a loss at once (COMMAND is
+//! stopped then, as for a failed refresh) and of yield requests
+//! (`--on-yield`); the refreshes alone keep the promise.
+//!
 //! A nested `baton run` of the same name (inside COMMAND) goes ahead at once
 //! only when the service confirms that the lease of the variables is still
 //! held and covers what the nested run asks; else it waits in line.
@@ -29,6 +33,7 @@ use super::args::RunArgs;
 use super::clock;
 use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, LOST, NOT_FOUND, REFUSED, UNAVAILABLE};
+use super::follow::follow;
 use super::group;
 use super::guard::{Guard, Message};
 use super::http::{json, unreadable, Service, Target};
@@ -167,6 +172,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
         target,
         timing,
         limit: lease_options.limit,
+        on_yield: args.on_yield,
         guard: Mutex::new(None),
     };
     match guard {
@@ -284,6 +290,8 @@ struct Held {
     timing: Timing,
     /// A semaphore's limit.
     limit: Option<u32>,
+    /// The signal a yield request sends COMMAND's group (`--on-yield`).
+    on_yield: Option<i32>,
     /// The guard, told COMMAND's group and each new deadline for SIGKILL.
     guard: Mutex<Option<Guard>>,
 }
@@ -365,6 +373,10 @@ impl Held {
         };
         let keeping = self.keep(ok, next);
         tokio::pin!(keeping);
+        // The lease's own stream: a loss is heard at once, not at the next
+        // refresh (which alone keeps the promise, stream or not).
+        let following = follow(&self.service, &self.path, pgid, self.on_yield);
+        tokio::pin!(following);
         let target = &self.target;
         let finished = async {
             let status = child.wait().await;
@@ -407,6 +419,11 @@ impl Held {
                 why = &mut keeping, if !lost => {
                     lost = true;
                     warn(format!("lease on {target} lost: {why}; stopping COMMAND before the lease can lapse"));
+                    stop(&mut kill_at, &mut killed);
+                }
+                why = &mut following, if !lost => {
+                    lost = true;
+                    warn(format!("lease on {target} lost: {why}; stopping COMMAND"));
                     stop(&mut kill_at, &mut killed);
                 }
                 () = clock::sleep_until(kill_at.unwrap_or_default()), if kill_at.is_some() && !killed => {

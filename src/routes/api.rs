@@ -7,7 +7,7 @@ use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use super::{events, health, kind, AppState, RequireToken};
+use super::{events, health, holder, kind, AppState, RequireToken};
 use crate::domain::Kind;
 use crate::wire::ProblemType;
 
@@ -20,6 +20,7 @@ pub fn api() -> OpenApiRouter<AppState> {
             router.merge(tagged(kind::router(kind), kind.plural()))
         })
         .merge(tagged(events::router(), "watching"))
+        .merge(tagged(holder::router(), "holders"))
         .layer(RequireToken);
     document_guard(guarded.get_openapi_mut());
     OpenApiRouter::new()

@@ -17,6 +17,7 @@
 
 mod acquire;
 mod field;
+mod holder;
 mod lease;
 mod lenient;
 mod problem;
@@ -24,6 +25,7 @@ mod progress;
 mod status;
 
 pub use acquire::{AcquireFields, AcquireLock, AcquireSemaphore};
+pub use holder::{HolderEventBody, YieldAnswer, YieldRequest};
 pub use lease::{LeaseBody, LockLeaseBody, Refresh, SemaphoreLeaseBody};
 pub use problem::{Facts, Problem, ProblemType, RetryAfter};
 pub use progress::{Queued, QueuedBehind};

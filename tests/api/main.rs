@@ -5,6 +5,7 @@ mod helpers;
 mod auth;
 mod errors;
 mod formats;
+mod holder_stream;
 mod listing;
 mod locks;
 mod long_lines;

@@ -10,6 +10,7 @@ mod helpers;
 mod harness;
 
 mod cli;
+mod holder;
 mod logs;
 mod metrics;
 mod run;
