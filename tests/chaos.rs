@@ -210,6 +210,7 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
             .unwrap_or_else(|e| panic!("redis died unasked ({when}): {e}"));
         assert_eq!(pong, "PONG");
     };
+    let mut deck: Vec<u64> = Vec::new();
     while started.elapsed() < length {
         tokio::time::sleep(rng.ms(1500, 6000)).await;
         alive(&mut instances, &redis, "before a fault");
@@ -222,7 +223,14 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
             .any(|f| matches!(f.kind, FaultKind::RedisRestart { .. }));
         let must_restart =
             persistence == Persistence::None && !restarted && started.elapsed() >= length / 2;
-        let dice = if must_restart { 0 } else { rng.next() % 5 };
+        // Every kind comes once in each five faults, in a random order.
+        if deck.is_empty() {
+            deck = (0..5).collect();
+            for i in (1..deck.len()).rev() {
+                deck.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+            }
+        }
+        let dice = if must_restart { 0 } else { deck.pop().unwrap_or(0) };
         let (target, kind) = match dice {
             0 => {
                 let data_lost = restart_redis(&mut redis, &prefix).await;
@@ -260,8 +268,13 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
                 (Target::Instance(victim), FaultKind::InstanceStop)
             }
             _ => {
+                // The first pause of a run outlasts the 3 s after which an
+                // instance is presumed dead and its waiters are pruned: they
+                // must rejoin when it resumes.
+                let long = !faults.iter().any(|f| f.kind == FaultKind::InstancePause);
+                let pause = if long { rng.ms(4000, 6000) } else { rng.ms(1000, 6000) };
                 instances[victim].pause();
-                tokio::time::sleep(rng.ms(1000, 6000)).await;
+                tokio::time::sleep(pause).await;
                 instances[victim].resume();
                 (Target::Instance(victim), FaultKind::InstancePause)
             }
