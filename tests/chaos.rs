@@ -230,7 +230,11 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
                 deck.swap(i, (rng.next() % (i as u64 + 1)) as usize);
             }
         }
-        let dice = if must_restart { 0 } else { deck.pop().unwrap_or(0) };
+        let dice = if must_restart {
+            0
+        } else {
+            deck.pop().unwrap_or(0)
+        };
         let (target, kind) = match dice {
             0 => {
                 let data_lost = restart_redis(&mut redis, &prefix).await;
@@ -272,7 +276,11 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
                 // instance is presumed dead and its waiters are pruned: they
                 // must rejoin when it resumes.
                 let long = !faults.iter().any(|f| f.kind == FaultKind::InstancePause);
-                let pause = if long { rng.ms(4000, 6000) } else { rng.ms(1000, 6000) };
+                let pause = if long {
+                    rng.ms(4000, 6000)
+                } else {
+                    rng.ms(1000, 6000)
+                };
                 instances[victim].pause();
                 tokio::time::sleep(pause).await;
                 instances[victim].resume();
