@@ -17,6 +17,7 @@
 
 mod acquire;
 mod field;
+mod history;
 mod holder;
 mod lease;
 mod lenient;
@@ -25,6 +26,7 @@ mod progress;
 mod status;
 
 pub use acquire::{AcquireFields, AcquireLock, AcquireSemaphore};
+pub use history::{HistoryBody, HistoryEntryBody, LeaseEndBody};
 pub use holder::{HolderEventBody, YieldAnswer, YieldRequest};
 pub use lease::{LeaseBody, LockLeaseBody, Refresh, SemaphoreLeaseBody};
 pub use problem::{Facts, Problem, ProblemType, RetryAfter};

@@ -5,6 +5,7 @@ mod helpers;
 mod auth;
 mod errors;
 mod formats;
+mod history;
 mod holder_stream;
 mod listing;
 mod locks;
