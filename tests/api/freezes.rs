@@ -145,8 +145,9 @@ async fn waiters_queued_before_and_during_a_freeze_are_served_in_order_after_it(
         204
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    if now_ms() < until - 200 {
-        let status: Value = a.get(path).await.json().await.unwrap();
+    let status: Value = a.get(path).await.json().await.unwrap();
+    if now_ms() < until {
+        // Read inside the window (a slow answer proves nothing).
         assert_eq!(status["holders"], 0, "granted inside the window: {status}");
         assert_eq!(status["waiting"], 3, "{status}");
     }
