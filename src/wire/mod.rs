@@ -16,6 +16,7 @@
 //! answers, and parse the requests into domain types.
 
 mod acquire;
+mod claim;
 mod field;
 mod lease;
 mod lenient;
@@ -24,6 +25,7 @@ mod progress;
 mod status;
 
 pub use acquire::{AcquireFields, AcquireLock, AcquireSemaphore};
+pub use claim::{ClaimBody, ClaimLock, ClaimName, ClaimQueued, ClaimRequest, ClaimSemaphore};
 pub use lease::{LeaseBody, LockLeaseBody, Refresh, SemaphoreLeaseBody};
 pub use problem::{Facts, Problem, ProblemType, RetryAfter};
 pub use progress::{Queued, QueuedBehind};

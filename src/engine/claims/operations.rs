@@ -22,6 +22,21 @@ pub enum Refreshed {
 }
 
 impl Claims {
+    /// The names of the claim `id` (for the caller's scopes); `None` when
+    /// there is no such claim.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn names(&self, id: &ClaimId) -> Result<Option<Vec<(Kind, Name)>>, Error> {
+        let record = self.engine.load_claim(id).await?;
+        Ok(record.map(|Record(entries)| {
+            entries
+                .into_iter()
+                .map(|entry| (entry.kind, entry.name))
+                .collect()
+        }))
+    }
+
     /// The claim `id` with the leases of it still held; `None` when none is.
     ///
     /// # Errors
