@@ -9,6 +9,7 @@
 
 mod args;
 mod calls;
+mod claim;
 mod clock;
 mod docs;
 mod duration;

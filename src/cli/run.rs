@@ -26,14 +26,16 @@ use std::time::Duration;
 use reqwest::Method;
 
 use super::args::RunArgs;
+use super::claim::Claim;
 use super::clock;
 use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, LOST, NOT_FOUND, REFUSED, UNAVAILABLE};
 use super::group;
 use super::guard::{Guard, Message};
-use super::http::{json, unreadable, Service, Target};
+use super::http::Target;
+use super::http::{json, unreadable, Service};
 use super::launch;
-use super::line::{self, Lease, Request};
+use super::line::{self, Request};
 use super::messages::{say, signal_name, warn};
 use super::signals::Signals;
 use super::variables::{self, LeaseVariables};
@@ -106,7 +108,8 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
     if lease_options.wait > Duration::from_secs(86_400) {
         return Err(Failure::usage("--wait must be at most 24h"));
     }
-    let (program, program_args) = match (&args.shell, args.command.split_first()) {
+    let command_line = args.command_line();
+    let (program, program_args) = match (&args.shell, command_line.split_first()) {
         (Some(line), _) => (OsString::from("sh"), vec!["-c".into(), line.into()]),
         (None, Some((program, rest))) => (program.clone(), rest.to_vec()),
         (None, None) => {
@@ -115,26 +118,31 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
             ))
         }
     };
-    let target = Target::new(lease_options.kind(), &args.name)?;
-
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let request = Request::new(&target, timing.ttl, lease_options);
-    // Inside a `baton run` of this very name: run at once if the lease held
-    // there covers this run.
-    if let Some(outer) = LeaseVariables::from_env(&args.name)? {
-        if covered(&service, &request, &outer).await? {
-            say(format!(
-                "{target} is held already by the baton run around this one: running COMMAND at once"
-            ));
-            let err = std::process::Command::new(&program)
-                .args(&program_args)
-                .exec();
-            return Err(Failure::new(
-                NOT_FOUND,
-                format!("cannot run {}: {err}", program.to_string_lossy()),
-            ));
+    let acquiring = if args.claims() {
+        Acquiring::Claim(Claim::new(&args, timing.ttl)?)
+    } else {
+        let name = args.name.as_deref().unwrap_or_default();
+        let target = Target::new(lease_options.kind(), name)?;
+        let request = Request::new(&target, timing.ttl, lease_options);
+        // Inside a `baton run` of this very name: run at once if the lease
+        // held there covers this run.
+        if let Some(outer) = LeaseVariables::from_env(name)? {
+            if covered(&service, &request, &outer).await? {
+                say(format!(
+                    "{target} is held already by the baton run around this one: running COMMAND at once"
+                ));
+                let err = std::process::Command::new(&program)
+                    .args(&program_args)
+                    .exec();
+                return Err(Failure::new(
+                    NOT_FOUND,
+                    format!("cannot run {}: {err}", program.to_string_lossy()),
+                ));
+            }
         }
-    }
+        Acquiring::Lease(request)
+    };
     if group::find_program(Path::new(&program)).is_none() {
         return Err(Failure::new(
             NOT_FOUND,
@@ -148,25 +156,48 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
     let mut signals = Signals::catch()
         .map_err(|err| Failure::new(UNAVAILABLE, format!("cannot catch signals: {err}")))?;
     let started = clock::now();
-    let lease = line::acquire(&service, &request, &mut signals).await?;
-    say(format!(
-        "acquired {target} (fencing token {}) after {}",
-        lease.body.fencing_token(),
-        human(lease.received.saturating_sub(started))
-    ));
-    let path = target.lease_path(lease.body.id());
+    let acquired = match acquiring {
+        Acquiring::Lease(request) => {
+            let lease = line::acquire(&service, &request, &mut signals).await?;
+            let target = request.target;
+            say(format!(
+                "acquired {target} (fencing token {}) after {}",
+                lease.body.fencing_token(),
+                human(lease.received.saturating_sub(started))
+            ));
+            let variables = LeaseVariables {
+                name: target.name.to_string(),
+                id: lease.body.id().to_owned(),
+                fencing_token: Some(lease.body.fencing_token()),
+                kind: target.kind,
+                limit: lease_options.limit,
+            };
+            Acquired {
+                path: target.lease_path(lease.body.id()),
+                label: target.to_string(),
+                env: variables
+                    .pairs()
+                    .into_iter()
+                    .map(|(key, value)| (key.to_owned(), value))
+                    .collect(),
+                sent: lease.sent,
+                received: lease.received,
+            }
+        }
+        Acquiring::Claim(claim) => claim.acquire(&service, &mut signals, started).await?,
+    };
     let guard = Guard::start(&Message::Lease {
         url: service.url().to_owned(),
         token: args.connection.token.clone(),
-        path: path.clone(),
+        path: acquired.path.clone(),
         grace_ms: millis(timing.grace),
     });
     let held = Held {
         service,
-        path,
-        target,
+        path: acquired.path.clone(),
+        label: acquired.label.clone(),
+        env: acquired.env.clone(),
         timing,
-        limit: lease_options.limit,
         guard: Mutex::new(None),
     };
     match guard {
@@ -185,7 +216,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
         }
     }
     let status = held
-        .supervise(lease, &program, &program_args, &mut signals)
+        .supervise(&acquired, &program, &program_args, &mut signals)
         .await;
     if let Some(guard) = held
         .guard
@@ -275,15 +306,37 @@ async fn covered(
     }
 }
 
-/// A lease being held while COMMAND runs.
+/// What a run acquires: one lease, or a claim of several names.
+enum Acquiring {
+    Lease(Request),
+    Claim(Claim),
+}
+
+/// What a run holds, as the supervision of COMMAND needs it.
+pub(super) struct Acquired {
+    /// The lease's (or the claim's) path: PATCH refreshes it, DELETE
+    /// releases it (it holds the id: never shown).
+    pub path: String,
+    /// What it holds, for messages: `lock 'deploy'`.
+    pub label: String,
+    /// The variables COMMAND gets.
+    pub env: Vec<(String, String)>,
+    /// When the request that got it was sent, and when its answer came
+    /// ([`clock`] time): the grant happened in between.
+    pub sent: Duration,
+    pub received: Duration,
+}
+
+/// A lease (or a claim) being held while COMMAND runs.
 struct Held {
     service: Service,
-    target: Target,
+    /// What it holds, for messages.
+    label: String,
     /// The lease's path (it holds the lease id: never shown).
     path: String,
+    /// The variables COMMAND gets.
+    env: Vec<(String, String)>,
     timing: Timing,
-    /// A semaphore's limit.
-    limit: Option<u32>,
     /// The guard, told COMMAND's group and each new deadline for SIGKILL.
     guard: Mutex<Option<Guard>>,
 }
@@ -291,19 +344,12 @@ struct Held {
 impl Held {
     async fn supervise(
         &self,
-        lease: Lease,
+        lease: &Acquired,
         program: &OsString,
         program_args: &[OsString],
         signals: &mut Signals,
     ) -> Result<u8, Failure> {
         group::become_subreaper();
-        let variables = LeaseVariables {
-            name: self.target.name.to_string(),
-            id: lease.body.id().to_owned(),
-            fencing_token: Some(lease.body.fencing_token()),
-            kind: self.target.kind,
-            limit: self.limit,
-        };
         // The grant happened between sending and receiving; after a long
         // wait, refresh at once.
         let ok = lease
@@ -328,7 +374,7 @@ impl Held {
         // (the token is not handed on: give it as BATON_TOKEN for that).
         command
             .env_remove(variables::LIMIT)
-            .envs(variables.pairs())
+            .envs(self.env.iter().map(|(key, value)| (key, value)))
             .env("BATON_URL", self.service.url());
         // Outside the terminal's foreground group, reading the terminal would
         // stop COMMAND (SIGTTIN) for good: a terminal as stdin becomes /dev/null.
@@ -365,7 +411,7 @@ impl Held {
         };
         let keeping = self.keep(ok, next);
         tokio::pin!(keeping);
-        let target = &self.target;
+        let target = &self.label;
         let finished = async {
             let status = child.wait().await;
             if group::alive(pgid) {
@@ -520,7 +566,7 @@ impl Held {
 
     /// DELETEs the lease, trying again what may pass.
     async fn release(&self, tries: u32, quietly: bool) {
-        let target = &self.target;
+        let target = &self.label;
         let mut why = String::new();
         for attempt in 1..=tries {
             match self

@@ -52,7 +52,10 @@ impl ClaimParts {
             )));
         }
         parts.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
-        if let Some(twice) = parts.windows(2).find(|w| w[0].order_key() == w[1].order_key()) {
+        if let Some(twice) = parts
+            .windows(2)
+            .find(|w| w[0].order_key() == w[1].order_key())
+        {
             return Err(Invalid(format!(
                 "{} '{}' is named twice; a claim takes each name at most once",
                 twice[0].kind, twice[0].name
@@ -160,7 +163,9 @@ mod tests {
         assert!(twice.unwrap_err().0.contains("twice"));
         // The same name as a lock and as a semaphore are two resources.
         assert!(ClaimParts::new(vec![part(Kind::Lock, "a"), part(Kind::Semaphore, "a")]).is_ok());
-        let many: Vec<_> = (0..17).map(|i| part(Kind::Lock, &format!("n{i}"))).collect();
+        let many: Vec<_> = (0..17)
+            .map(|i| part(Kind::Lock, &format!("n{i}")))
+            .collect();
         assert!(ClaimParts::new(many[..16].to_vec()).is_ok());
         assert!(ClaimParts::new(many).is_err());
     }

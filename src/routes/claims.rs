@@ -56,9 +56,10 @@ impl<S: Send + Sync> FromRequestParts<S> for ClaimPath {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, AppError> {
-        let axum::extract::Path(raw) = axum::extract::Path::<String>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| AppError::Invalid(format!("id: {}", e.body_text())))?;
+        let axum::extract::Path(raw) =
+            axum::extract::Path::<String>::from_request_parts(parts, state)
+                .await
+                .map_err(|e| AppError::Invalid(format!("id: {}", e.body_text())))?;
         let id = ClaimId::parse(&raw).map_err(|e| AppError::field("id", e))?;
         Ok(Self { id })
     }
@@ -105,7 +106,8 @@ impl FromRequest<AppState> for ClaimCall {
 fn asked(body: ClaimRequest, max_wait_ms: u64) -> Result<(ClaimParts, AcquireRequest), AppError> {
     let mut parts = Vec::new();
     for (i, lock) in body.locks.into_iter().enumerate() {
-        let name = Name::parse(&lock.name).map_err(|e| AppError::field(&format!("locks[{i}].name"), e))?;
+        let name =
+            Name::parse(&lock.name).map_err(|e| AppError::field(&format!("locks[{i}].name"), e))?;
         let demand = Demand::lock(lock.shared.unwrap_or(false));
         parts.push(ClaimPart {
             kind: Kind::Lock,
@@ -236,7 +238,12 @@ async fn refresh(
 ) -> Result<Json<ClaimBody>, AppError> {
     let ttl = ttl(body.ttl_ms)?;
     may_write(&state, &caller, &id).await?;
-    match state.engine.claims().refresh(&id, ttl, caller.name()).await? {
+    match state
+        .engine
+        .claims()
+        .refresh(&id, ttl, caller.name())
+        .await?
+    {
         Refreshed::Whole(claim) => Ok(Json(claim_body(claim))),
         Refreshed::Broken(lost) => Err(AppError::ClaimNotFound {
             lost: lost
@@ -346,21 +353,22 @@ fn with_progress(engine: &Engine, parts: ClaimParts, request: AcquireRequest) ->
         }
     });
     let state = (Some(acquisition), hearing, engine.clone());
-    let stream = futures_util::stream::unfold(state, |(acquisition, mut hearing, engine)| async move {
-        let mut acquisition = acquisition?;
-        let event = tokio::select! {
-            biased;
-            outcome = &mut acquisition => {
-                let event = match outcome {
-                    Ok(claim) => json_event("acquired", &claim),
-                    Err(err) => json_event("problem", &err.problem()),
-                };
-                return Some((Ok::<_, Infallible>(event), (None, hearing, engine)));
-            }
-            Some(progress) = hearing.recv() => queued(&engine, progress).await,
-        };
-        Some((Ok(event), (Some(acquisition), hearing, engine)))
-    });
+    let stream =
+        futures_util::stream::unfold(state, |(acquisition, mut hearing, engine)| async move {
+            let mut acquisition = acquisition?;
+            let event = tokio::select! {
+                biased;
+                outcome = &mut acquisition => {
+                    let event = match outcome {
+                        Ok(claim) => json_event("acquired", &claim),
+                        Err(err) => json_event("problem", &err.problem()),
+                    };
+                    return Some((Ok::<_, Infallible>(event), (None, hearing, engine)));
+                }
+                Some(progress) = hearing.recv() => queued(&engine, progress).await,
+            };
+            Some((Ok(event), (Some(acquisition), hearing, engine)))
+        });
     (
         [
             (header::CACHE_CONTROL, "no-cache"),
@@ -404,7 +412,12 @@ fn document(doc: &mut utoipa::openapi::OpenApi) {
         } else {
             ("409", ProblemType::ClaimRefused)
         };
-        let operations = [&mut item.get, &mut item.post, &mut item.patch, &mut item.delete];
+        let operations = [
+            &mut item.get,
+            &mut item.post,
+            &mut item.patch,
+            &mut item.delete,
+        ];
         for op in operations.into_iter().flatten() {
             let reference = utoipa::openapi::Ref::from_response_name(kind.component_name());
             op.responses

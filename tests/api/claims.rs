@@ -37,7 +37,10 @@ async fn claimed(response: reqwest::Response, names: usize) -> Value {
     assert_eq!(response.status(), 201);
     let location = response.headers()["location"].to_str().unwrap().to_owned();
     let claim: Value = response.json().await.unwrap();
-    assert_eq!(location, format!("/claims/{}", claim["id"].as_str().unwrap()));
+    assert_eq!(
+        location,
+        format!("/claims/{}", claim["id"].as_str().unwrap())
+    );
     let leases = claim["leases"].as_array().unwrap();
     assert_eq!(leases.len(), names, "{claim}");
     let earliest = leases
@@ -61,7 +64,10 @@ async fn a_held_name_refuses_the_claim_and_leaves_the_others_free() {
     let body = r#"{"locks": [{"name": "a"}, {"name": "b"}], "semaphores": [{"name": "pool", "limit": 2}]}"#;
     let refused = problem(app.post("/claims", body).await, 409, "claim-refused").await;
     assert_eq!(refused["names"], json!(["b"]), "{refused}");
-    assert!(refused["detail"].as_str().unwrap().contains("'b'"), "{refused}");
+    assert!(
+        refused["detail"].as_str().unwrap().contains("'b'"),
+        "{refused}"
+    );
 
     assert!(!held(&status_of(&app, "/locks/a").await), "a stays free");
     assert!(!held(&status_of(&app, "/semaphores/pool").await));
@@ -144,9 +150,17 @@ async fn a_claim_with_a_lease_gone_is_broken_and_gives_back_the_rest() {
     // GET shows what is still held.
     let shown: Value = app.get(&claim_path(&claim)).await.json().await.unwrap();
     assert_eq!(shown["leases"].as_array().unwrap().len(), 1, "{shown}");
-    let broken = problem(app.patch(&claim_path(&claim), "{}").await, 404, "claim-not-found").await;
+    let broken = problem(
+        app.patch(&claim_path(&claim), "{}").await,
+        404,
+        "claim-not-found",
+    )
+    .await;
     assert_eq!(broken["names"], json!(["g2"]), "{broken}");
-    assert!(!held(&status_of(&app, "/locks/g1").await), "the rest released");
+    assert!(
+        !held(&status_of(&app, "/locks/g1").await),
+        "the rest released"
+    );
 }
 
 #[tokio::test]
@@ -158,18 +172,27 @@ async fn a_mixed_claim_takes_shared_locks_and_permits() {
     assert_eq!(leases[0]["name"], "m");
     assert_eq!(leases[0]["shared"], true);
     assert_eq!(leases[1]["name"], "pool");
-    assert_eq!((leases[1]["limit"].clone(), leases[1]["permits"].clone()), (json!(3), json!(2)));
+    assert_eq!(
+        (leases[1]["limit"].clone(), leases[1]["permits"].clone()),
+        (json!(3), json!(2))
+    );
     assert_ne!(leases[0]["id"], leases[1]["id"]);
 
     let pool = status_of(&app, "/semaphores/pool").await;
-    assert_eq!((pool["used"].clone(), pool["holders"].clone()), (json!(2), json!(1)));
+    assert_eq!(
+        (pool["used"].clone(), pool["holders"].clone()),
+        (json!(2), json!(1))
+    );
     // A reader beside it is fine; two more permits are not.
     let reader = app.acquire_lock("m", r#"{"shared": true}"#).await;
     let body = r#"{"locks": [{"name": "m2"}], "semaphores": [{"name": "pool", "limit": 3, "permits": 2}]}"#;
     let refused = problem(app.post("/claims", body).await, 409, "claim-refused").await;
     assert_eq!(refused["names"], json!(["pool"]));
     assert!(!held(&status_of(&app, "/locks/m2").await));
-    assert_eq!(app.delete(&lease_path("locks", &reader)).await.status(), 204);
+    assert_eq!(
+        app.delete(&lease_path("locks", &reader)).await.status(),
+        204
+    );
     assert_eq!(app.delete(&claim_path(&claim)).await.status(), 204);
     assert!(!held(&status_of(&app, "/semaphores/pool").await));
 }
@@ -180,8 +203,14 @@ async fn a_client_that_hangs_up_mid_wait_leaves_nothing_behind() {
     let holder = a.acquire_lock("h2", "{}").await;
     let body = r#"{"locks": [{"name": "h1"}, {"name": "h2"}], "wait_ms": 60000}"#;
     let waiting = b.post_in_background("/claims", body);
-    until_status(&a, "/locks/h2", "the claim waits for h2", |s| s["waiting"] == 1).await;
-    assert!(held(&status_of(&a, "/locks/h1").await), "it holds h1 meanwhile");
+    until_status(&a, "/locks/h2", "the claim waits for h2", |s| {
+        s["waiting"] == 1
+    })
+    .await;
+    assert!(
+        held(&status_of(&a, "/locks/h1").await),
+        "it holds h1 meanwhile"
+    );
 
     waiting.abort();
     until_status(&a, "/locks/h1", "h1 released", |s| !held(s)).await;
@@ -210,9 +239,18 @@ async fn a_waiting_claim_says_which_names_it_holds() {
         let chunk = tokio::time::timeout(Duration::from_secs(20), events.chunk()).await;
         text.push_str(&String::from_utf8_lossy(&chunk.unwrap().unwrap().unwrap()));
     }
-    assert!(text.contains(r#""held":[{"kind":"lock","name":"p1"}]"#), "{text}");
-    assert!(text.contains(r#""waiting_for":{"kind":"lock","name":"p2"}"#), "{text}");
-    assert_eq!(app.delete(&lease_path("locks", &holder)).await.status(), 204);
+    assert!(
+        text.contains(r#""held":[{"kind":"lock","name":"p1"}]"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#""waiting_for":{"kind":"lock","name":"p2"}"#),
+        "{text}"
+    );
+    assert_eq!(
+        app.delete(&lease_path("locks", &holder)).await.status(),
+        204
+    );
     while !text.contains("event: acquired") {
         assert!(Instant::now() < deadline, "no acquired event: {text}");
         let chunk = tokio::time::timeout(Duration::from_secs(20), events.chunk()).await;
@@ -229,16 +267,42 @@ async fn a_claim_names_two_to_sixteen_names_each_once() {
         (json!({}), "names"),
         (json!({"locks": seventeen}), "names"),
         (json!({"locks": [{"name": "a"}, {"name": "a"}]}), "twice"),
-        (json!({"locks": [{"name": "a"}], "semaphores": [{"name": "s"}]}), "semaphores[0].limit"),
-        (json!({"locks": [{"name": "a"}], "semaphores": [{"name": "s", "limit": 1, "permits": 2}]}), "permits"),
-        (json!({"locks": [{"name": "a"}, {"name": ""}]}), "locks[1].name"),
-        (json!({"locks": [{"name": "a"}, {"name": "b"}], "priority": 10}), "priority"),
-        (json!({"locks": [{"name": "a"}, {"name": "b"}], "ttl_ms": 0}), "ttl_ms"),
-        (json!({"locks": [{"name": "a"}, {"name": "b"}], "newest_wins": true}), "newest_wins"),
+        (
+            json!({"locks": [{"name": "a"}], "semaphores": [{"name": "s"}]}),
+            "semaphores[0].limit",
+        ),
+        (
+            json!({"locks": [{"name": "a"}], "semaphores": [{"name": "s", "limit": 1, "permits": 2}]}),
+            "permits",
+        ),
+        (
+            json!({"locks": [{"name": "a"}, {"name": ""}]}),
+            "locks[1].name",
+        ),
+        (
+            json!({"locks": [{"name": "a"}, {"name": "b"}], "priority": 10}),
+            "priority",
+        ),
+        (
+            json!({"locks": [{"name": "a"}, {"name": "b"}], "ttl_ms": 0}),
+            "ttl_ms",
+        ),
+        (
+            json!({"locks": [{"name": "a"}, {"name": "b"}], "newest_wins": true}),
+            "newest_wins",
+        ),
     ];
     for (body, field) in cases {
-        let refused = problem(app.post("/claims", &body.to_string()).await, 400, "invalid-request").await;
-        assert!(refused["detail"].as_str().unwrap().contains(field), "{body}: {refused}");
+        let refused = problem(
+            app.post("/claims", &body.to_string()).await,
+            400,
+            "invalid-request",
+        )
+        .await;
+        assert!(
+            refused["detail"].as_str().unwrap().contains(field),
+            "{body}: {refused}"
+        );
     }
     // The same name as a lock and as a semaphore: two resources.
     let body = r#"{"locks": [{"name": "a"}], "semaphores": [{"name": "a", "limit": 1}]}"#;

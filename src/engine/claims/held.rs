@@ -95,7 +95,10 @@ impl Held {
         let mut left = Vec::new();
         for (kind, lease) in std::mem::take(&mut self.leases) {
             let leases = self.engine.leases(kind);
-            if let Err(err) = leases.release(&lease.name, lease.id, self.by.as_ref()).await {
+            if let Err(err) = leases
+                .release(&lease.name, lease.id, self.by.as_ref())
+                .await
+            {
                 tracing::debug!(%err, "releasing a claim's lease failed; retrying in the background");
                 left.push((kind, lease));
             }
@@ -155,7 +158,9 @@ async fn release_in_background(
             return;
         }
         if Instant::now() + backoff >= give_up_at {
-            tracing::warn!("gave up releasing an abandoned claim's leases; their ttl will end them");
+            tracing::warn!(
+                "gave up releasing an abandoned claim's leases; their ttl will end them"
+            );
             return;
         }
         tokio::time::sleep(backoff).await;
