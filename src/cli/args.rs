@@ -34,7 +34,7 @@ pub enum Parsed {
 pub enum ClientCommand {
     /// Run a command while holding a lock or a semaphore slot
     #[command(after_help = RUN_AFTER_HELP)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Take a lock or a semaphore slot and print the lease (release it later)
     #[command(after_help = CALL_AFTER_HELP)]
     Acquire(AcquireArgs),

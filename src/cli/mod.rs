@@ -56,7 +56,7 @@ pub fn main(command: ClientCommand) -> ExitCode {
         match command {
             ClientCommand::Run(args) => {
                 messages::set_quiet(args.lease.quiet);
-                run::run(args).await
+                run::run(*args).await
             }
             ClientCommand::Acquire(args) => {
                 messages::set_quiet(args.lease.quiet);

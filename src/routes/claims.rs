@@ -163,7 +163,7 @@ fn asked(body: ClaimRequest, max_wait_ms: u64) -> Result<(ClaimParts, AcquireReq
 /// (`{"held": [{"kind", "name"}], "waiting_for": {"kind", "name"},
 /// "position"?, "waiting"?}`) each time it joins a name's line, then one
 /// `acquired` (the claim) or `problem`.
-#[utoipa::path(post, path = "/claims", tag = "claims",
+#[utoipa::path(post, path = "/claims", tag = "claims", operation_id = "create_claim",
     request_body = ClaimRequest,
     responses(
         (status = 201, description = "Every name is held", body = ClaimBody,
@@ -203,7 +203,7 @@ async fn claim(State(state): State<AppState>, call: ClaimCall) -> Result<Respons
 ///
 /// The leases of the claim still held (each refreshed, released or lost as
 /// an ordinary lease of its name); 404 once none is.
-#[utoipa::path(get, path = "/claims/{id}", tag = "claims", params(ClaimPath),
+#[utoipa::path(get, path = "/claims/{id}", tag = "claims", operation_id = "show_claim", params(ClaimPath),
     responses(
         (status = 200, description = "The claim's leases still held", body = ClaimBody),
     ))]
@@ -225,7 +225,7 @@ async fn show(
 /// whole or not at all: when some of its leases are gone (expired,
 /// force-released), the rest are released and the answer is 404
 /// `claim-not-found` naming those that were gone.
-#[utoipa::path(patch, path = "/claims/{id}", tag = "claims", params(ClaimPath),
+#[utoipa::path(patch, path = "/claims/{id}", tag = "claims", operation_id = "refresh_claim", params(ClaimPath),
     request_body = Refresh,
     responses(
         (status = 200, description = "Every lease refreshed", body = ClaimBody),
@@ -258,7 +258,7 @@ async fn refresh(
 /// Release a claim
 ///
 /// Releases every lease of the claim: 204; 404 when none was held.
-#[utoipa::path(delete, path = "/claims/{id}", tag = "claims", params(ClaimPath),
+#[utoipa::path(delete, path = "/claims/{id}", tag = "claims", operation_id = "release_claim", params(ClaimPath),
     responses(
         (status = 204, description = "Released"),
     ))]

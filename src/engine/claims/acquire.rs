@@ -4,7 +4,7 @@
 //! # No deadlock, no starvation
 //!
 //! Every claim takes its names in the one order of
-//! [`ClaimParts`](crate::domain::ClaimParts), and waits only for a name that
+//! [`ClaimParts`], and waits only for a name that
 //! comes after every name it holds: a cycle of claims each waiting for a
 //! name another holds cannot form. Each name is taken through its own line,
 //! first come first served, so a claim waiting for a name is served in its
