@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use baton::config::Settings;
 use serde_json::{json, Value};
 
-use crate::helpers::{lease_path, problem, TestApp};
+use crate::helpers::{lease_path, problem, settings_for, unique_prefix, RedisServer, TestApp};
 use crate::shared::{answer_of, status_of, two_instances};
 use crate::topology::{cluster_settings, shared_cluster};
 
@@ -389,4 +389,41 @@ async fn overlapping_claims_on_a_cluster_with_names_on_different_masters() {
     assert_eq!(b.get(&claim_path(&claim)).await.status(), 200);
     assert_eq!(b.delete(&claim_path(&claim)).await.status(), 204);
     overlapping_claims([a, b], names, 10).await;
+}
+
+#[tokio::test]
+async fn a_claim_whose_held_lease_lapses_in_a_stall_starts_over_and_answers_only_held_leases() {
+    let redis = RedisServer::start();
+    let a = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
+    let b = a.sibling_of(&redis.url()).await;
+    let holder = a.acquire_lock("s2", r#"{"ttl_ms": 60000}"#).await;
+    let body = r#"{"locks": [{"name": "s1"}, {"name": "s2"}], "wait_ms": 60000, "ttl_ms": 1000}"#;
+    let waiting = b.post_in_background("/claims", body);
+    until_status(&a, "/locks/s2", "the claim waits for s2", |s| {
+        s["waiting"] == 1
+    })
+    .await;
+    let first = status_of(&a, "/locks/s1").await;
+    assert!(held(&first), "{first}");
+
+    // Redis stalls for 3 s: the claim's lease of s1 (ttl 1 s) lapses before
+    // its keep-alive can refresh it, so the claim gives back and starts over.
+    redis
+        .stall(3)
+        .join()
+        .expect("stall thread")
+        .expect("DEBUG SLEEP");
+    assert_eq!(a.delete(&lease_path("locks", &holder)).await.status(), 204);
+    let answer = answer_of(waiting, "the claim").await;
+    let claim = claimed(answer.response, 2).await;
+    // Every lease answered is held (s1's is a new lease, not the lapsed one).
+    for lease in claim["leases"].as_array().unwrap() {
+        let check = a.get(&lease_path("locks", lease)).await;
+        assert_eq!(check.status(), 200, "{lease} answered but not held");
+    }
+    let s1 = &claim["leases"][0];
+    assert!(
+        s1["fencing_token"].as_u64() > first["fencing_token"].as_u64(),
+        "s1 taken again after it lapsed: {s1} after {first}"
+    );
 }
