@@ -48,6 +48,7 @@ const ENGINE_ROOMS: &[(&str, u8)] = &[
     ("events", 2),
     ("functions", 3),
     ("waiters", 4),
+    ("following", 4),
     ("handle", 5),
     ("leases", 6),
     ("claims", 7),

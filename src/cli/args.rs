@@ -44,6 +44,10 @@ pub enum ClientCommand {
     /// Release a lease taken with `baton acquire`
     #[command(after_help = CALL_AFTER_HELP)]
     Release(ReleaseArgs),
+    /// Ask the holders of a lock or semaphore to finish early (nothing is
+    /// taken from them)
+    #[command(after_help = CALL_AFTER_HELP)]
+    Yield(YieldArgs),
     /// Show who holds a lock or semaphore and who waits for it
     #[command(after_help = CALL_AFTER_HELP)]
     Status(StatusArgs),
@@ -230,6 +234,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     pub grace: Option<Duration>,
 
+    /// Send SIGNAL (e.g. TERM, USR1) to COMMAND's process group when someone
+    /// asks this holder to yield (`baton yield NAME`) [default: a line on
+    /// stderr]
+    #[arg(long, value_name = "SIGNAL", value_parser = super::follow::parse_signal)]
+    pub on_yield: Option<i32>,
+
     /// Run this shell command line with `sh -c` instead of COMMAND
     #[arg(short = 'c', value_name = "STRING", conflicts_with = "command")]
     pub shell: Option<String>,
@@ -396,6 +406,28 @@ pub struct StatusArgs {
     /// The lock or semaphore (without --limit: the semaphore when the lock
     /// is not in use and the semaphore is)
     #[arg(env = "BATON_LOCK_NAME")]
+    pub name: String,
+}
+
+/// `baton yield`
+#[derive(Args, Debug, Clone)]
+pub struct YieldArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub kind: KindOption,
+
+    /// Why, shown to the holders (at most 200 characters)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+
+    /// Who asks, shown to the holders (default: the CI job's URL in CI,
+    /// else user@host)
+    #[arg(long, value_name = "TEXT")]
+    pub owner: Option<String>,
+
+    /// The lock or semaphore
     pub name: String,
 }
 

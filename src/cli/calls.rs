@@ -33,7 +33,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// # Errors
 /// Unreadable lease variables (64).
-fn kind_of(option: &KindOption, name: &str) -> Result<Option<Kind>, Failure> {
+pub(super) fn kind_of(option: &KindOption, name: &str) -> Result<Option<Kind>, Failure> {
     if let Some(kind) = option.kind() {
         return Ok(Some(kind));
     }
@@ -313,7 +313,7 @@ pub(super) async fn call(
 }
 
 /// What an answer that is not a success means, as an exit status.
-fn failure(answer: &Answer, target: &Target) -> Failure {
+pub(super) fn failure(answer: &Answer, target: &Target) -> Failure {
     let described = answer.describe();
     match (answer.status, answer.problem_type()) {
         (400 | 422, _) => Failure::new(

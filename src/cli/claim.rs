@@ -281,6 +281,7 @@ impl Claim {
             ],
             sent,
             received,
+            follows: false,
         }
     }
 }

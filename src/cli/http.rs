@@ -167,6 +167,42 @@ impl Service {
         &self.base
     }
 
+    /// Opens a server-sent event stream (`GET path`, no time limit once it
+    /// answers): the response, to read chunk by chunk.
+    ///
+    /// # Errors
+    /// No answer within `answer_within`, or no connection.
+    pub async fn open_stream(
+        &self,
+        path: &str,
+        answer_within: Duration,
+    ) -> Result<reqwest::Response, NoAnswer> {
+        let mut request = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header("accept", "text/event-stream");
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        match tokio::time::timeout(answer_within, request.send()).await {
+            Ok(Ok(response)) => {
+                self.answered.store(true, Ordering::Relaxed);
+                Ok(response)
+            }
+            Ok(Err(err)) => {
+                let connect = err.is_connect();
+                Err(NoAnswer {
+                    why: format!("cannot reach {}: {}", self.base, err.without_url()),
+                    connect,
+                })
+            }
+            Err(_) => Err(NoAnswer {
+                why: format!("no answer from {} in time", self.base),
+                connect: false,
+            }),
+        }
+    }
+
     /// One request: `Err` says why there was no answer.
     ///
     /// # Errors

@@ -69,6 +69,7 @@ impl Request {
             wait_ms: Some(millis(wait)),
             owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
             newest_wins: self.newest_wins.then_some(true),
+            ask_yield: None,
         };
         match self.target.kind {
             Kind::Lock => json(&AcquireLock {

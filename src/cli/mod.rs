@@ -1,5 +1,5 @@
 //! The client: `baton run`, `acquire`, `refresh`, `release`, `status`,
-//! `list`, `healthcheck`, `completions` and `man`, beside the service's own
+//! `yield`, `list`, `healthcheck`, `completions` and `man`, beside the service's own
 //! command line. It talks to a baton service over HTTP only; nothing of the
 //! server runs in a client process.
 //!
@@ -8,12 +8,14 @@
 //! `__exec` (COMMAND, started once the guard knows its group, `launch.rs`).
 
 mod args;
+mod ask_yield;
 mod calls;
 mod claim;
 mod clock;
 mod docs;
 mod duration;
 mod exit;
+mod follow;
 mod group;
 mod guard;
 mod healthcheck;
@@ -64,6 +66,7 @@ pub fn main(command: ClientCommand) -> ExitCode {
             }
             ClientCommand::Refresh(args) => calls::refresh(args).await.map(|()| 0),
             ClientCommand::Release(args) => calls::release(args).await.map(|()| 0),
+            ClientCommand::Yield(args) => ask_yield::ask_yield(args).await.map(|()| 0),
             ClientCommand::Status(args) => calls::status(args).await.map(|()| 0),
             ClientCommand::List(args) => calls::list(args).await.map(|()| 0),
             ClientCommand::Healthcheck(args) => {

@@ -11,6 +11,10 @@
 //! Should baton run be killed (SIGKILL) and not keep it, its
 //! [guard](super::guard) does.
 //!
+//! The lease's own stream (`follow.rs`) tells of a loss at once (COMMAND is
+//! stopped then, as for a failed refresh) and of yield requests
+//! (`--on-yield`); the refreshes alone keep the promise.
+//!
 //! A nested `baton run` of the same name (inside COMMAND) goes ahead at once
 //! only when the service confirms that the lease of the variables is still
 //! held and covers what the nested run asks; else it waits in line.
@@ -30,6 +34,7 @@ use super::claim::Claim;
 use super::clock;
 use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, LOST, NOT_FOUND, REFUSED, UNAVAILABLE};
+use super::follow::follow;
 use super::group;
 use super::guard::{Guard, Message};
 use super::http::Target;
@@ -182,6 +187,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
                     .collect(),
                 sent: lease.sent,
                 received: lease.received,
+                follows: true,
             }
         }
         Acquiring::Claim(claim) => claim.acquire(&service, &mut signals, started).await?,
@@ -198,6 +204,8 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
         label: acquired.label.clone(),
         env: acquired.env.clone(),
         timing,
+        on_yield: args.on_yield,
+        follows: acquired.follows,
         guard: Mutex::new(None),
     };
     match guard {
@@ -325,6 +333,8 @@ pub(super) struct Acquired {
     /// ([`clock`] time): the grant happened in between.
     pub sent: Duration,
     pub received: Duration,
+    /// Whether it has a holder's stream (`{path}/events`) to follow.
+    pub follows: bool,
 }
 
 /// A lease (or a claim) being held while COMMAND runs.
@@ -337,6 +347,11 @@ struct Held {
     /// The variables COMMAND gets.
     env: Vec<(String, String)>,
     timing: Timing,
+    /// The signal a yield request sends COMMAND's group (`--on-yield`).
+    on_yield: Option<i32>,
+    /// Whether it has a holder's stream to follow (one lease has; a claim's
+    /// leases are refreshed through the claim).
+    follows: bool,
     /// The guard, told COMMAND's group and each new deadline for SIGKILL.
     guard: Mutex<Option<Guard>>,
 }
@@ -411,6 +426,17 @@ impl Held {
         };
         let keeping = self.keep(ok, next);
         tokio::pin!(keeping);
+        // The lease's own stream: a loss is heard at once, not at the next
+        // refresh (which alone keeps the promise, stream or not). A claim
+        // has none of its own: its refreshes alone say it is lost.
+        let following = async {
+            if self.follows {
+                follow(&self.service, &self.path, pgid, self.on_yield).await
+            } else {
+                std::future::pending().await
+            }
+        };
+        tokio::pin!(following);
         let target = &self.label;
         let finished = async {
             let status = child.wait().await;
@@ -453,6 +479,11 @@ impl Held {
                 why = &mut keeping, if !lost => {
                     lost = true;
                     warn(format!("lease on {target} lost: {why}; stopping COMMAND before the lease can lapse"));
+                    stop(&mut kill_at, &mut killed);
+                }
+                why = &mut following, if !lost => {
+                    lost = true;
+                    warn(format!("lease on {target} lost: {why}; stopping COMMAND"));
                     stop(&mut kill_at, &mut killed);
                 }
                 () = clock::sleep_until(kill_at.unwrap_or_default()), if kill_at.is_some() && !killed => {

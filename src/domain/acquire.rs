@@ -14,6 +14,8 @@ pub struct AcquireRequest {
     /// Joining the line makes the queued request that also asked this leave
     /// it (409 `superseded`): only the newest matters.
     pub newest_wins: bool,
+    /// Asks the holders to finish early once, when it joins the line.
+    pub ask_yield: bool,
     /// Its place among the waiters: ahead of every lower priority.
     pub priority: Priority,
     /// The name of the token it was made with (`by` in audit lines and,

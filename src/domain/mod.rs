@@ -13,6 +13,7 @@ mod numbers;
 mod owner;
 mod printable;
 mod priority;
+mod reason;
 mod scope;
 mod token_name;
 
@@ -28,6 +29,7 @@ pub use numbers::{Limit, Ttl, WaitTime};
 pub use owner::{Owner, MAX_OWNER_LEN};
 pub use printable::{printable_pattern, Printable};
 pub use priority::Priority;
+pub use reason::Reason;
 pub use scope::Scope;
 pub use token_name::{TokenName, MAX_TOKEN_NAME_LEN};
 

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 use super::connection::{Store, StoreConfig};
 use super::error::Error;
 use super::events::{Audience, Events};
+use super::following::Followers;
 use super::functions::invoker::Invoker;
 use super::functions::library::LIBRARY;
 use super::keys::Keys;
@@ -38,6 +39,8 @@ struct EngineState {
     tasks: TaskTracker,
     /// Every change on any instance, for watchers (`GET /events`).
     events: Arc<Events>,
+    /// This instance's holders' streams.
+    followers: Arc<Followers>,
     /// Why Redis may evict baton's keys, if it may (checked at start).
     eviction: Arc<std::sync::Mutex<Option<String>>>,
     /// Turns for the reads whose cost grows with the data (a status call, a
@@ -99,8 +102,10 @@ impl Engine {
             shutdown.clone(),
             tasks.clone(),
         );
+        let followers = Followers::start(invoker.clone(), shutdown.clone(), &tasks);
         let engine = Self(Arc::new(EngineState {
             invoker,
+            followers,
             waiters,
             shutdown,
             tasks,
@@ -201,6 +206,10 @@ impl Engine {
             .acquire()
             .await
             .expect("the join semaphore stays open")
+    }
+
+    pub(in crate::engine) fn followers(&self) -> &Arc<Followers> {
+        &self.0.followers
     }
 
     pub(in crate::engine) fn waiters(&self) -> &Arc<Registry> {

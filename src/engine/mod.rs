@@ -14,6 +14,8 @@
 //! - `functions/`: baton's library, the lease core (`core/*.lua`) and one
 //!   function per operation, each with its typed Rust side, and the one
 //!   invoker that makes every call.
+//! - [`following`]: the holders' own streams on this instance, told of
+//!   their leases by the name's channel while someone follows.
 //! - `waiters/`: this instance's waiters, what each hears, and the tasks
 //!   that keep them alive in the line.
 //! - `handle.rs`: the [`Engine`]: one instance's core, its start and stop.
@@ -27,6 +29,7 @@ mod claims;
 mod connection;
 mod error;
 pub mod events;
+pub mod following;
 mod functions;
 mod handle;
 mod keys;

@@ -7,7 +7,7 @@ use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use super::{claims, events, health, kind, AppState, RequireToken};
+use super::{claims, events, health, holder, kind, AppState, RequireToken};
 use crate::domain::Kind;
 use crate::wire::ProblemType;
 
@@ -21,6 +21,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         })
         .merge(tagged(claims::router(), "claims"))
         .merge(tagged(events::router(), "watching"))
+        .merge(tagged(holder::router(), "holders"))
         .layer(RequireToken);
     document_guard(guarded.get_openapi_mut());
     OpenApiRouter::new()

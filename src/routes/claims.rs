@@ -144,6 +144,7 @@ fn asked(body: ClaimRequest, max_wait_ms: u64) -> Result<(ClaimParts, AcquireReq
         wait_ms: body.wait_ms,
         owner: body.owner,
         newest_wins: None,
+        ask_yield: None,
     };
     let mut request = acquire_request(fields, max_wait_ms)?;
     request.priority = priority;

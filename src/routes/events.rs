@@ -37,7 +37,7 @@ pub struct EventsQuery {
 
 /// The data of one change event; the SSE event's name says what happened
 /// (`acquired`, `released`, `refreshed`, `expired`, `force-released`,
-/// `queued`, `left`). A lease id is never part of it.
+/// `queued`, `left`, `yield-requested`). A lease id is never part of it.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(example = json!({
     "kind": "lock",
@@ -63,6 +63,13 @@ pub struct ChangeEventBody {
     /// How many requests are in the waiting line after the change.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<u64>,
+    /// `yield-requested`: the owner label of the request that asks the
+    /// holders to finish early.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// `yield-requested`: why it asks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl From<&ChangeEvent> for ChangeEventBody {
@@ -74,6 +81,8 @@ impl From<&ChangeEvent> for ChangeEventBody {
             fencing_token: change.fencing_token,
             holders: change.holders,
             waiting: change.waiting,
+            by: change.by.clone(),
+            reason: change.reason.clone(),
         }
     }
 }
@@ -83,7 +92,8 @@ impl From<&ChangeEvent> for ChangeEventBody {
 /// A server-sent event stream (`text/event-stream`) of every change to the
 /// locks and semaphores whose names start with `prefix`, made through any
 /// baton instance, as it happens. Each event is named `acquired`, `released`,
-/// `refreshed`, `expired`, `force-released`, `queued` or `left`, and its data
+/// `refreshed`, `expired`, `force-released`, `queued`, `left` or
+/// `yield-requested` (someone asks the holders to finish early), and its data
 /// is one `ChangeEventBody`. An event named `resync` (data `{}`) says that
 /// changes may have been missed (Redis was unreachable, or the client read too
 /// slowly): read the current state again. A comment line is sent every 15 s;

@@ -104,6 +104,7 @@ pub fn acquire_request(
         wait_ms,
         owner,
         newest_wins,
+        ask_yield,
     } = fields;
     let ttl = ttl(ttl_ms)?.unwrap_or_default();
     let wait = WaitTime::from_ms(wait_ms.unwrap_or(0), max_wait_ms)
@@ -114,6 +115,7 @@ pub fn acquire_request(
         wait,
         owner,
         newest_wins: newest_wins.unwrap_or(false),
+        ask_yield: ask_yield.unwrap_or(false),
         priority: Priority::default(),
         // Not the body's to say: the handler sets it from the caller.
         by: None,

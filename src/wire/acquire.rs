@@ -11,6 +11,7 @@ pub struct AcquireFields {
     pub wait_ms: Option<u64>,
     pub owner: Option<String>,
     pub newest_wins: Option<bool>,
+    pub ask_yield: Option<bool>,
 }
 
 /// Declares an acquire-request body: the fields given, then the ones every
@@ -38,6 +39,12 @@ macro_rules! acquire_body {
             #[serde(skip_serializing_if = "Option::is_none")]
             #[schema(default = false)]
             pub newest_wins: Option<bool>,
+            /// When `true` and the request joins the line, the holders are asked
+            /// once to finish early (a `yield-requested` event on their streams
+            /// and on `/events`); nothing is taken from them.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(default = false)]
+            pub ask_yield: Option<bool>,
         }
 
         impl From<AcquireFields> for $body {
@@ -48,6 +55,7 @@ macro_rules! acquire_body {
                     wait_ms: fields.wait_ms,
                     owner: fields.owner,
                     newest_wins: fields.newest_wins,
+                    ask_yield: fields.ask_yield,
                     ..Self::default()
                 }
             }
@@ -60,6 +68,7 @@ macro_rules! acquire_body {
                     wait_ms: body.wait_ms,
                     owner: body.owner,
                     newest_wins: body.newest_wins,
+                    ask_yield: body.ask_yield,
                 }
             }
         }

@@ -6,6 +6,7 @@ mod auth;
 mod claims;
 mod errors;
 mod formats;
+mod holder_stream;
 mod listing;
 mod locks;
 mod long_lines;

@@ -11,6 +11,7 @@ mod harness;
 
 mod claims;
 mod cli;
+mod holder;
 mod logs;
 mod metrics;
 mod run;

@@ -20,6 +20,7 @@ pub enum Change {
     ForceReleased,
     Queued,
     Left,
+    YieldRequested,
 }
 
 impl Change {
@@ -33,6 +34,7 @@ impl Change {
             Self::ForceReleased => "force-released",
             Self::Queued => "queued",
             Self::Left => "left",
+            Self::YieldRequested => "yield-requested",
         }
     }
 }
@@ -55,6 +57,12 @@ pub struct ChangeEvent {
     pub holders: Option<u64>,
     #[serde(default, deserialize_with = "whole_number")]
     pub waiting: Option<u64>,
+    /// `yield-requested`: the asking request's owner.
+    #[serde(default)]
+    pub by: Option<String>,
+    /// `yield-requested`: why it asks.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 impl ChangeEvent {

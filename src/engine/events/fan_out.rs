@@ -232,6 +232,8 @@ mod tests {
             fencing_token: Some(1),
             holders: None,
             waiting: Some(0),
+            by: None,
+            reason: None,
         }))
     }
 

@@ -11,7 +11,8 @@
 -- One event "force-released" per lease for the first 100, then one without an
 -- owner for the rest (end_every_lease(), core/leases.lua, unlinks the leases,
 -- so Redis frees them in the background). The fence, the latest limit and the
--- line's sums stay.
+-- line's sums stay. While someone follows a lease of the name, "f FENCE"
+-- tells every holder's stream on it that its lease ended (core/messages.lua).
 read_state()
 guard()
 local count, ended, kept = end_every_lease()
@@ -19,6 +20,7 @@ if count == 0 then
   serve_line(0, kept)
   return finish({0})
 end
+tell_followers('f ' .. num(FENCE))
 local reply, shown = {1, count, 0}, 0
 for _, lease in ipairs(ended) do
   if lease then

@@ -34,10 +34,12 @@ pub(in crate::engine) enum Op {
     ForceRelease,
     KeepAlive,
     Place,
+    Follow,
+    AskYield,
 }
 
 impl Op {
-    const ALL: [Self; 8] = [
+    const ALL: [Self; 10] = [
         Self::Acquire,
         Self::Release,
         Self::Refresh,
@@ -46,6 +48,8 @@ impl Op {
         Self::ForceRelease,
         Self::KeepAlive,
         Self::Place,
+        Self::Follow,
+        Self::AskYield,
     ];
 
     /// The operation's name, and its file in `functions/`.
@@ -59,6 +63,8 @@ impl Op {
             Self::ForceRelease => "force_release",
             Self::KeepAlive => "keep_alive",
             Self::Place => "place",
+            Self::Follow => "follow",
+            Self::AskYield => "ask_yield",
         }
     }
 
@@ -72,6 +78,8 @@ impl Op {
             Self::ForceRelease => include_str!("force_release.lua"),
             Self::KeepAlive => include_str!("keep_alive.lua"),
             Self::Place => include_str!("place.lua"),
+            Self::Follow => include_str!("follow.lua"),
+            Self::AskYield => include_str!("ask_yield.lua"),
         }
     }
 }

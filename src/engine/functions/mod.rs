@@ -9,8 +9,10 @@
 //! the line keeps a waiter. Nothing outside `engine/` sees the wire format.
 
 pub(super) mod acquire;
+pub(super) mod ask_yield;
 pub(super) mod check;
 pub(super) mod cursor;
+pub(super) mod follow;
 pub(super) mod force_release;
 pub(super) mod invoker;
 pub(super) mod keep_alive;

@@ -9,6 +9,8 @@
 --
 -- A refresh that moves the expiry earlier publishes "x EXPIRES_IN_MS" on the
 -- name's channel, so the instances with waiters wake the line at the new expiry.
+-- While someone follows a lease of the name, "r TOKEN EXPIRES_AT_MS TTL_MS"
+-- tells the holder's stream (core/messages.lua).
 local id = ARGV[3]
 local lease = lease_for(id, read_state(id))
 if not lease then
@@ -23,5 +25,6 @@ if rewrite_lease(id, lease, ttl, expires_at) and waiting() > 0 then
   tell_ends_sooner(ttl)
 end
 keep_leases(expires_at, false)
+tell_followers('r ' .. num(lease.token) .. ' ' .. num(expires_at) .. ' ' .. num(ttl))
 event('refreshed', lease.owner, lease.token)
 return {1, lease.token, expires_at, ttl, lease.limit, lease.weight, lease.owner}

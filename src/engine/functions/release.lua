@@ -29,6 +29,9 @@
 --   then the fencing token and owner of the lease released (0 and "" unless
 --   code 1), for the audit line
 --   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
+--
+-- A lease released tells its holder's stream "l TOKEN released", while
+-- someone follows a lease of the name (core/messages.lua).
 local id, mode, waiter = ARGV[3], ARGV[4], ARGV[5]
 -- The lease, the fence and the weight in use in one read: a release usually
 -- grants next.
@@ -49,6 +52,8 @@ if held then
   end
   redis.call('HDEL', K_OWNERS, 'solo')
   if held.live then
+    FOLLOWED = followed(read)
+    tell_followers('l ' .. num(held.token) .. ' released')
     event('released', held.owner, held.token, 0)
     return finish({1, 0, 0, 0, -1, '', held.token, held.owner})
   end
@@ -132,6 +137,7 @@ if lease then
   redis.call('ZREM', K_LEASES, id)
   redis.call('HDEL', K_OWNERS, id)
   released_token, released_owner = lease.token, lease.owner
+  tell_followers('l ' .. num(lease.token) .. ' released')
   code = 1
 elseif packed then
   forget_lease(id, parse_lease(packed))

@@ -91,6 +91,14 @@ impl Leases {
             match attempt {
                 Ok(Attempt::Queued { next_expiry_in }) => {
                     registration.in_line(next_expiry_in);
+                    if acquisition.request.ask_yield {
+                        // Asked once, as it joins: a request, not a condition.
+                        let asked =
+                            leases.ask_yield(name, acquisition.request.owner.as_ref(), None);
+                        if let Err(err) = Box::pin(asked).await {
+                            tracing::debug!(%err, "asking the holders to yield failed");
+                        }
+                    }
                     return Ok(Acquiring::Queued(Box::new(Waiting {
                         acquisition,
                         registration: Some(registration),

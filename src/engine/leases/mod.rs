@@ -2,10 +2,12 @@
 //! joining the line and waiting: `acquire.rs`, with the acquisition under
 //! way in `acquisition.rs` and the wait in `waiting.rs`), the plain
 //! operations (`operations.rs`: refresh, check, release, force-release,
-//! status), listing (`listing.rs`) and a waiter's place (`progress.rs`).
+//! status), the holders' own (`holders.rs`: following a lease, asking
+//! its holders to yield), listing (`listing.rs`) and a waiter's place (`progress.rs`).
 
 mod acquire;
 mod acquisition;
+mod holders;
 mod listing;
 mod operations;
 mod progress;

@@ -15,7 +15,17 @@
 --   s TAG OWNER                               waiter TAG was superseded by a newer
 --                                             newest_wins request of OWNER ("" none)
 --   x EXPIRES_IN_MS                           a lease now ends sooner: wake the line then
--- (message.rs decodes them.)
+-- (message.rs decodes them.) Messages for the holders' streams, on the same
+-- channel and only while someone follows a lease of the name (FOLLOWED,
+-- state.lua), each naming a lease by its fencing token, never by its id:
+--   r TOKEN EXPIRES_AT_MS TTL_MS              lease TOKEN was refreshed
+--   l TOKEN REASON                            lease TOKEN ended: "released" by
+--                                             its holder
+--   f FENCE                                   every lease up to FENCE was
+--                                             force-released
+--   y WAITING\nBY\nREASON                     someone (BY, "" none) asks the
+--                                             holders to finish early (REASON)
+-- (engine/following/notice.rs decodes them.)
 --
 -- Every serving operation ends its reply with finish(): the expired leases it
 -- noticed (n, then n pairs owner ("" none), fencing_token, for the audit log),
@@ -44,6 +54,15 @@ end
 -- `expires_in` (ms): they wake the line then.
 local function tell_ends_sooner(expires_in)
   redis.call(NAME_PUBLISH, NAME_CHANNEL, 'x ' .. num(expires_in))
+end
+
+-- Tells the holders' streams on the name `message` (see above), while
+-- someone follows a lease of it.
+local function tell_followers(message)
+  if FOLLOWED then
+    context()
+    redis.call(NAME_PUBLISH, NAME_CHANNEL, message)
+  end
 end
 
 -- One JSON change event on the events channel, while anyone listens; lease

@@ -43,7 +43,11 @@
 --                     that admitting a newcomer needs no walk of it:
 --                     admission.lua); "lost": when a keep-alive last found that
 --                     the queue had lost waiters (ms), which every instance's
---                     keep-alive watches (keep_alive.lua)
+--                     keep-alive watches (keep_alive.lua); "follow": until when
+--                     (ms) some instance has a holder's stream open on the name,
+--                     set and kept by follow.lua: only then do the calls that
+--                     change a lease tell its stream (tell_followers(),
+--                     messages.lua)
 --   queue     zset: waiter (below) -> ticket; a ticket is max(last ticket + 1,
 --                     now in microseconds), so the line is in joining order
 --                     whichever instance a waiter is on
@@ -135,6 +139,8 @@ local NOTICED, MESSAGES
 -- QUEUED_W (the line's sums, and QUEUED_DIRTY: changed, not yet written).
 local OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY, LIMIT
 local QUEUED_N, QUEUED_W, QUEUED_DIRTY
+-- Whether someone follows a lease of the name ("follow" in the future).
+local FOLLOWED
 -- When this call found the queue lost (ms; nil: it did not), to be written.
 local LOST
 -- The "limit" field as read (a string, or false).
@@ -157,6 +163,7 @@ local function begin(keys, args)
   OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
   QUEUED_N, QUEUED_W, QUEUED_DIRTY, LOST = 0, 0, false, nil
   QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE = false, 0, false, nil
+  FOLLOWED = false
 end
 
 local function num(n)
@@ -312,7 +319,13 @@ end
 -- `id` is given, in one call.
 local function read_fields(id)
   return redis.call('HMGET', K_OWNERS, 'fence', 'until', 'solo', 'slow', 'used', 'limit',
-    'queued', id or 'used')
+    'queued', id or 'used', 'follow')
+end
+
+-- Whether the fields read_fields() read say that someone follows a lease
+-- of the name (a holder's stream is open on it).
+local function followed(read)
+  return read[9] ~= false and tonumber(read[9]) > now_ms
 end
 
 -- Takes the fields read_fields() read (see above); returns `id`'s packed
@@ -325,6 +338,7 @@ local function take_state(read)
     SOLO = parse_solo(read[3])
   end
   SLOW = read[4] == '1'
+  FOLLOWED = followed(read)
   USED, LIMIT, LIMIT_RAW = tonumber(read[5] or '0'), tonumber(read[6] or '0'), read[6]
   if read[7] then
     local count, weight = string.match(read[7], '^(%d+)|(%d+)$')

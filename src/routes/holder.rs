@@ -1,0 +1,252 @@
+//! The holder's own stream (`GET /{kind}s/{name}/{id}/events`: its lease's
+//! refreshes, yield requests, expiry and end, from any instance) and the
+//! yield request (`POST /{kind}s/{name}/yield`: ask the holders to finish
+//! early), for both kinds.
+
+use std::convert::Infallible;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::events::KEEP_ALIVE;
+use super::lease::{rfc3339_ms, IdPath, NamePath};
+use super::problem::responses::RedisUnavailable;
+use super::{AppError, AppState, Caller, Json, JsonBody};
+use crate::domain::{Kind, Owner, Reason, Scope};
+use crate::engine::following::{HolderEvent, HolderStream};
+use crate::wire::{HolderEventBody, Problem, YieldAnswer, YieldRequest};
+
+/// The holder's stream and the yield request of both kinds, documented.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(follow_lock))
+        .routes(routes!(follow_semaphore))
+        .routes(routes!(yield_lock))
+        .routes(routes!(yield_semaphore))
+}
+
+/// Follow a lock lease
+///
+/// The holder of lease `{id}` follows it (`text/event-stream`), through any
+/// baton instance. Events, each with the lease's `fencing_token` and never
+/// its id: `held` at once (`name`, `expires_at`, `owner`); `refreshed` (the
+/// new `expires_at`, whoever refreshed it); `yield-requested` (`by`,
+/// `reason`, `waiting`: someone asks this holder to finish early; nothing
+/// is taken); `expiring` once when `min(10 s, ttl/3)` is left without a
+/// refresh; then the last event, after which the stream ends: `released` (by
+/// its holder) or `lost` with `reason` `expired` (once Redis confirms it),
+/// `force-released` or `superseded`. Each arrives within about a second of
+/// its cause on any instance. A comment line is sent every 15 s. Needs
+/// `read` on the name.
+#[utoipa::path(
+    get,
+    path = "/locks/{name}/{id}/events",
+    operation_id = "follow_lock_lease",
+    params(NamePath, IdPath),
+    responses(
+        (status = 200, description = "The lease's events; each event's data is a HolderEventBody",
+            content_type = "text/event-stream", body = HolderEventBody),
+        (status = 404, description = "`lease-not-found`: no live lease has this id",
+            content_type = "application/problem+json", body = Problem),
+        (status = 503, response = RedisUnavailable),
+    )
+)]
+async fn follow_lock(
+    state: State<AppState>,
+    caller: Caller,
+    name: NamePath,
+    id: IdPath,
+) -> Result<Response, AppError> {
+    follow(state, Kind::Lock, caller, name, id).await
+}
+
+/// Follow a semaphore lease
+///
+/// As `GET /locks/{name}/{id}/events`, for a semaphore's lease.
+#[utoipa::path(
+    get,
+    path = "/semaphores/{name}/{id}/events",
+    operation_id = "follow_semaphore_lease",
+    params(NamePath, IdPath),
+    responses(
+        (status = 200, description = "The lease's events; each event's data is a HolderEventBody",
+            content_type = "text/event-stream", body = HolderEventBody),
+        (status = 404, description = "`lease-not-found`: no live lease has this id",
+            content_type = "application/problem+json", body = Problem),
+        (status = 503, response = RedisUnavailable),
+    )
+)]
+async fn follow_semaphore(
+    state: State<AppState>,
+    caller: Caller,
+    name: NamePath,
+    id: IdPath,
+) -> Result<Response, AppError> {
+    follow(state, Kind::Semaphore, caller, name, id).await
+}
+
+/// Ask a lock's holders to yield
+///
+/// Asks every current holder to finish early: each holder's stream gets a
+/// `yield-requested` event (with this request's `owner` as `by`, and its
+/// `reason`), and so does `/events`. Nothing is taken from anyone. Answers
+/// how many leases were asked (0 when none is held). Needs `write` on the
+/// name.
+#[utoipa::path(
+    post,
+    path = "/locks/{name}/yield",
+    operation_id = "ask_lock_holders_to_yield",
+    params(NamePath),
+    request_body(content = Option<YieldRequest>, description = "Optional; an empty body asks anonymously"),
+    responses(
+        (status = 202, description = "The holders were asked", body = YieldAnswer),
+        (status = 503, response = RedisUnavailable),
+    )
+)]
+async fn yield_lock(
+    state: State<AppState>,
+    caller: Caller,
+    name: NamePath,
+    body: JsonBody<YieldRequest>,
+) -> Result<(StatusCode, Json<YieldAnswer>), AppError> {
+    ask_yield(state, Kind::Lock, caller, name, body).await
+}
+
+/// Ask a semaphore's holders to yield
+///
+/// As `POST /locks/{name}/yield`, for every holder of a semaphore.
+#[utoipa::path(
+    post,
+    path = "/semaphores/{name}/yield",
+    operation_id = "ask_semaphore_holders_to_yield",
+    params(NamePath),
+    request_body(content = Option<YieldRequest>, description = "Optional; an empty body asks anonymously"),
+    responses(
+        (status = 202, description = "The holders were asked", body = YieldAnswer),
+        (status = 503, response = RedisUnavailable),
+    )
+)]
+async fn yield_semaphore(
+    state: State<AppState>,
+    caller: Caller,
+    name: NamePath,
+    body: JsonBody<YieldRequest>,
+) -> Result<(StatusCode, Json<YieldAnswer>), AppError> {
+    ask_yield(state, Kind::Semaphore, caller, name, body).await
+}
+
+/// `GET /{kind}s/{name}/{id}/events` (`read`).
+async fn follow(
+    State(state): State<AppState>,
+    kind: Kind,
+    caller: Caller,
+    NamePath { name }: NamePath,
+    IdPath { id }: IdPath,
+) -> Result<Response, AppError> {
+    caller.require(Scope::Read, &name)?;
+    let stream = state
+        .leases(kind)
+        .follow(&name, id)
+        .await?
+        .ok_or(AppError::LeaseNotFound)?;
+    let sse = Sse::new(events(stream, name.as_str().to_owned()))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE));
+    Ok((
+        [
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        sse,
+    )
+        .into_response())
+}
+
+/// `POST /{kind}s/{name}/yield` (`write`).
+async fn ask_yield(
+    State(state): State<AppState>,
+    kind: Kind,
+    caller: Caller,
+    NamePath { name }: NamePath,
+    JsonBody(body): JsonBody<YieldRequest>,
+) -> Result<(StatusCode, Json<YieldAnswer>), AppError> {
+    caller.require(Scope::Write, &name)?;
+    let by = Owner::parse(body.owner).map_err(|e| AppError::field("owner", e))?;
+    let reason = Reason::parse(body.reason).map_err(|e| AppError::field("reason", e))?;
+    let holders = state
+        .leases(kind)
+        .ask_yield(&name, by.as_ref(), reason.as_ref())
+        .await?;
+    Ok((StatusCode::ACCEPTED, Json(YieldAnswer { holders })))
+}
+
+/// The stream's events as SSE, until its last event (or the service stops).
+fn events(stream: HolderStream, name: String) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold(Some((stream, name)), |state| async move {
+        let (mut stream, name) = state?;
+        let event = stream.next().await?;
+        let sse = Event::default()
+            .event(event.as_str())
+            .json_data(body(&event, &name))
+            .unwrap_or_else(|_| Event::default().comment("unreadable event"));
+        let next = (!event.is_last()).then_some((stream, name));
+        Some((Ok(sse), next))
+    })
+}
+
+/// The data of `event` on the wire.
+fn body(event: &HolderEvent, name: &str) -> HolderEventBody {
+    match event {
+        HolderEvent::Held {
+            fencing_token,
+            expires_at_ms,
+            owner,
+        } => HolderEventBody {
+            name: Some(name.to_owned()),
+            fencing_token: *fencing_token,
+            expires_at: Some(rfc3339_ms(*expires_at_ms)),
+            owner: owner.as_ref().map(|o| o.as_str().to_owned()),
+            ..HolderEventBody::default()
+        },
+        HolderEvent::Refreshed {
+            fencing_token,
+            expires_at_ms,
+        }
+        | HolderEvent::Expiring {
+            fencing_token,
+            expires_at_ms,
+        } => HolderEventBody {
+            fencing_token: *fencing_token,
+            expires_at: Some(rfc3339_ms(*expires_at_ms)),
+            ..HolderEventBody::default()
+        },
+        HolderEvent::YieldRequested {
+            fencing_token,
+            by,
+            reason,
+            waiting,
+        } => HolderEventBody {
+            fencing_token: *fencing_token,
+            by: by.as_ref().map(|b| b.as_str().to_owned()),
+            reason: reason.as_ref().map(|r| r.as_str().to_owned()),
+            waiting: Some(*waiting),
+            ..HolderEventBody::default()
+        },
+        HolderEvent::Released { fencing_token } => HolderEventBody {
+            fencing_token: *fencing_token,
+            ..HolderEventBody::default()
+        },
+        HolderEvent::Lost {
+            fencing_token,
+            reason,
+        } => HolderEventBody {
+            fencing_token: *fencing_token,
+            reason: Some(reason.as_str().to_owned()),
+            ..HolderEventBody::default()
+        },
+    }
+}

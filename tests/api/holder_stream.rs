@@ -1,0 +1,202 @@
+//! The holder's own stream (`GET /locks/{name}/{id}/events`) and yield
+//! requests, across two instances on one Redis.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::helpers::{lease_path, problem, shared_redis, TestApp};
+use crate::watching::{SseEvent, SseStream};
+
+/// Generous: a shared, noisy machine; each event comes within about a second.
+const SOON: Duration = Duration::from_secs(10);
+
+/// Opens the holder's stream of `lease` (a lease body of `kind`) on `app`.
+async fn follow(app: &TestApp, kind: &str, lease: &Value) -> reqwest::Response {
+    app.client
+        .get(format!("{}{}/events", app.base, lease_path(kind, lease)))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("request sent")
+}
+
+/// The next event, checked for the lease's id (never shown) and its token
+/// (always shown).
+async fn next(stream: &mut SseStream, lease: &Value) -> SseEvent {
+    let event = stream.next_within(SOON).await.expect("an event in time");
+    let id = lease["id"].as_str().expect("lease id");
+    assert!(!event.raw.contains(id), "lease id in {}", event.raw);
+    assert_eq!(
+        event.data["fencing_token"], lease["fencing_token"],
+        "{}",
+        event.raw
+    );
+    event
+}
+
+#[tokio::test]
+async fn a_stream_on_another_instance_sees_a_refresh_and_then_a_force_release() {
+    let a = TestApp::spawn().await;
+    let b = a.sibling_of(&shared_redis().url()).await;
+    let lease = a
+        .acquire_lock("hs-force", r#"{"ttl_ms":60000,"owner":"job 7"}"#)
+        .await;
+    let mut stream = SseStream::new(follow(&b, "locks", &lease).await);
+    let held = next(&mut stream, &lease).await;
+    assert_eq!(held.name, "held");
+    assert_eq!(held.data["name"], "hs-force");
+    assert_eq!(held.data["owner"], "job 7");
+    assert_eq!(held.data["expires_at"], lease["expires_at"]);
+
+    let path = lease_path("locks", &lease);
+    let refreshed = a.patch(&path, r#"{"ttl_ms":90000}"#).await;
+    assert_eq!(refreshed.status(), 200);
+    let refreshed: Value = refreshed.json().await.expect("lease");
+    let event = next(&mut stream, &lease).await;
+    assert_eq!(event.name, "refreshed");
+    assert_eq!(event.data["expires_at"], refreshed["expires_at"]);
+
+    assert_eq!(a.delete("/locks/hs-force").await.status(), 204);
+    let event = next(&mut stream, &lease).await;
+    assert_eq!(event.name, "lost");
+    assert_eq!(event.data["reason"], "force-released");
+    assert!(
+        stream.ends_within(SOON).await,
+        "the stream ends after `lost`"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_on_another_instance_says_expiring_then_lost_when_the_lease_expires() {
+    let a = TestApp::spawn().await;
+    let b = a.sibling_of(&shared_redis().url()).await;
+    let lease = a.acquire_lock("hs-expire", r#"{"ttl_ms":1500}"#).await;
+    let mut stream = SseStream::new(follow(&b, "locks", &lease).await);
+    assert_eq!(next(&mut stream, &lease).await.name, "held");
+    let expiring = next(&mut stream, &lease).await;
+    assert_eq!(expiring.name, "expiring");
+    assert_eq!(expiring.data["expires_at"], lease["expires_at"]);
+    let lost = next(&mut stream, &lease).await;
+    assert_eq!(lost.name, "lost");
+    assert_eq!(lost.data["reason"], "expired");
+    assert!(
+        stream.ends_within(SOON).await,
+        "the stream ends after `lost`"
+    );
+    // Redis confirmed it: the lease is gone.
+    assert_eq!(
+        a.get(&lease_path("locks", &lease)).await.status(),
+        404,
+        "lost only once the lease is gone"
+    );
+}
+
+#[tokio::test]
+async fn a_release_on_another_instance_ends_the_stream_with_released() {
+    let a = TestApp::spawn().await;
+    let b = a.sibling_of(&shared_redis().url()).await;
+    let lease = a.acquire_lock("hs-release", r#"{"ttl_ms":60000}"#).await;
+    let mut stream = SseStream::new(follow(&b, "locks", &lease).await);
+    assert_eq!(next(&mut stream, &lease).await.name, "held");
+    assert_eq!(a.delete(&lease_path("locks", &lease)).await.status(), 204);
+    assert_eq!(next(&mut stream, &lease).await.name, "released");
+    assert!(stream.ends_within(SOON).await);
+}
+
+#[tokio::test]
+async fn a_yield_request_made_on_another_instance_reaches_the_holder() {
+    let a = TestApp::spawn().await;
+    let b = a.sibling_of(&shared_redis().url()).await;
+    let lease = a.acquire_lock("hs-yield", r#"{"ttl_ms":60000}"#).await;
+    let mut stream = SseStream::new(follow(&a, "locks", &lease).await);
+    assert_eq!(next(&mut stream, &lease).await.name, "held");
+
+    let asked = b
+        .post(
+            "/locks/hs-yield/yield",
+            r#"{"owner":"release bot","reason":"train at 5"}"#,
+        )
+        .await;
+    assert_eq!(asked.status(), 202);
+    let asked: Value = asked.json().await.expect("json");
+    assert_eq!(asked["holders"], 1);
+    let event = next(&mut stream, &lease).await;
+    assert_eq!(event.name, "yield-requested");
+    assert_eq!(event.data["by"], "release bot");
+    assert_eq!(event.data["reason"], "train at 5");
+    assert_eq!(event.data["waiting"], 0);
+
+    // A waiter that asks as it joins the line (on B) asks once too.
+    let waiter = b.post_in_background(
+        "/locks/hs-yield",
+        r#"{"wait_ms":30000,"owner":"next job","ask_yield":true}"#,
+    );
+    let event = next(&mut stream, &lease).await;
+    assert_eq!(event.name, "yield-requested");
+    assert_eq!(event.data["by"], "next job");
+    assert_eq!(event.data["waiting"], 1);
+    // Nothing was taken: the holder still holds it, until it releases.
+    assert_eq!(a.get(&lease_path("locks", &lease)).await.status(), 200);
+    assert_eq!(a.delete(&lease_path("locks", &lease)).await.status(), 204);
+    assert_eq!(next(&mut stream, &lease).await.name, "released");
+    assert_eq!(waiter.await.expect("waiter").response.status(), 201);
+
+    // Nobody holds it now: nobody is asked.
+    let asked: Value = b
+        .post("/locks/hs-yield-free/yield", "")
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(asked["holders"], 0);
+}
+
+#[tokio::test]
+async fn a_semaphore_holder_s_stream_ends_lost_when_force_released() {
+    let a = TestApp::spawn().await;
+    let b = a.sibling_of(&shared_redis().url()).await;
+    let response = a
+        .post("/semaphores/hs-sem", r#"{"limit":3,"ttl_ms":60000}"#)
+        .await;
+    assert_eq!(response.status(), 201);
+    let lease: Value = response.json().await.expect("lease");
+    let other = a
+        .post("/semaphores/hs-sem", r#"{"limit":3,"ttl_ms":60000}"#)
+        .await;
+    assert_eq!(other.status(), 201);
+    let mut stream = SseStream::new(follow(&b, "semaphores", &lease).await);
+    assert_eq!(next(&mut stream, &lease).await.name, "held");
+    // Another holder's release is not this lease's.
+    let other: Value = other.json().await.expect("lease");
+    assert_eq!(
+        a.delete(&lease_path("semaphores", &other)).await.status(),
+        204
+    );
+    assert_eq!(a.delete("/semaphores/hs-sem").await.status(), 204);
+    let event = next(&mut stream, &lease).await;
+    assert_eq!(event.name, "lost", "{}", event.raw);
+    assert_eq!(event.data["reason"], "force-released");
+}
+
+#[tokio::test]
+async fn a_lease_not_held_has_no_stream() {
+    let a = TestApp::spawn().await;
+    let lease = a.acquire_lock("hs-404", r#"{"ttl_ms":60000}"#).await;
+    assert_eq!(a.delete(&lease_path("locks", &lease)).await.status(), 204);
+    problem(follow(&a, "locks", &lease).await, 404, "lease-not-found").await;
+    let stranger = a
+        .get("/locks/hs-404/00000000-0000-4000-8000-000000000000/events")
+        .await;
+    problem(stranger, 404, "lease-not-found").await;
+    // A semaphore lease id is no lock's.
+    let response = a.post("/semaphores/hs-404", r#"{"limit":1}"#).await;
+    let sem: Value = response.json().await.expect("lease");
+    let as_lock = a
+        .get(&format!(
+            "/locks/hs-404/{}/events",
+            sem["id"].as_str().unwrap()
+        ))
+        .await;
+    problem(as_lock, 404, "lease-not-found").await;
+}
