@@ -201,6 +201,11 @@ pub struct LeaseOptions {
     #[arg(long)]
     pub newest_wins: bool,
 
+    /// Place in line, 0 (default) to 9: ahead of every waiter of a lower
+    /// priority, behind those of its own; never takes the lease from a holder
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(0..=9))]
+    pub priority: Option<u8>,
+
     /// Print only warnings and errors, and nothing at all when the lock was
     /// simply not had (exit 75 says it)
     #[arg(short, long)]

@@ -32,6 +32,8 @@ pub struct Request {
     pub wait: Duration,
     pub owner: String,
     pub newest_wins: bool,
+    /// Its place in line, 0 to 9 (the service's default: 0).
+    pub priority: Option<u8>,
     pub limit: Option<u32>,
     /// A shared (read) lease of a lock.
     pub shared: bool,
@@ -54,6 +56,7 @@ impl Request {
             wait: options.wait,
             owner,
             newest_wins: options.newest_wins,
+            priority: options.priority,
             limit: options.limit,
             shared: options.shared,
             permits: options.permits,
@@ -69,6 +72,7 @@ impl Request {
             wait_ms: Some(millis(wait)),
             owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
             newest_wins: self.newest_wins.then_some(true),
+            priority: self.priority.filter(|p| *p > 0).map(u64::from),
             ask_yield: None,
         };
         match self.target.kind {
@@ -411,6 +415,7 @@ mod tests {
             wait: Duration::from_secs(60),
             owner: "me".into(),
             newest_wins: false,
+            priority: None,
             limit: None,
             shared: false,
             permits: None,
@@ -499,6 +504,9 @@ mod tests {
         );
         r.permits = Some(2);
         assert_eq!(r.body(Duration::ZERO)["permits"], 2);
+        assert!(r.body(Duration::ZERO).get("priority").is_none());
+        r.priority = Some(7);
+        assert_eq!(r.body(Duration::ZERO)["priority"], 7);
         let mut r = request(Kind::Lock);
         assert!(r.body(Duration::ZERO).get("shared").is_none());
         r.shared = true;

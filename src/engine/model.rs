@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::domain::{Demand, LeaseId, Limit, Name, Owner, Ttl};
+use crate::domain::{Demand, LeaseId, Limit, Name, Owner, Priority, Ttl};
 
 /// A live lease, as its holder sees it.
 #[derive(Debug, Clone)]
@@ -67,6 +67,8 @@ pub struct Waiter {
     pub waited: Duration,
     /// What it asks of the name (permits; a lock's capacity when exclusive).
     pub weight: u64,
+    /// Its place among the waiters: ahead of every lower priority.
+    pub priority: Priority,
 }
 
 /// A lock or semaphore as anyone may see it.

@@ -139,7 +139,7 @@ async fn acquire(
     let (demand, mut request) = asked(kind, &body, state.settings.max_wait_ms)?;
     request.by = by;
     drop(body);
-    let wait = request.wait;
+    let (wait, priority) = (request.wait, request.priority);
     // Boxed: each `async fn` it passes through by value would otherwise
     // hold a copy of its space.
     let acquisition = Box::pin(state.leases(kind).acquire(name.clone(), demand, request));
@@ -148,6 +148,7 @@ async fn acquire(
             &state.engine,
             kind,
             demand,
+            priority,
             name.clone(),
             acquisition,
             move |outcome| progress::lease_json(&answer(kind, &name, outcome)?.1),

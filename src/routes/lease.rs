@@ -104,6 +104,7 @@ pub fn acquire_request(
         wait_ms,
         owner,
         newest_wins,
+        priority,
         ask_yield,
     } = fields;
     let ttl = ttl(ttl_ms)?.unwrap_or_default();
@@ -116,7 +117,9 @@ pub fn acquire_request(
         owner,
         newest_wins: newest_wins.unwrap_or(false),
         ask_yield: ask_yield.unwrap_or(false),
-        priority: Priority::default(),
+        priority: priority
+            .map_or(Ok(Priority::default()), Priority::new)
+            .map_err(|e| AppError::field("priority", e))?,
         // Not the body's to say: the handler sets it from the caller.
         by: None,
     })
@@ -239,6 +242,7 @@ pub fn waiter_body(kind: Kind, waiter: engine::Waiter) -> WaiterBody {
         position: waiter.position,
         owner: waiter.owner.map(Owner::into_string),
         waited_ms: waiter.waited.as_millis() as u64,
+        priority: (!waiter.priority.is_default()).then(|| waiter.priority.get()),
         shared,
         permits,
     }

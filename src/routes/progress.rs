@@ -18,7 +18,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::AppError;
-use crate::domain::{Demand, Kind, Name, Owner, WaitTime};
+use crate::domain::{Demand, Kind, Name, Owner, Priority, WaitTime};
 use crate::engine::events::{WatchNotice, Watcher};
 use crate::engine::{Acquiring, Engine, InLine, Lease, Place, Refusal};
 use crate::wire::{Queued, QueuedBehind};
@@ -51,12 +51,14 @@ fn shown(kind: Kind, weight: u64) -> (Option<bool>, Option<u64>) {
     }
 }
 
-/// The `queued` data of a waiter asking `demand` of a `kind`, at `place`.
-fn queued(kind: Kind, demand: Demand, place: &Place) -> Queued {
+/// The `queued` data of a waiter asking `demand` of a `kind` at `priority`,
+/// at `place`.
+fn queued(kind: Kind, demand: Demand, priority: Priority, place: &Place) -> Queued {
     let (shared, permits) = shown(kind, demand.weight());
     Queued {
         position: place.position,
         waiting: place.waiting,
+        priority: (!priority.is_default()).then(|| priority.get()),
         shared,
         permits,
         holders: place
@@ -103,6 +105,8 @@ struct Progress {
     kind: Kind,
     /// What it asks of the name.
     demand: Demand,
+    /// Its place among the waiters.
+    priority: Priority,
     name: Name,
     /// Its place in line, once it has joined.
     waiter: Option<InLine>,
@@ -145,7 +149,7 @@ impl Progress {
                     self.last = Some(now);
                     return Some(json_event(
                         "queued",
-                        &queued(self.kind, self.demand, &place),
+                        &queued(self.kind, self.demand, self.priority, &place),
                     ));
                 }
             }
@@ -187,6 +191,7 @@ pub fn respond<A>(
     engine: &Engine,
     kind: Kind,
     demand: Demand,
+    priority: Priority,
     name: Name,
     acquisition: BoxFuture<'static, Result<Acquiring, crate::engine::Error>>,
     answer: A,
@@ -216,6 +221,7 @@ where
         engine: engine.clone(),
         kind,
         demand,
+        priority,
         name,
         waiter: None,
         last: None,

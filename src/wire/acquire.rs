@@ -11,6 +11,7 @@ pub struct AcquireFields {
     pub wait_ms: Option<u64>,
     pub owner: Option<String>,
     pub newest_wins: Option<bool>,
+    pub priority: Option<u64>,
     pub ask_yield: Option<bool>,
 }
 
@@ -39,6 +40,10 @@ macro_rules! acquire_body {
             #[serde(skip_serializing_if = "Option::is_none")]
             #[schema(default = false)]
             pub newest_wins: Option<bool>,
+            // Its place in line (`field::priority` says it).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(schema_with = field::priority)]
+            pub priority: Option<u64>,
             /// When `true` and the request joins the line, the holders are asked
             /// once to finish early (a `yield-requested` event on their streams
             /// and on `/events`); nothing is taken from them.
@@ -55,6 +60,7 @@ macro_rules! acquire_body {
                     wait_ms: fields.wait_ms,
                     owner: fields.owner,
                     newest_wins: fields.newest_wins,
+                    priority: fields.priority,
                     ask_yield: fields.ask_yield,
                     ..Self::default()
                 }
@@ -68,6 +74,7 @@ macro_rules! acquire_body {
                     wait_ms: body.wait_ms,
                     owner: body.owner,
                     newest_wins: body.newest_wins,
+                    priority: body.priority,
                     ask_yield: body.ask_yield,
                 }
             }

@@ -7,7 +7,7 @@ use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, SchemaTy
 use utoipa::openapi::Object;
 
 use crate::config::DEFAULT_MAX_WAIT_MS;
-use crate::domain::{printable_pattern, Limit, Ttl, MAX_OWNER_LEN};
+use crate::domain::{printable_pattern, Limit, Priority, Ttl, MAX_OWNER_LEN};
 
 fn millis(minimum: u64, maximum: u64, description: &str) -> ObjectBuilder {
     ObjectBuilder::new()
@@ -73,6 +73,23 @@ pub fn permits() -> Object {
              never be held. Waiters are admitted first come, first served, so a large \
              request at the head of the line is never overtaken by smaller ones.",
         ))
+        .build()
+}
+
+/// `priority` of an acquisition.
+pub fn priority() -> Object {
+    let max = Priority::MAX;
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int32)))
+        .minimum(Some(0))
+        .maximum(Some(max))
+        .default(Some(0.into()))
+        .description(Some(format!(
+            "0 (default) to {max}: a waiter of higher priority is placed ahead of every \
+             waiter of lower priority, and behind those of its own priority that joined \
+             before it. Nobody is ever taken off a lease by priority."
+        )))
         .build()
 }
 

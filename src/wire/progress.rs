@@ -12,6 +12,9 @@ pub struct Queued {
     pub position: u64,
     #[serde(default)]
     pub waiting: u64,
+    /// The waiter's priority, when it is not 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shared: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -44,6 +44,10 @@ pub struct WaiterBody {
     pub owner: Option<String>,
     /// How long it has waited so far.
     pub waited_ms: u64,
+    /// Its priority (1 to 9), when it is not 0: the line is in order of
+    /// priority, then of joining.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
     /// A lock's waiter that asked for a shared lease: `true` (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shared: Option<bool>,

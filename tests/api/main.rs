@@ -14,6 +14,7 @@ mod modes;
 mod names;
 mod outages;
 mod permits;
+mod priority;
 mod scopes;
 mod semaphores;
 mod service;

@@ -78,8 +78,8 @@ if read[1] and read[4] ~= '1' and newest_wins ~= '1' then
 end
 
 local w = waiter_of(waiter)
-local id, instance, limit, weight, newest, owner =
-  w.id, w.instance, w.limit, w.weight, w.newest == '1', w.owner
+local id, instance, limit, weight, newest, owner, priority =
+  w.id, w.instance, w.limit, w.weight, w.newest == '1', w.owner, w.priority
 local packed = take_state(read)
 guard()
 
@@ -132,7 +132,7 @@ if queued then
   redis.call('ZADD', K_BYINST, '0', instance .. '|' .. waiter)
   return finish({0, 0, 0, 0, (time_left(first, false)), '', 1})
 end
-if newcomer_fits(used, weight, limit) then
+if newcomer_fits(used, weight, limit, priority) then
   -- Written with its full expiry; the caller answers it from this reply.
   local token, full = grant_newcomer(waiter, w, used)
   return finish({1, token, full})
@@ -146,23 +146,19 @@ local superseded = false
 if newest then
   local older = redis.call('HGET', K_NOTES, 'newest')
   if older and redis.call('ZSCORE', K_QUEUE, older) then
-    local older_id, older_tag, older_instance, _, _, older_weight, _, _, older_owner =
+    local older_id, older_tag, older_instance, _, _, older_weight, _, older_priority, older_owner =
       unpack_waiter(older)
-    remove_waiter(older, older_instance, tonumber(older_weight), '1')
+    remove_waiter(older, older_instance, tonumber(older_weight), '1', tonumber(older_priority))
     redis.call('HSET', K_NOTES, 's:' .. older_id, owner)
     tell(older_instance, 's ' .. older_tag .. ' ' .. owner)
     event('left', older_owner)
     superseded = true
   end
 end
--- Last in line: a ticket after the last one, in joining order.
-local last = redis.call('ZRANGE', K_QUEUE, '-1', '-1', 'WITHSCORES')
-local ticket = now_us
-if #last > 0 and tonumber(last[2]) >= ticket then
-  ticket = tonumber(last[2]) + 1
-end
-if redis.call('ZADD', K_QUEUE, num(ticket), waiter) == 1 then
-  count_queued(1, weight)
+-- Last in line among its priority: a ticket after theirs, in joining order.
+local place, first_here = ticket(priority)
+if redis.call('ZADD', K_QUEUE, num(place), waiter) == 1 then
+  count_queued(1, weight, priority)
 end
 redis.call('ZADD', K_BYINST, '0', instance .. '|' .. waiter)
 redis.call('ZADD', K_INSTANCES, num(now_ms + ALIVE_MS), instance)
@@ -178,7 +174,7 @@ if not SLOW then
     keep_leases(now_ms, false)
   end
 end
-if #last == 0 or newest then
+if first_here or newest then
   -- The line's keys may be new: they get their TTL (the keep-alives keep it).
   touch_line()
 end

@@ -45,14 +45,25 @@ if size ~= QUEUED_N then
   -- short, else its count and a weight that lets no newcomer past it until
   -- a call sees the line whole (core/admission.lua).
   if size <= SCAN_BATCH then
-    local weight = 0
+    local weight, ranked = 0, nil
     for _, waiter in ipairs(redis.call('ZRANGE', K_QUEUE, '0', '-1')) do
-      local _, _, _, _, _, w = unpack_waiter(waiter)
-      weight = weight + tonumber(w)
+      local _, _, _, _, _, w, _, p = unpack_waiter(waiter)
+      weight, p = weight + tonumber(w), tonumber(p)
+      if p > 0 then
+        ranked = ranked or {}
+        local r = ranked[p] or {0, 0}
+        r[1], r[2] = r[1] + 1, r[2] + tonumber(w)
+        ranked[p] = r
+      end
     end
-    set_queued(size, weight)
+    set_queued(size, weight, ranked)
   else
-    set_queued(size, UNKNOWN_WEIGHT)
+    -- (Each priority's share unknown too: none let past.)
+    local ranked = {}
+    for p = 1, 9 do
+      ranked[p] = {0, UNKNOWN_WEIGHT}
+    end
+    set_queued(size, UNKNOWN_WEIGHT, ranked)
   end
 end
 if redis.call('ZCARD', K_BYINST) > size and now_ms - lost_before > ALIVE_MS then

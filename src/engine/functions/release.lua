@@ -74,7 +74,8 @@ local code = 0
 local released_token, released_owner = 0, ''
 if waiter ~= '' then
   local w = waiter_of(waiter)
-  local instance, weight, newest, owner = w.instance, w.weight, w.newest, w.owner
+  local instance, weight, newest, owner, priority =
+    w.instance, w.weight, w.newest, w.owner, w.priority
   -- A superseded waiter (its note says by whom) never takes room.
   local superseded = newest == '1' and redis.call('HDEL', K_NOTES, 's:' .. id) == 1
   local queued = redis.call('ZSCORE', K_QUEUE, waiter)
@@ -101,7 +102,7 @@ if waiter ~= '' then
       -- now, as a request that never queued would. Written with its full
       -- expiry; the caller answers it from this reply.
       used = used_now_first()
-      if newcomer_fits(used, weight, w.limit) then
+      if newcomer_fits(used, weight, w.limit, priority) then
         redis.call('ZREM', K_BYINST, instance .. '|' .. waiter)
         local token, full = grant_newcomer(waiter, w, used)
         return finish({3, token, full})
@@ -109,7 +110,7 @@ if waiter ~= '' then
     end
   end
   if queued then
-    remove_waiter(waiter, instance, weight, newest)
+    remove_waiter(waiter, instance, weight, newest, priority)
     event('left', owner)
     code = 2
   else

@@ -6,7 +6,7 @@ use redis::Cmd;
 
 use super::cursor::Cursor;
 use super::library::{Function, Op};
-use crate::domain::Limit;
+use crate::domain::{Limit, Priority};
 use crate::engine::error::Error;
 use crate::engine::model::{Holder, Waiter};
 
@@ -63,6 +63,8 @@ impl Function for ReadStatus {
                 owner: reply.owner()?,
                 waited: Duration::from_millis(reply.uint()?),
                 weight: reply.uint()?,
+                priority: Priority::new(reply.uint()?)
+                    .map_err(|e| Error::Protocol(format!("a waiter's priority: {e}")))?,
             });
         }
         Ok(Snapshot {

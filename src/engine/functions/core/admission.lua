@@ -26,9 +26,13 @@
 -- again (keep_alive.lua, which also tells every instance's waiters of the
 -- loss). Until then they are not trusted: only while their count is the
 -- queue's size (newcomer_fits()); a newcomer is refused while it is not.
--- Kept whole for now; with priorities they split into one field per
--- priority, and a newcomer's "ahead" becomes the sum of those at its
--- priority and above.
+-- Priority changes only the line's order (a waiter of higher priority is
+-- ahead of every lower one: its ticket, state.lua): the rule stays this
+-- one. A newcomer of priority p is judged as if it joined: behind the
+-- waiters of priority p and above, ahead of the others. So its "ahead" is
+-- the weight of those (serve_line() counts it for the waiters it looked at,
+-- which come in that order; the line's sums keep it for each priority above
+-- 0, "ranked", for a line longer than one call looks at).
 --
 -- A waiter is never both in line and holding a lease: a grant takes it out
 -- of the line in the same call, and an acquire that may queue (one of
@@ -79,33 +83,37 @@ end
 -- waiter's instance: final for the caller's own (it answers its client now),
 -- provisional for another's. `kept` says whether the leases key exists for
 -- sure (else the first grant may make it, and gives it its TTL). Returns the
--- weight in use afterwards; sets QUEUE_EMPTY, AHEAD and AHEAD_ALL, and the
+-- weight in use afterwards; sets QUEUE_EMPTY, AHEAD and AHEAD_ALL (and
+-- AHEAD_RANKED and LOWEST: what a newcomer of a priority has ahead), and the
 -- line's sums when it saw the whole line.
 local function serve_line(used, kept)
-  AHEAD, AHEAD_ALL = 0, false
+  AHEAD, AHEAD_ALL, AHEAD_RANKED, LOWEST = 0, false, nil, 10
   if used >= FULL then
     return used
   end
   local position, ahead, looked, granted, batch = 0, 0, 0, 0, 1
   while looked < SCAN_BATCH do
-    local head = redis.call('ZRANGE', K_QUEUE, num(position), num(position + batch - 1))
+    local head = redis.call('ZRANGE', K_QUEUE, num(position), num(position + batch - 1),
+      'WITHSCORES')
     if #head == 0 then
       QUEUE_EMPTY, AHEAD_ALL = position == 0, true
-      set_queued(position, ahead)
+      set_queued(position, ahead, AHEAD_RANKED)
       break
     end
     local full = false
-    for _, waiter in ipairs(head) do
+    for i = 1, #head, 2 do
+      local waiter = head[i]
       looked = looked + 1
       local w = waiter_of(waiter)
-      local instance, weight = w.instance, w.weight
+      local instance, weight, priority = w.instance, w.weight, w.priority
+      LOWEST = priority
       if not alive(instance) then
-        remove_waiter(waiter, instance, weight, w.newest)
+        remove_waiter(waiter, instance, weight, w.newest, priority)
         event('left', w.owner)
       elseif fits(used, ahead, weight, w.limit) then
-        remove_waiter(waiter, instance, weight, w.newest)
+        remove_waiter(waiter, instance, weight, w.newest, priority)
         local mine = instance == ME
-        w.waited = 0
+        w.waited = math.max(0, now_ms - joined_ms(tonumber(head[i + 1]), priority))
         local token, expires_at, expires = write_lease(w, not mine, not kept and granted == 0)
         used, granted = used + weight, granted + 1
         tell(instance, (mine and 'G ' or 'g ') .. w.tag .. ' ' .. num(token) .. ' ' ..
@@ -116,6 +124,12 @@ local function serve_line(used, kept)
         end
       else
         position, ahead = position + 1, ahead + weight
+        if priority > 0 then
+          AHEAD_RANKED = AHEAD_RANKED or {}
+          local r = AHEAD_RANKED[priority] or {0, 0}
+          r[1], r[2] = r[1] + 1, r[2] + weight
+          AHEAD_RANKED[priority] = r
+        end
       end
       if used + ahead >= FULL then
         full = true
@@ -131,21 +145,40 @@ local function serve_line(used, kept)
   return used
 end
 
--- Whether a request that has not queued may take `weight` of `limit` now,
--- `used` in use, after serve_line(): it fits beside the leases and every
--- waiter, so it never overtakes one. Exact at any length of the line: what
--- serve_line() did not look at is counted by the line's sums, while they
--- count the whole queue (a ZCARD, only for a line longer than a call looks
--- at); else it is refused, as one that may not fit.
-local function newcomer_fits(used, weight, limit)
+-- The weight serve_line() left in line at `priority` and above.
+local function ahead_from(priority)
+  if priority == 0 then
+    return AHEAD
+  end
+  local weight = 0
+  if AHEAD_RANKED then
+    for p = priority, 9 do
+      weight = weight + (AHEAD_RANKED[p] and AHEAD_RANKED[p][2] or 0)
+    end
+  end
+  return weight
+end
+
+-- Whether a request of `priority` that has not queued may take `weight` of
+-- `limit` now, `used` in use, after serve_line(): it fits beside the leases
+-- and every waiter of its priority and above, so it never overtakes one.
+-- Exact at any length of the line: the waiters serve_line() looked at come
+-- first (the line is in priority order), so it saw all of those ahead when
+-- it saw the whole line or one of a lower priority (LOWEST); else what it
+-- did not look at is counted by the line's sums, while they count the
+-- whole queue (a ZCARD, only for a line longer than a call looks at); else
+-- it is refused, as one that may not fit.
+local function newcomer_fits(used, weight, limit, priority)
   if QUEUE_EMPTY then
     return fits(used, 0, weight, limit)
   end
-  if AHEAD_ALL or not fits(used, AHEAD, weight, limit) then
-    -- All of the line was seen, or what was seen is too much already.
-    return AHEAD_ALL and fits(used, AHEAD, weight, limit)
+  local ahead = ahead_from(priority)
+  local seen = AHEAD_ALL or LOWEST < priority
+  if seen or not fits(used, ahead, weight, limit) then
+    -- All of those ahead were seen, or what was seen is too much already.
+    return seen and fits(used, ahead, weight, limit)
   end
-  return QUEUED_N == waiting() and fits(used, QUEUED_W, weight, limit)
+  return QUEUED_N == waiting() and fits(used, queued_from(priority), weight, limit)
 end
 
 -- Grants a request that has not queued (or no longer is), `waiter` as

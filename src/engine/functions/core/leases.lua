@@ -151,7 +151,12 @@ local function write_lease(w, provisional, fresh)
   USED, USED_DIRTY = USED + w.weight, false
   redis.call('ZADD', K_LEASES, num(expires), w.id)
   local packed = pack_lease(w, w.ttl, expires, marker)
-  if QUEUED_DIRTY then
+  if RANKED_DIRTY then
+    -- (A grant to a waiter of a priority: the line's sums changed with it.)
+    redis.call('HSET', K_OWNERS, w.id, packed, 'limit', num(w.limit), 'fence', num(token),
+      'used', num(USED), 'slow', '1', 'queued', queued_field(), 'ranked', ranked_field())
+    QUEUED_DIRTY, RANKED_DIRTY = false, false
+  elseif QUEUED_DIRTY then
     -- (A grant to a waiter: the line's sums changed with it.)
     redis.call('HSET', K_OWNERS, w.id, packed, 'limit', num(w.limit), 'fence', num(token),
       'used', num(USED), 'slow', '1', 'queued', queued_field())
@@ -255,7 +260,8 @@ local function end_every_lease()
   redis.call('UNLINK', K_LEASES, K_OWNERS)
   UNTIL, USED, USED_DIRTY, QUEUED_DIRTY = now_ms + 2 * KEEP_MS, 0, false, false
   redis.call('HSET', K_OWNERS, 'limit', num(LIMIT), 'fence', num(FENCE), 'until', num(UNTIL),
-    'slow', '1', 'queued', queued_field())
+    'slow', '1', 'queued', queued_field(), 'ranked', ranked_field())
+  RANKED_DIRTY = false
   SLOW = true
   redis.call('PEXPIREAT', K_OWNERS, num(UNTIL))
   return count, shown, false

@@ -73,8 +73,8 @@ local function drop_dead_instances()
       '[' .. instance .. '|\255', 'LIMIT', 0, budget)
     for _, member in ipairs(members) do
       local waiter = string.sub(member, #instance + 2)
-      local _, _, _, _, _, weight, newest, _, owner = unpack_waiter(waiter)
-      remove_waiter(waiter, instance, tonumber(weight), newest)
+      local _, _, _, _, _, weight, newest, priority, owner = unpack_waiter(waiter)
+      remove_waiter(waiter, instance, tonumber(weight), newest, tonumber(priority))
       event('left', owner)
     end
     if #members < budget then

@@ -41,16 +41,21 @@
 --                     and owners expire (ms); "queued": "count|weight", the
 --                     waiters in queue and their weight (the line's sums, so
 --                     that admitting a newcomer needs no walk of it:
---                     admission.lua); "lost": when a keep-alive last found that
+--                     admission.lua); "ranked": the same sums for each
+--                     priority above 0 that has waiters, "p:count:weight"
+--                     joined by "," ("" or absent: none; so a line of
+--                     priority 0 alone never writes it); "lost": when a keep-alive last found that
 --                     the queue had lost waiters (ms), which every instance's
 --                     keep-alive watches (keep_alive.lua); "follow": until when
 --                     (ms) some instance has a holder's stream open on the name,
 --                     set and kept by follow.lua: only then do the calls that
 --                     change a lease tell its stream (tell_followers(),
 --                     messages.lua)
---   queue     zset: waiter (below) -> ticket; a ticket is max(last ticket + 1,
---                     now in microseconds), so the line is in joining order
---                     whichever instance a waiter is on
+--   queue     zset: waiter (below) -> ticket; a ticket is its join time
+--                     in microseconds less priority x PRIORITY_STEP, and
+--                     max(last ticket of its priority + 1, that), so the
+--                     line is in order of priority (higher first), then of
+--                     joining, whichever instance a waiter is on (ticket())
 --   byinst    zset, all scores 0: "instance|waiter", each instance's waiters
 --   instances zset: instance id -> alive until (ms); kept fresh by that
 --                     instance's keep-alive about every second
@@ -116,6 +121,11 @@ local MAX_SAFE = 9007199254740991 -- 2^53 - 1: Lua numbers are exact up to here
 -- more than every waiter's weight could take away, and than any limit, so
 -- that no newcomer is let past the line until a call sees it whole.
 local UNKNOWN_WEIGHT = 1125899906842624 -- 2^50
+-- What a step of priority takes off a ticket (2^49 us, 17 years): more than
+-- the join times of any two waiters in one line ever differ, so every
+-- ticket of a priority sorts before every ticket of the one below, and all
+-- stay exact (join times are about 2^51 us; 9 steps are less than 2^53).
+local PRIORITY_STEP = 562949953421312
 
 -- What one call works on, set by begin(): the library's functions are made
 -- once, when it is loaded, and Redis runs one call at a time.
@@ -139,6 +149,9 @@ local NOTICED, MESSAGES
 -- QUEUED_W (the line's sums, and QUEUED_DIRTY: changed, not yet written).
 local OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY, LIMIT
 local QUEUED_N, QUEUED_W, QUEUED_DIRTY
+-- The line's sums for each priority above 0 ("ranked"): nil when none, else
+-- priority -> {count, weight}; RANKED_DIRTY: changed, not yet written.
+local RANKED, RANKED_DIRTY
 -- Whether someone follows a lease of the name ("follow" in the future).
 local FOLLOWED
 -- When this call found the queue lost (ms; nil: it did not), to be written.
@@ -151,6 +164,10 @@ local ALIVE
 -- What serve_line() found: the line empty (QUEUE_EMPTY); the weight of the
 -- waiters it left in line (AHEAD), which is all of them when AHEAD_ALL.
 local QUEUE_EMPTY, AHEAD, AHEAD_ALL
+-- And for a newcomer of a priority above 0: the waiters it left in line by
+-- priority (nil: none above 0; else priority -> {count, weight}), and the
+-- lowest priority it looked at (10: none).
+local AHEAD_RANKED, LOWEST
 
 -- Every call begins here: its key, its first two arguments, the clock.
 local function begin(keys, args)
@@ -162,7 +179,9 @@ local function begin(keys, args)
   NOTICED, MESSAGES = EMPTY, EMPTY
   OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
   QUEUED_N, QUEUED_W, QUEUED_DIRTY, LOST = 0, 0, false, nil
+  RANKED, RANKED_DIRTY = nil, false
   QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE = false, 0, false, nil
+  AHEAD_RANKED, LOWEST = nil, 10
   FOLLOWED = false
 end
 
@@ -319,13 +338,13 @@ end
 -- `id` is given, in one call.
 local function read_fields(id)
   return redis.call('HMGET', K_OWNERS, 'fence', 'until', 'solo', 'slow', 'used', 'limit',
-    'queued', id or 'used', 'follow')
+    'queued', 'ranked', id or 'used', 'follow')
 end
 
 -- Whether the fields read_fields() read say that someone follows a lease
 -- of the name (a holder's stream is open on it).
 local function followed(read)
-  return read[9] ~= false and tonumber(read[9]) > now_ms
+  return read[10] ~= false and tonumber(read[10]) > now_ms
 end
 
 -- Takes the fields read_fields() read (see above); returns `id`'s packed
@@ -344,7 +363,13 @@ local function take_state(read)
     local count, weight = string.match(read[7], '^(%d+)|(%d+)$')
     QUEUED_N, QUEUED_W = tonumber(count), tonumber(weight)
   end
-  return read[8] or nil
+  if read[8] and read[8] ~= '' then
+    RANKED = {}
+    for p, count, weight in string.gmatch(read[8], '(%d):(%d+):(%d+)') do
+      RANKED[tonumber(p)] = {tonumber(count), tonumber(weight)}
+    end
+  end
+  return read[9] or nil
 end
 
 -- Reads the owners hash's fields (see above) with `id`'s packed lease when
@@ -362,24 +387,66 @@ local function queued_field()
   return num(QUEUED_N) .. '|' .. num(QUEUED_W)
 end
 
--- The line gained (or lost, negative) `count` waiters of `weight` in all.
-local function count_queued(count, weight)
-  QUEUED_N, QUEUED_W = math.max(0, QUEUED_N + count), math.max(0, QUEUED_W + weight)
-  QUEUED_DIRTY = true
+-- The "ranked" field (see above) of RANKED.
+local function ranked_field()
+  local parts = {}
+  if RANKED then
+    for p = 1, 9 do
+      local r = RANKED[p]
+      if r and (r[1] > 0 or r[2] > 0) then
+        parts[#parts + 1] = num(p) .. ':' .. num(r[1]) .. ':' .. num(r[2])
+      end
+    end
+  end
+  return table.concat(parts, ',')
 end
 
--- The line's sums are `count` waiters of `weight`, as a call saw it whole.
-local function set_queued(count, weight)
-  if QUEUED_N ~= count or QUEUED_W ~= weight then
-    QUEUED_N, QUEUED_W, QUEUED_DIRTY = count, weight, true
+-- The line gained (or lost, negative) `count` waiters of `weight` in all,
+-- of `priority` (a number).
+local function count_queued(count, weight, priority)
+  QUEUED_N, QUEUED_W = math.max(0, QUEUED_N + count), math.max(0, QUEUED_W + weight)
+  QUEUED_DIRTY = true
+  if priority > 0 then
+    RANKED = RANKED or {}
+    local r = RANKED[priority] or {0, 0}
+    r[1], r[2] = math.max(0, r[1] + count), math.max(0, r[2] + weight)
+    RANKED[priority], RANKED_DIRTY = r, true
   end
 end
 
--- Takes `waiter` (its fields unpacked; `weight` a number) out of the line,
--- and out of the line's sums if it was in it.
-local function remove_waiter(waiter, instance, weight, newest)
+-- The line's sums are `count` waiters of `weight`, and `ranked` (priority
+-- -> {count, weight}, nil: none above 0) for the priorities above 0, as a
+-- call saw it whole.
+local function set_queued(count, weight, ranked)
+  if QUEUED_N ~= count or QUEUED_W ~= weight then
+    QUEUED_N, QUEUED_W, QUEUED_DIRTY = count, weight, true
+  end
+  if ranked or RANKED then
+    local before = ranked_field()
+    RANKED = ranked
+    RANKED_DIRTY = RANKED_DIRTY or ranked_field() ~= before
+  end
+end
+
+-- The weight queued at `priority` and above, as the line's sums count it.
+local function queued_from(priority)
+  if priority == 0 then
+    return QUEUED_W
+  end
+  local weight = 0
+  if RANKED then
+    for p = priority, 9 do
+      weight = weight + (RANKED[p] and RANKED[p][2] or 0)
+    end
+  end
+  return weight
+end
+
+-- Takes `waiter` (its fields unpacked; `weight` and `priority` numbers) out
+-- of the line, and out of the line's sums if it was in it.
+local function remove_waiter(waiter, instance, weight, newest, priority)
   if redis.call('ZREM', K_QUEUE, waiter) == 1 then
-    count_queued(-1, -weight)
+    count_queued(-1, -weight, priority)
   end
   redis.call('ZREM', K_BYINST, instance .. '|' .. waiter)
   if newest == '1' and redis.call('HGET', K_NOTES, 'newest') == waiter then
@@ -392,13 +459,17 @@ end
 -- once leases and queue are empty. Nothing without "until": the hash is gone
 -- (or never was), and a field written now would make it without a TTL.
 local function save()
-  if UNTIL > 0 and (USED_DIRTY or QUEUED_DIRTY or LOST or (SLOW and USED == 0 and QUEUE_EMPTY)) then
+  if UNTIL > 0 and (USED_DIRTY or QUEUED_DIRTY or RANKED_DIRTY or LOST or
+      (SLOW and USED == 0 and QUEUE_EMPTY)) then
     local fields = {}
     if USED_DIRTY then
       fields[#fields + 1], fields[#fields + 2] = 'used', num(USED)
     end
     if QUEUED_DIRTY then
       fields[#fields + 1], fields[#fields + 2] = 'queued', queued_field()
+    end
+    if RANKED_DIRTY then
+      fields[#fields + 1], fields[#fields + 2] = 'ranked', ranked_field()
     end
     if LOST then
       fields[#fields + 1], fields[#fields + 2] = 'lost', num(LOST)
@@ -412,7 +483,7 @@ local function save()
     if #fields > 0 then
       redis.call('HSET', K_OWNERS, unpack(fields))
     end
-    USED_DIRTY, QUEUED_DIRTY, LOST = false, false, nil
+    USED_DIRTY, QUEUED_DIRTY, RANKED_DIRTY, LOST = false, false, false, nil
   end
 end
 
@@ -429,6 +500,25 @@ end
 -- Requests in line.
 local function waiting()
   return redis.call('ZCARD', K_QUEUE)
+end
+
+-- The ticket (see above) of a waiter of `priority` (a number) joining the
+-- line now: after the last of its priority, before every lower one. Also
+-- whether it found none at its priority or above (the line may be new).
+local function ticket(priority)
+  local t = now_us - priority * PRIORITY_STEP
+  local last = redis.call('ZRANGE', K_QUEUE, '(' .. num(t + PRIORITY_STEP / 2), '-inf',
+    'BYSCORE', 'REV', 'LIMIT', '0', '1', 'WITHSCORES')
+  if #last > 0 and tonumber(last[2]) >= t then
+    t = tonumber(last[2]) + 1
+  end
+  return t, #last == 0
+end
+
+-- When a waiter of `priority` (a number) with `ticket` (its score in queue)
+-- joined the line (ms).
+local function joined_ms(ticket, priority)
+  return math.floor((ticket + priority * PRIORITY_STEP) / 1000)
 end
 
 -- The line's keys live LINE_TTL_MS past the last touch.
