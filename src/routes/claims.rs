@@ -24,8 +24,7 @@ use super::extract::{parse_json, read_body};
 use super::lease::{acquire_request, ttl};
 use super::{progress, AppError, AppState, Caller, Json, JsonBody};
 use crate::domain::{
-    AcquireRequest, ClaimId, ClaimPart, ClaimParts, Demand, Kind, Limit, Name, Permits, Priority,
-    Scope,
+    AcquireRequest, ClaimId, ClaimPart, ClaimParts, Demand, Kind, Limit, Name, Permits, Scope,
 };
 use crate::engine::{Claim, ClaimProgress, ClaimRefused, Engine, Refreshed, Refusal};
 use crate::http::Parked;
@@ -135,19 +134,15 @@ fn asked(body: ClaimRequest, max_wait_ms: u64) -> Result<(ClaimParts, AcquireReq
         });
     }
     let parts = ClaimParts::new(parts).map_err(|e| AppError::field("names", e))?;
-    let priority = body
-        .priority
-        .map_or(Ok(Priority::default()), Priority::new)
-        .map_err(|e| AppError::field("priority", e))?;
     let fields = AcquireFields {
         ttl_ms: body.ttl_ms,
         wait_ms: body.wait_ms,
         owner: body.owner,
         newest_wins: None,
+        priority: body.priority,
         ask_yield: None,
     };
-    let mut request = acquire_request(fields, max_wait_ms)?;
-    request.priority = priority;
+    let request = acquire_request(fields, max_wait_ms)?;
     Ok((parts, request))
 }
 

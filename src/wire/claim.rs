@@ -61,10 +61,9 @@ pub struct ClaimRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = field::owner)]
     pub owner: Option<String>,
-    /// 0 (default) to 9: its place in each name's line, ahead of every
-    /// waiter of lower priority.
+    /// Its place in each name's line (`field::priority` says it).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 0, maximum = 9, default = 0)]
+    #[schema(schema_with = field::priority)]
     pub priority: Option<u64>,
 }
 

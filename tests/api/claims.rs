@@ -427,3 +427,31 @@ async fn a_claim_whose_held_lease_lapses_in_a_stall_starts_over_and_answers_only
         "s1 taken again after it lapsed: {s1} after {first}"
     );
 }
+
+#[tokio::test]
+async fn a_claim_s_priority_places_it_in_each_name_s_line() {
+    let app = TestApp::spawn().await;
+    let holder = app.acquire_lock("q2", "{}").await;
+    let plain = app.post_in_background("/locks/q2", r#"{"wait_ms": 30000, "owner": "plain"}"#);
+    until_status(&app, "/locks/q2", "the plain waiter joins", |s| {
+        s["waiting"] == 1
+    })
+    .await;
+    let body = r#"{"locks": [{"name": "q1"}, {"name": "q2"}], "wait_ms": 30000, "priority": 5, "owner": "urgent"}"#;
+    let claim = app.post_in_background("/claims", body);
+    until_status(&app, "/locks/q2", "the claim joins", |s| s["waiting"] == 2).await;
+    let line = status_of(&app, "/locks/q2").await;
+    assert_eq!(line["waiters"][0]["owner"], "urgent", "{line}");
+    assert_eq!(line["waiters"][0]["priority"], 5, "{line}");
+
+    assert_eq!(
+        app.delete(&lease_path("locks", &holder)).await.status(),
+        204
+    );
+    let claim = claimed(answer_of(claim, "the claim").await.response, 2).await;
+    assert_eq!(app.delete(&claim_path(&claim)).await.status(), 204);
+    assert_eq!(
+        answer_of(plain, "the plain waiter").await.response.status(),
+        201
+    );
+}
