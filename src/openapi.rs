@@ -34,6 +34,7 @@ use crate::wire::{Problem, ProblemType};
         (name = "semaphores", description = "At most `limit` holders per name, first come, first served"),
         (name = "watching", description = "Live changes as server-sent events; the dashboard at `/` follows them"),
         (name = "holders", description = "A holder's own stream of its lease, and asking holders to yield"),
+        (name = "history", description = "Who held a name, from when to when, and how each lease ended"),
         (name = "service", description = "Health, readiness and metrics"),
     ),
     components(schemas(Problem)),

@@ -54,6 +54,9 @@ pub enum ClientCommand {
     /// List the held locks (with --limit: the semaphores with holders)
     #[command(after_help = CALL_AFTER_HELP)]
     List(ListArgs),
+    /// Show who held a lock or semaphore, from when to when, and how each lease ended
+    #[command(after_help = CALL_AFTER_HELP)]
+    History(HistoryArgs),
     /// Exit 0 when the service at BATON_LISTEN answers /healthz with 200, else 1
     /// (for container health checks without curl)
     Healthcheck(HealthcheckArgs),
@@ -433,6 +436,28 @@ pub struct YieldArgs {
     pub owner: Option<String>,
 
     /// The lock or semaphore
+    pub name: String,
+}
+
+/// `baton history`
+#[derive(Args, Debug, Clone)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub kind: KindOption,
+
+    /// How many leases to show, newest first (1-100)
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub last: u8,
+
+    /// How to print the history
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+
+    /// The lock or semaphore
+    #[arg(env = "BATON_LOCK_NAME")]
     pub name: String,
 }
 

@@ -19,6 +19,7 @@ mod follow;
 mod group;
 mod guard;
 mod healthcheck;
+mod history;
 mod http;
 mod launch;
 mod line;
@@ -69,6 +70,7 @@ pub fn main(command: ClientCommand) -> ExitCode {
             ClientCommand::Yield(args) => ask_yield::ask_yield(args).await.map(|()| 0),
             ClientCommand::Status(args) => calls::status(args).await.map(|()| 0),
             ClientCommand::List(args) => calls::list(args).await.map(|()| 0),
+            ClientCommand::History(args) => history::history(args).await.map(|()| 0),
             ClientCommand::Healthcheck(args) => {
                 if healthcheck::healthy(&args.listen).await {
                     Ok(0)

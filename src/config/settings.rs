@@ -11,7 +11,8 @@ use clap::{Args, Parser, ValueEnum};
 use super::redis_url::{redact_url, RedisMode};
 use super::secrets::token_list;
 use super::values::{
-    listen_address, max_wait_ms, non_empty, positive_count, positive_millis, worker_threads,
+    history_days, history_max, listen_address, max_wait_ms, non_empty, positive_count,
+    positive_millis, worker_threads,
 };
 
 /// The largest `wait_ms` accepted unless `BATON_MAX_WAIT_MS` says otherwise.
@@ -163,6 +164,14 @@ pub struct Settings {
     #[arg(long, env = "BATON_WORKER_THREADS", default_value = "auto", value_parser = worker_threads)]
     pub worker_threads: usize,
 
+    /// How many ended leases each name's history keeps (0 to 100000; 0: no history)
+    #[arg(long, env = "BATON_HISTORY_MAX", default_value = "1000", value_parser = history_max, value_name = "N")]
+    pub history_max: u32,
+
+    /// How many days a name's history is kept after the name was last used (1 to 365)
+    #[arg(long, env = "BATON_HISTORY_DAYS", default_value = "7", value_parser = history_days, value_name = "DAYS")]
+    pub history_days: u32,
+
     /// Log lines on stderr as text or as one JSON object per line
     #[arg(long, env = "BATON_LOG_FORMAT", value_enum, default_value_t)]
     pub log_format: LogFormat,
@@ -193,6 +202,8 @@ impl fmt::Debug for Settings {
             .field("idle_timeout", &self.idle_timeout)
             .field("max_connections", &self.max_connections)
             .field("worker_threads", &self.worker_threads)
+            .field("history_max", &self.history_max)
+            .field("history_days", &self.history_days)
             .field("log_format", &self.log_format)
             .finish()
     }

@@ -33,6 +33,25 @@ pub(super) fn max_wait_ms(raw: &str) -> Result<u64, String> {
         })
 }
 
+/// The largest `BATON_HISTORY_MAX` accepted.
+pub const MAX_HISTORY_MAX: u32 = 100_000;
+
+pub(super) fn history_max(raw: &str) -> Result<u32, String> {
+    raw.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n <= MAX_HISTORY_MAX)
+        .ok_or_else(|| format!("expected a whole number from 0 (no history) to {MAX_HISTORY_MAX}"))
+}
+
+pub(super) fn history_days(raw: &str) -> Result<u32, String> {
+    raw.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=365).contains(n))
+        .ok_or_else(|| "expected a whole number of days from 1 to 365".to_owned())
+}
+
 pub(super) fn positive_millis(raw: &str) -> Result<Duration, String> {
     raw.trim()
         .parse::<u64>()

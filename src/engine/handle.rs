@@ -15,7 +15,7 @@ use super::error::Error;
 use super::events::{Audience, Events};
 use super::following::Followers;
 use super::functions::invoker::Invoker;
-use super::functions::library::LIBRARY;
+use super::functions::library::{history_terms, LIBRARY};
 use super::keys::Keys;
 use super::waiters::Registry;
 use crate::config::{RedisMode, Settings};
@@ -95,7 +95,12 @@ impl Engine {
             shutdown.clone(),
             &tasks,
         );
-        let invoker = Arc::new(Invoker::new(store, keys, audience));
+        let invoker = Arc::new(Invoker::new(
+            store,
+            keys,
+            audience,
+            history_terms(settings.history_max, settings.history_days),
+        ));
         let waiters = Registry::start(
             invoker.clone(),
             settings.max_waiters,

@@ -39,8 +39,11 @@ mod waiters;
 
 pub use claims::{Claim, ClaimProgress, ClaimRefused, Claims, Refreshed};
 pub use error::Error;
-pub use functions::library::{call_context, function_name, library_code};
+pub use functions::library::{call_context, function_name, history_terms, library_code};
 pub use handle::{Engine, JOINS_AT_ONCE, READS_AT_ONCE};
 pub use keys::Keys;
 pub use leases::{Acquiring, InLine, Leases, Page, PageCursor, PageLimit, Shown, Waiting};
-pub use model::{Busy, Holder, Lease, Place, Refusal, Status, Waiter};
+pub use model::{
+    Busy, History, HistoryCursor, HistoryEntry, HistoryLimit, Holder, Lease, LeaseEnd, Place,
+    Refusal, Status, Waiter,
+};

@@ -7,7 +7,7 @@ use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use super::{claims, events, health, holder, kind, AppState, RequireToken};
+use super::{claims, events, health, history, holder, kind, AppState, RequireToken};
 use crate::domain::Kind;
 use crate::wire::ProblemType;
 
@@ -22,6 +22,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(tagged(claims::router(), "claims"))
         .merge(tagged(events::router(), "watching"))
         .merge(tagged(holder::router(), "holders"))
+        .merge(tagged(history::router(), "history"))
         .layer(RequireToken);
     document_guard(guarded.get_openapi_mut());
     OpenApiRouter::new()

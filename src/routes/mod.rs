@@ -11,6 +11,7 @@ mod error;
 pub mod events;
 mod extract;
 pub mod health;
+pub mod history;
 pub mod holder;
 mod json;
 pub mod kind;

@@ -18,6 +18,7 @@
 mod acquire;
 mod claim;
 mod field;
+mod history;
 mod holder;
 mod lease;
 mod lenient;
@@ -27,6 +28,7 @@ mod status;
 
 pub use acquire::{AcquireFields, AcquireLock, AcquireSemaphore};
 pub use claim::{ClaimBody, ClaimLock, ClaimName, ClaimQueued, ClaimRequest, ClaimSemaphore};
+pub use history::{HistoryBody, HistoryEntryBody, LeaseEndBody};
 pub use holder::{HolderEventBody, YieldAnswer, YieldRequest};
 pub use lease::{LeaseBody, LockLeaseBody, Refresh, SemaphoreLeaseBody};
 pub use problem::{Facts, Problem, ProblemType, RetryAfter};

@@ -455,3 +455,39 @@ async fn a_claim_s_priority_places_it_in_each_name_s_line() {
         201
     );
 }
+
+#[tokio::test]
+async fn a_claim_s_leases_are_ordinary_leases_of_their_names() {
+    let app = TestApp::spawn().await;
+    let body = r#"{"locks": [{"name": "o-a"}], "semaphores": [{"name": "o-b", "limit": 2}], "owner": "claimer"}"#;
+    let claim = claimed(app.post("/claims", body).await, 2).await;
+    let lock = &claim["leases"][0];
+
+    // Status and listing show it; the holder's stream follows it.
+    assert_eq!(status_of(&app, "/locks/o-a").await["owner"], "claimer");
+    let listing: Value = app.get("/semaphores?prefix=o-").await.json().await.unwrap();
+    assert_eq!(listing["semaphores"][0]["name"], "o-b", "{listing}");
+    let mut stream = app
+        .client
+        .get(format!("{}{}/events", app.base, lease_path("locks", lock)))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let first = tokio::time::timeout(Duration::from_secs(20), stream.chunk()).await;
+    let first = String::from_utf8_lossy(&first.unwrap().unwrap().unwrap()).into_owned();
+    assert!(first.contains("event: held"), "{first}");
+    drop(stream);
+
+    // Its history has it, held, then released by the claim.
+    let history: Value = app.get("/locks/o-a/history").await.json().await.unwrap();
+    assert_eq!(history["entries"][0]["end"], "held", "{history}");
+    assert_eq!(
+        history["entries"][0]["fencing_token"],
+        lock["fencing_token"]
+    );
+    assert_eq!(app.delete(&claim_path(&claim)).await.status(), 204);
+    let history: Value = app.get("/locks/o-a/history").await.json().await.unwrap();
+    assert_eq!(history["entries"][0]["end"], "released", "{history}");
+}

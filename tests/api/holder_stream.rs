@@ -200,3 +200,138 @@ async fn a_lease_not_held_has_no_stream() {
         .await;
     problem(as_lock, 404, "lease-not-found").await;
 }
+
+/// An expiry during a Redis stall is said only once Redis answers again and
+/// confirms the lease is gone; a refresh made meanwhile on the other instance
+/// (here: before the stall) moves the expiry instead.
+#[tokio::test]
+async fn an_expiry_during_a_redis_stall_is_said_only_once_redis_confirms_it() {
+    let redis = crate::helpers::RedisServer::start();
+    let a = TestApp::spawn_with(crate::helpers::settings_for(
+        &redis.url(),
+        &crate::helpers::unique_prefix(),
+    ))
+    .await;
+    let b = a.sibling_of(&redis.url()).await;
+    let lease = a.acquire_lock("hs-stall", r#"{"ttl_ms":1000}"#).await;
+    let mut stream = SseStream::new(follow(&b, "locks", &lease).await);
+    assert_eq!(next(&mut stream, &lease).await.name, "held");
+    // Refreshed on A: B's timer moves with it.
+    let path = lease_path("locks", &lease);
+    assert_eq!(a.patch(&path, r#"{"ttl_ms":1500}"#).await.status(), 200);
+    let mut event = next(&mut stream, &lease).await;
+    if event.name == "expiring" {
+        event = next(&mut stream, &lease).await;
+    }
+    assert_eq!(event.name, "refreshed", "{}", event.raw);
+    // Redis stalls across the expiry: nothing is said until it answers.
+    let stalled_at = std::time::Instant::now();
+    let stall = redis.stall(4);
+    let mut seen = Vec::new();
+    let lost = loop {
+        let event = next(&mut stream, &lease).await;
+        if event.name == "lost" {
+            break event;
+        }
+        seen.push(event.name);
+    };
+    // Redis answers nothing for 4 s from a moment after `stalled_at`.
+    assert!(
+        stalled_at.elapsed() >= Duration::from_millis(3900),
+        "`lost` came while Redis stalled ({:?})",
+        stalled_at.elapsed()
+    );
+    stall.join().expect("stall thread").expect("DEBUG SLEEP");
+    assert_eq!(lost.data["reason"], "expired");
+    assert!(seen.iter().all(|name| name == "expiring"), "{seen:?}");
+    assert!(stream.ends_within(SOON).await);
+}
+
+/// Figures for the report, not a check: the memory that 10,000 open
+/// holders' streams (one per lock, over one HTTP/2 connection) cost a baton
+/// process, and the commands Redis runs a second while they are open and
+/// nothing changes. Run with
+/// `cargo test --test api measure_holder_streams -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, run by hand"]
+async fn measure_holder_streams() {
+    use futures_util::StreamExt;
+
+    const STREAMS: usize = 10_000;
+    let redis = crate::helpers::RedisServer::start();
+    let prefix = crate::helpers::unique_prefix();
+    let baton =
+        crate::watching::BatonProcess::start(&prefix, &[("BATON_REDIS_URL", redis.url().as_str())])
+            .await;
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("client");
+    let leases: Vec<Value> = futures_util::stream::iter(0..STREAMS)
+        .map(|i| {
+            let (h2, base) = (h2.clone(), baton.base.clone());
+            async move {
+                let response = h2
+                    .post(format!("{base}/locks/m-{i}"))
+                    .body(r#"{"ttl_ms":600000}"#)
+                    .send()
+                    .await
+                    .expect("acquire");
+                assert_eq!(response.status(), 201);
+                response.json::<Value>().await.expect("lease")
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    // Warm up: the first stream allocates what every later one reuses.
+    let first = h2
+        .get(format!(
+            "{}{}/events",
+            baton.base,
+            lease_path("locks", &leases[0])
+        ))
+        .send()
+        .await
+        .expect("stream");
+    drop(SseStream::new(first));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = baton.rss_kib();
+    let idle_before = redis.commands().0;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let idle = redis.commands().0 - idle_before;
+
+    let mut streams: Vec<SseStream> = futures_util::stream::iter(leases.iter().skip(1))
+        .map(|lease| {
+            let (h2, url) = (
+                h2.clone(),
+                format!("{}{}/events", baton.base, lease_path("locks", lease)),
+            );
+            async move { SseStream::new(h2.get(url).send().await.expect("stream")) }
+        })
+        .buffer_unordered(256)
+        .collect()
+        .await;
+    for stream in &mut streams {
+        let held = stream.next_within(SOON).await.expect("held");
+        assert_eq!(held.name, "held");
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = baton.rss_kib();
+    let open = streams.len();
+    println!(
+        "{open} open holders' streams (HTTP/2, one connection): RSS {before} KiB -> {after} KiB, \
+         +{} KiB ({:.2} KiB a stream)",
+        after - before,
+        (after - before) as f64 / open as f64
+    );
+    let busy_before = redis.commands().0;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let busy = redis.commands().0 - busy_before;
+    println!(
+        "Redis commands a second, nothing changing: {:.0} without streams, {:.0} with {open} \
+         (renewals of the names' mark, one call per name every 10 s)",
+        idle as f64 / 10.0,
+        busy as f64 / 20.0
+    );
+}

@@ -6,6 +6,7 @@ mod auth;
 mod claims;
 mod errors;
 mod formats;
+mod history;
 mod holder_stream;
 mod listing;
 mod locks;

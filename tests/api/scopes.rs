@@ -395,3 +395,35 @@ async fn a_claim_needs_write_on_every_one_of_its_names() {
         204
     );
 }
+
+/// A name's history needs `read` on it: the auditor reads it (with the
+/// token's name as `by`), a team token reads its own names only, and no
+/// token is 401.
+#[tokio::test]
+async fn history_needs_read_and_shows_the_token_s_name() {
+    let (app, _file) = scoped_app().await;
+    let lease = acquired(&app, "/locks/team-a-hist", TEAM_A, r#"{"owner": "job"}"#).await;
+    let path = format!("/locks/team-a-hist/{}", lease["id"].as_str().unwrap());
+    assert_eq!(
+        send(&app, Method::DELETE, &path, TEAM_A, "").await.status(),
+        204
+    );
+    for token in [READER, TEAM_A] {
+        let response = send(&app, Method::GET, "/locks/team-a-hist/history", token, "").await;
+        assert_eq!(response.status(), 200, "{token}");
+        let page: Value = response.json().await.unwrap();
+        assert_eq!(page["entries"][0]["by"], "team-a-ci", "{page}");
+        assert_eq!(page["entries"][0]["end"], "released", "{page}");
+    }
+    let other = send(
+        &app,
+        Method::GET,
+        "/semaphores/team-b-x/history",
+        TEAM_A,
+        "",
+    )
+    .await;
+    forbidden(other, "read", "team-b-x").await;
+    let anonymous = app.get("/locks/team-a-hist/history").await;
+    problem(anonymous, 401, "unauthorized").await;
+}

@@ -556,6 +556,7 @@ async fn a_superseded_waiter_that_missed_the_message_learns_it_when_it_asks_agai
             "PUBLISH",
             "another-instance",
             "nowhere",
+            &baton::engine::history_terms(0, 7),
             &name,
         ))
         .arg(waiter)

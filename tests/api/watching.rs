@@ -659,13 +659,14 @@ async fn the_dashboard_is_served_by_the_service_alone() {
 }
 
 /// A baton process of its own (for measuring its memory), killed when dropped.
-struct BatonProcess {
+pub struct BatonProcess {
     child: std::process::Child,
-    base: String,
+    pub base: String,
 }
 
 impl BatonProcess {
-    async fn start(prefix: &str, extra: &[(&str, &str)]) -> Self {
+    /// On the shared Redis, unless `extra` names another `BATON_REDIS_URL`.
+    pub async fn start(prefix: &str, extra: &[(&str, &str)]) -> Self {
         let port = crate::helpers::free_port();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
             .env("BATON_LISTEN", format!("127.0.0.1:{port}"))
@@ -695,7 +696,7 @@ impl BatonProcess {
     }
 
     /// Resident memory of the process, in KiB.
-    fn rss_kib(&self) -> u64 {
+    pub fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .expect("/proc status");
         status

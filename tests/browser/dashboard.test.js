@@ -1,7 +1,8 @@
 // Drives baton's dashboard (GET /) in Debian's headless Chromium with
 // playwright-core, on a service with API tokens: the page asks for a token,
 // loads from the service alone, and shows a lock taken, queued for and
-// released through the API within 1 s each, without a reload; a shared lock
+// released through the API within 1 s each, without a reload (a yield
+// request shows beside the holder until it releases); a shared lock
 // with two readers (each marked shared, a writer and a reader queued behind
 // them), and a semaphore whose leases and waiters take several permits.
 //
@@ -137,6 +138,15 @@ async function main() {
     const lineOwner = await page.locator(`${row('lock', lockName)} ol.line li`).first().innerText({ timeout: 2000 }).catch(() => '');
     check(lineOwner.includes(queuedOwner), 'the waiting line names the queued owner', lineOwner);
 
+    // A yield request shows beside the holder until the lease ends.
+    const yieldAsked = await api('POST', `/locks/${lockName}/yield`, { owner: 'release-bot', reason: 'train at 5' });
+    check(yieldAsked.status === 202 && yieldAsked.body.holders === 1, 'the holder is asked to yield through the API', JSON.stringify(yieldAsked));
+    ms = await timeUntil(page, (sel) => {
+      const y = document.querySelector(`${sel} td.holders .yield`);
+      return y && y.textContent.includes('release-bot') && y.textContent.includes('train at 5');
+    }, row('lock', lockName), 5000);
+    check(ms !== null && ms <= WITHIN_MS, `the yield request shows beside the holder within ${WITHIN_MS} ms (${ms} ms)`);
+
     // A semaphore too.
     const sem = await api('POST', `/semaphores/${semName}`, { limit: 3, ttl_ms: 60000, owner: 'worker-1' });
     check(sem.status === 201, 'a semaphore slot is taken through the API', JSON.stringify(sem));
@@ -209,6 +219,8 @@ async function main() {
     check(ms !== null && ms <= WITHIN_MS, `the hand-off to the queued request shows within ${WITHIN_MS} ms (${ms} ms)`);
     const second = await queued;
     check(second.status === 201, 'the queued request got the lock', JSON.stringify(second));
+    check(await page.locator(`${row('lock', lockName)} td.holders .yield`).count() === 0,
+      'the yield request is gone with the lease it was made to');
 
     // 4. Released for good: the lock leaves the page.
     if (second.body && second.body.id) await api('DELETE', `/locks/${lockName}/${second.body.id}`);

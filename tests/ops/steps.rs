@@ -134,6 +134,72 @@ async fn status_of_a_name_without_kind_shows_the_semaphore_in_use() {
     );
 }
 
+/// `baton history NAME` prints who held the name, newest first, and
+/// `--output json` the service's page; with `--priority`, `baton run` waits
+/// at that priority and the history says so.
+#[tokio::test]
+async fn history_shows_who_held_a_name_newest_first() {
+    let service = service().await;
+    for (owner, priority) in [("first", "0"), ("second", "7")] {
+        let out = run(
+            baton().args([
+                "run",
+                "--url",
+                &service.base,
+                "--owner",
+                owner,
+                "--priority",
+                priority,
+                "deploy",
+                "--",
+                "true",
+            ]),
+            LIMIT,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = run(
+        baton().args(["history", "--url", &service.base, "deploy"]),
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let second = text.find("second priority 7 from").expect(&text);
+    let first = text.find("first from").expect(&text);
+    assert!(text.starts_with("lock 'deploy', newest first:\n"), "{text}");
+    assert!(
+        second < first && text.contains(", released after "),
+        "{text}"
+    );
+    let out = run(
+        baton().args([
+            "history",
+            "--url",
+            &service.base,
+            "--output",
+            "json",
+            "--last",
+            "1",
+            "deploy",
+        ]),
+        LIMIT,
+    );
+    let page: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(page["entries"].as_array().map(Vec::len), Some(1), "{page}");
+    assert_eq!(page["entries"][0]["owner"], "second", "{page}");
+    assert!(page["next_cursor"].is_string(), "{page}");
+}
+
 #[tokio::test]
 async fn quiet_prints_nothing_when_the_lock_is_simply_not_had() {
     let service = service().await;

@@ -63,7 +63,7 @@ if read[1] and read[4] ~= '1' and newest_wins ~= '1' then
     guard()
     if solo then
       local expired = parse_solo(solo)
-      note_expired(expired.owner, expired.token)
+      note_expired(expired)
     end
     local ttl, limit = string.match(waiter, READ_WAITER_TERMS)
     UNTIL, LIMIT_RAW = tonumber(read[2] or '0'), read[6]

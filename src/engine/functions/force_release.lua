@@ -24,6 +24,7 @@ tell_followers('f ' .. num(FENCE))
 local reply, shown = {1, count, 0}, 0
 for _, lease in ipairs(ended) do
   if lease then
+    remember(lease, 'force-released', now_ms)
     event('force-released', lease.owner, lease.token, 0)
     reply[#reply + 1] = lease.owner
     reply[#reply + 1] = lease.token

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use redis::Cmd;
 
+#[cfg(doc)]
+use super::library::history_terms;
 use super::library::{call_context, decode, decode_served, Function, Served, Serving, LIBRARY};
 use crate::domain::{Kind, Name};
 use crate::engine::connection::Store;
@@ -25,16 +27,25 @@ pub(in crate::engine) struct Invoker {
     instance: String,
     /// Whether calls publish change events (`ARGV[1]`).
     audience: Arc<Audience>,
+    /// The history's terms every call carries in its context.
+    history: String,
 }
 
 impl Invoker {
-    /// An invoker with a new instance id for this instance.
-    pub(in crate::engine) fn new(store: Store, keys: Keys, audience: Arc<Audience>) -> Self {
+    /// An invoker with a new instance id for this instance; `history` is
+    /// [`history_terms`] of the settings.
+    pub(in crate::engine) fn new(
+        store: Store,
+        keys: Keys,
+        audience: Arc<Audience>,
+        history: String,
+    ) -> Self {
         Self {
             store,
             keys,
             instance: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned(),
             audience,
+            history,
         }
     }
 
@@ -77,6 +88,7 @@ impl Invoker {
                 self.store.shard_publish_command(),
                 &self.instance,
                 &keys.name_channel(kind, name),
+                &self.history,
                 name,
             ));
         function.args(&mut call);

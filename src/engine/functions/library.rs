@@ -36,10 +36,11 @@ pub(in crate::engine) enum Op {
     Place,
     Follow,
     AskYield,
+    History,
 }
 
 impl Op {
-    const ALL: [Self; 10] = [
+    const ALL: [Self; 11] = [
         Self::Acquire,
         Self::Release,
         Self::Refresh,
@@ -50,6 +51,7 @@ impl Op {
         Self::Place,
         Self::Follow,
         Self::AskYield,
+        Self::History,
     ];
 
     /// The operation's name, and its file in `functions/`.
@@ -65,6 +67,7 @@ impl Op {
             Self::Place => "place",
             Self::Follow => "follow",
             Self::AskYield => "ask_yield",
+            Self::History => "history",
         }
     }
 
@@ -80,6 +83,7 @@ impl Op {
             Self::Place => include_str!("place.lua"),
             Self::Follow => include_str!("follow.lua"),
             Self::AskYield => include_str!("ask_yield.lua"),
+            Self::History => include_str!("history.lua"),
         }
     }
 }
@@ -88,8 +92,9 @@ impl Op {
 /// the parts before it (`core/state.lua` says what each holds). One chunk of
 /// Lua in all: at most 200 local variables at its top level, and at most 60
 /// upvalues in any one function (Lua 5.1, as Redis runs it).
-const CORE: [&str; 6] = [
+const CORE: [&str; 7] = [
     include_str!("core/state.lua"),
+    include_str!("core/history.lua"),
     include_str!("core/messages.lua"),
     include_str!("core/pruning.lua"),
     include_str!("core/leases.lua"),
@@ -206,16 +211,32 @@ pub fn function_name(op: &str) -> Option<&'static str> {
 }
 
 /// The context every call passes as its second argument (`core/state.lua`):
-/// kind, publish command, instance, the name's channel and the name, one
-/// field a line (a name holds no newline: it is printable).
+/// kind, publish command, instance, the name's channel, the history's terms
+/// (`MAX|MS`, [`history_terms`]) and the name, one field a line (a name
+/// holds no newline: it is printable).
 pub fn call_context(
     kind: Kind,
     publish: &str,
     instance: &str,
     channel: &str,
+    history: &str,
     name: &Name,
 ) -> String {
-    [kind.as_str(), publish, instance, channel, name.as_str()].join("\n")
+    [
+        kind.as_str(),
+        publish,
+        instance,
+        channel,
+        history,
+        name.as_str(),
+    ]
+    .join("\n")
+}
+
+/// The history's terms as a call's context carries them: at most `max`
+/// entries of a name (0: no history), kept `days` past its last lease.
+pub fn history_terms(max: u32, days: u32) -> String {
+    format!("{max}|{}", u64::from(days) * 86_400_000)
 }
 
 #[cfg(test)]

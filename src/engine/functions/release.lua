@@ -54,11 +54,12 @@ if held then
   if held.live then
     FOLLOWED = followed(read)
     tell_followers('l ' .. num(held.token) .. ' released')
+    remember(held, 'released', now_ms)
     event('released', held.owner, held.token, 0)
     return finish({1, 0, 0, 0, -1, '', held.token, held.owner})
   end
   -- An expired lease is never released, but forgotten.
-  note_expired(held.owner, held.token)
+  note_expired(held)
   return finish({0, 0, 0, 0, -1, '', 0, ''})
 end
 local packed = take_state(read)
@@ -137,6 +138,7 @@ if lease then
   serve_line(used, true)
   redis.call('ZREM', K_LEASES, id)
   redis.call('HDEL', K_OWNERS, id)
+  remember(lease, 'released', now_ms)
   released_token, released_owner = lease.token, lease.owner
   tell_followers('l ' .. num(lease.token) .. ' released')
   code = 1

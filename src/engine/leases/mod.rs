@@ -3,10 +3,12 @@
 //! way in `acquisition.rs` and the wait in `waiting.rs`), the plain
 //! operations (`operations.rs`: refresh, check, release, force-release,
 //! status), the holders' own (`holders.rs`: following a lease, asking
-//! its holders to yield), listing (`listing.rs`) and a waiter's place (`progress.rs`).
+//! its holders to yield), listing (`listing.rs`), a name's history
+//! (`history.rs`) and a waiter's place (`progress.rs`).
 
 mod acquire;
 mod acquisition;
+mod history;
 mod holders;
 mod listing;
 mod operations;

@@ -44,7 +44,11 @@ impl Leases {
     }
 
     /// Runs a function that does not serve the line.
-    async fn run<F: Function>(&self, name: &Name, function: &F) -> Result<F::Reply, Error> {
+    pub(super) async fn run<F: Function>(
+        &self,
+        name: &Name,
+        function: &F,
+    ) -> Result<F::Reply, Error> {
         self.engine.invoker().run(self.kind, name, function).await
     }
 

@@ -1,4 +1,4 @@
--- The lease core, part 4: where a name's leases live, and every read and
+-- The lease core, part 5: where a name's leases live, and every read and
 -- write of them. A name with one lease and nobody waiting keeps that lease
 -- in one field of the owners hash, "solo" (the fast path); a second lease
 -- or a first waiter moves it into the leases zset (unsolo()) and sets
@@ -129,7 +129,7 @@ local function unsolo()
     SLOW = true
     redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
   else
-    note_expired(lease.owner, lease.token)
+    note_expired(lease)
   end
 end
 
@@ -249,7 +249,7 @@ local function end_every_lease()
     if lease.live then
       return 1, {lease}, false
     end
-    note_expired(lease.owner, lease.token)
+    note_expired(lease)
   end
   local first = first_lease()
   local count = holders()
@@ -258,7 +258,7 @@ local function end_every_lease()
   end
   local shown = live_leases(100)
   redis.call('UNLINK', K_LEASES, K_OWNERS)
-  UNTIL, USED, USED_DIRTY, QUEUED_DIRTY = now_ms + 2 * KEEP_MS, 0, false, false
+  UNTIL, USED, USED_DIRTY, QUEUED_DIRTY = now_ms + keep_ms() + KEEP_MS, 0, false, false
   redis.call('HSET', K_OWNERS, 'limit', num(LIMIT), 'fence', num(FENCE), 'until', num(UNTIL),
     'slow', '1', 'queued', queued_field(), 'ranked', ranked_field())
   RANKED_DIRTY = false

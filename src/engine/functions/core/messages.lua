@@ -1,4 +1,4 @@
--- The lease core, part 2: what a call tells. Instances hear about their
+-- The lease core, part 3: what a call tells. Instances hear about their
 -- waiters (tell()), watchers about every change (event()), and the caller
 -- hears the rest in the tail of its reply (finish()).
 --
@@ -83,9 +83,12 @@ local function event(what, owner, token, held)
   redis.call('PUBLISH', EVENTS, json .. ',"waiting":' .. num(waiting()) .. '}')
 end
 
--- A lease that expired before anyone released it: for the audit log (in
--- the reply's tail) and the events.
-local function note_expired(owner, token)
+-- A lease (a table as parse_lease() makes) that expired before anyone
+-- released it: for the audit log (in the reply's tail), the events and the
+-- history.
+local function note_expired(lease)
+  local owner, token = lease.owner, lease.token
+  remember(lease, 'expired', lease.expires_at)
   if NOTICED == EMPTY then
     NOTICED = {}
   end

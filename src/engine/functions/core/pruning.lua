@@ -1,4 +1,4 @@
--- The lease core, part 3: pruning what ended without a word. Leases past
+-- The lease core, part 4: pruning what ended without a word. Leases past
 -- their expiry leave the leases zset (end_expired(), forget_lease()), and
 -- the waiters of instances that stopped keeping them alive leave the line
 -- (drop_dead_instances()); both at most PRUNE_BATCH per call, so one call
@@ -18,7 +18,7 @@ local function forget_lease(id, lease)
   USED, USED_DIRTY = math.max(0, USED - lease.weight), true
   redis.call('ZREM', K_LEASES, id)
   redis.call('HDEL', K_OWNERS, id)
-  note_expired(lease.owner, lease.token)
+  note_expired(lease)
 end
 
 -- Leases past their expiry end; at most PRUNE_BATCH per call. Each lease is

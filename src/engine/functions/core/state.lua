@@ -5,6 +5,7 @@
 -- library.rs joins its parts in this order, each using only those before it,
 --   state.lua      (this part) keys, fields and formats; the call's state;
 --                  tokens and TTLs
+--   history.lua    what a name remembers of its leases once they end
 --   messages.lua   what a call tells: instances about their waiters,
 --                  watchers about changes, the caller in its reply's tail
 --   pruning.lua    leases past their expiry, waiters of dead instances
@@ -59,6 +60,7 @@
 --   byinst    zset, all scores 0: "instance|waiter", each instance's waiters
 --   instances zset: instance id -> alive until (ms); kept fresh by that
 --                     instance's keep-alive about every second
+--   history   stream: one entry per lease that ended (core/history.lua)
 --   notes     hash: "newest" -> the queued newest_wins waiter; "s:ID" -> the
 --                     owner of the request that superseded waiter ID, for as long as
 --                     the line lives (a waiter that missed the message learns it
@@ -74,7 +76,9 @@
 --           cluster: the channel's shard only; "PUBLISH" elsewhere), the
 --           caller's instance id, the name's channel
 --           (prefix{lock:NAME}:events: messages for the instances that have
---           waiters on the name), and the name (for events)
+--           waiters on the name), the history's terms ("MAX|MS": at most
+--           MAX entries, kept MS past the name's last lease; MAX 0: no
+--           history, core/history.lua), and the name (for events)
 --
 -- The formats, each read and written only by the functions below. The
 -- owner is the last "|"-field, as it may hold "|"; numeric fields come
@@ -103,7 +107,8 @@
 -- or a lease for a while.
 --
 -- Every key gets a TTL: leases and owners (with the fence) outlive the
--- longest lease by at least KEEP_MS (keep_leases()), the line's keys
+-- longest lease by at least KEEP_MS (keep_leases(); with history, by the
+-- history's MS, and the history key with them), the line's keys
 -- LINE_TTL_MS past the last call that touched them (touch_line(); the
 -- keep-alives touch them every second while anyone waits, and keep owners,
 -- with the line's sums, outliving them). Tokens stay strictly increasing
@@ -131,6 +136,10 @@ local PRIORITY_STEP = 562949953421312
 -- once, when it is loaded, and Redis runs one call at a time.
 local K_LEASES, K_OWNERS, K_QUEUE, K_BYINST, K_INSTANCES, K_NOTES
 local KIND, NAME, NAME_CHANNEL, NAME_PUBLISH, EVENTS, ME, CONTEXT
+-- The history's key and terms (terms()): HISTORY_MAX entries at most (0: no
+-- history; HISTORY_MAX_ARG as a string), kept HISTORY_MS past the name's
+-- last lease.
+local K_HISTORY, HISTORY_MAX, HISTORY_MAX_ARG, HISTORY_MS
 -- Redis's clock at the start of the call; NOW_MS as Redis takes it in
 -- arguments (as strings: Redis 7.0 formats a Lua number with "%.17g", which
 -- costs more than the command it is an argument of), made when first needed
@@ -171,7 +180,7 @@ local AHEAD_RANKED, LOWEST
 
 -- Every call begins here: its key, its first two arguments, the clock.
 local function begin(keys, args)
-  K_OWNERS, EVENTS, CONTEXT, K_LEASES = keys[1], args[1], args[2], nil
+  K_OWNERS, EVENTS, CONTEXT, K_LEASES, K_HISTORY = keys[1], args[1], args[2], nil, nil
   local clock = redis.call('TIME')
   now_us = clock[1] * 1000000 + clock[2]
   now_ms = math.floor(now_us / 1000)
@@ -189,16 +198,29 @@ local function num(n)
   return string.format('%d', n)
 end
 
--- The other keys and the context (ARGV[2]), once a call needs them.
+-- The context (ARGV[2]) and the history's key, once a call needs them
+-- (the fast paths may, without naming the other keys: see keep_leases()).
+local function terms()
+  if K_HISTORY then
+    return
+  end
+  local history
+  KIND, NAME_PUBLISH, ME, NAME_CHANNEL, history, NAME =
+    string.match(CONTEXT, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+  local max, ms = string.match(history, '^(%d+)|(%d+)$')
+  HISTORY_MAX_ARG, HISTORY_MAX, HISTORY_MS = max, tonumber(max), tonumber(ms)
+  K_HISTORY = string.sub(K_OWNERS, 1, -8) .. ':history'
+end
+
+-- The other keys and the context, once a call needs them.
 local function context()
   if K_LEASES then
     return
   end
+  terms()
   local stem = string.sub(K_OWNERS, 1, -8)
   K_LEASES, K_QUEUE, K_BYINST = stem .. ':leases', stem .. ':queue', stem .. ':byinst'
   K_INSTANCES, K_NOTES = stem .. ':instances', stem .. ':notes'
-  KIND, NAME_PUBLISH, ME, NAME_CHANNEL, NAME =
-    string.match(CONTEXT, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
 end
 
 local function now_arg()
@@ -528,17 +550,30 @@ local function touch_line()
   end
 end
 
--- Leases and owners (with the fence) outlive `full` (ms) by KEEP_MS at least;
--- when extended, by twice that, so that the next leases need nothing for a
--- while. `fresh`: the leases key may be new, and then needs its TTL.
+-- How long a name's leases and owners outlive its last lease (ms): KEEP_MS,
+-- or with history as long as it is kept (an expired lease reads as expired
+-- from its own fields until then: core/history.lua).
+local function keep_ms()
+  terms()
+  return HISTORY_MAX > 0 and HISTORY_MS or KEEP_MS
+end
+
+-- Leases and owners (with the fence) outlive `full` (ms) by keep_ms() at
+-- least; when extended, by KEEP_MS more, so that the next leases need
+-- nothing for a while; the history key with them. `fresh`: the leases key
+-- may be new, and then needs its TTL.
 local function keep_leases(full, fresh)
-  if full + KEEP_MS > UNTIL then
-    UNTIL = full + 2 * KEEP_MS
+  local keep = keep_ms()
+  if full + keep > UNTIL then
+    UNTIL = full + keep + KEEP_MS
     redis.call('HSET', K_OWNERS, 'until', num(UNTIL))
     redis.call('PEXPIREAT', K_OWNERS, num(UNTIL))
     if K_LEASES then
       -- (Not named on a fast path: leases is empty there.)
       redis.call('PEXPIREAT', K_LEASES, num(UNTIL))
+    end
+    if HISTORY_MAX > 0 then
+      redis.call('PEXPIREAT', K_HISTORY, num(UNTIL))
     end
   elseif fresh then
     redis.call('PEXPIREAT', K_LEASES, num(UNTIL))

@@ -1,0 +1,52 @@
+-- The lease core, part 2: what a name remembers of its leases (its
+-- history), written by the calls that end leases, read by history.lua.
+--
+-- The history key ("prefix{lock:NAME}:history", the name's slot) is a
+-- stream capped at HISTORY_MAX entries (exactly: the oldest go first), one
+-- per lease, written once, when the lease ends, by the call that ends it
+-- (remember()): its only field "e" is
+--   "how|ended_ms|" .. the lease as pack_lease() (state.lua) packs it
+-- (how: "released", "expired", "force-released"; ended_ms: when, Redis
+-- clock; an expired lease's is its expiry, not when a call found it). A
+-- lease id is never written there.
+--
+-- A lease that has not ended is read from where it lives (the solo field
+-- or leases, leases.lua): held while live, expired (ended at its expiry)
+-- once not, whether or not any call found it expired since. For that,
+-- with history on, a name's leases and owners outlive its last lease by
+-- HISTORY_MS (keep_ms(), state.lua), and the history key lives as long
+-- (keep_leases() extends it with them; a new stream gets its TTL here).
+--
+-- What it costs: one XADD per lease (NOMKSTREAM: the stream usually
+-- exists; making it adds an XADD and its PEXPIREAT), so an uncontended
+-- acquire and release run one command more than without history. A grant
+-- that lapsed unconfirmed (provisional, admission.lua) was never told to
+-- anyone: it is not remembered.
+
+-- Writes that `lease` (a table as parse_lease() or parse_solo() make) ended
+-- `how` at `ended_ms`.
+local function remember(lease, how, ended_ms)
+  terms()
+  if HISTORY_MAX == 0 or lease.provisional then
+    return
+  end
+  local entry = how .. '|' .. num(ended_ms) .. '|' ..
+    pack_lease(lease, lease.ttl, lease.expires_at, 0)
+  if not redis.call('XADD', K_HISTORY, 'NOMKSTREAM', 'MAXLEN', HISTORY_MAX_ARG, '*', 'e', entry) then
+    redis.call('XADD', K_HISTORY, 'MAXLEN', HISTORY_MAX_ARG, '*', 'e', entry)
+    -- (As long as the owners hash lives, keep_leases(): a fast path has
+    -- not read "until", and then the key lives as the owners hash would.)
+    redis.call('PEXPIREAT', K_HISTORY, num(math.max(UNTIL, now_ms + HISTORY_MS + KEEP_MS)))
+  end
+end
+
+-- An entry as history.lua answers it: how, ended_ms (-1 while held),
+-- token, weight, limit, acquired_ms, waited_ms, priority, owner, by,
+-- override and expires_at_ms of `lease`, appended to `reply`.
+local function append_entry(reply, how, ended_ms, lease)
+  local n = #reply
+  reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4] = how, ended_ms, lease.token, lease.weight
+  reply[n + 5], reply[n + 6], reply[n + 7] = lease.limit, lease.acquired, lease.waited
+  reply[n + 8], reply[n + 9], reply[n + 10] = lease.priority, lease.owner, lease.by
+  reply[n + 11], reply[n + 12] = lease.override, lease.expires_at
+end
