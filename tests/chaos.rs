@@ -1,23 +1,14 @@
-//! Chaos test of what a 201 promises: two baton processes on one Redis,
-//! clients contending for a few locks (each acquisition shared or exclusive
-//! at random) and a semaphore (each asking 1 to `limit` permits at random)
-//! through both, while
-//! the test kills (SIGKILL), stops (SIGTERM) and pauses (SIGSTOP, 1-6 s)
-//! the baton processes, stalls Redis (DEBUG SLEEP, 1-4 s), and kills and
-//! restarts Redis. The checker records every 201 with the time it arrived
-//! and its `expires_at`, and every release, and asserts:
-//!
-//! - capacity, not leases: a lock was held as told either by one exclusive
-//!   lease alone or by shared leases only, and a semaphore's leases held at
-//!   once as told never took more than `limit` permits, ignoring the last
-//!   200 ms before an `expires_at`; every 201 said it granted what was asked;
-//! - every token granted once, and above the tokens of every hold (of either
-//!   mode) whose 201 had arrived before it was asked for;
-//! - no waiter stayed queued more than 2 s while the head of its name's line
-//!   had room, away from faults (its instance running, Redis answering);
-//! - every request that got no answer was sent to an instance the test was
-//!   faulting, and every process the test did not kill is alive at each
-//!   fault and at the end.
+//! Chaos test of what a 201 promises, judged over the whole run: two baton
+//! processes on one Redis, clients taking every path (locks shared or
+//! exclusive, a semaphore's permits, names used alone, refreshes that
+//! shorten and extend, `newest_wins`, force-release) through both, while the
+//! test kills (SIGKILL), stops (SIGTERM) and pauses (SIGSTOP, 1-6 s) the
+//! baton processes, stalls Redis (DEBUG SLEEP, 1-4 s), and kills and
+//! restarts Redis. Every call and its answer is recorded into a history,
+//! and the checker (`support/checker.rs`, a pure function of the history)
+//! judges it: its module doc lists each rule. The checker's own tests are
+//! at the end of this file: each rule flags a synthetic history that breaks
+//! it and passes the same history without the break.
 //!
 //! `CHAOS_SECONDS` sets how long the main run lasts (default 40; the run
 //! without persistence lasts half as long), `CHAOS_SEED` replays a run.
@@ -25,6 +16,7 @@
 #[allow(dead_code)]
 #[path = "api/helpers.rs"]
 mod helpers;
+#[allow(dead_code)] // the cluster run uses the rest
 #[path = "support/chaos.rs"]
 mod support;
 
@@ -33,20 +25,31 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use helpers::RedisServer;
-use serde_json::json;
+use support::checker::{judge, Path, Rules, Verdict};
+use support::history::{Fault, FaultKind, History, Target};
 use support::{
-    check_holds, client_loop, holds_by_name, unexplained_failures, usage, when, Ask, Asks, Fault,
-    Hold, Instance, Record, Rng, Target, Wait, Workload, LOCK_CAPACITY,
+    client_loop, force_release_loop, redis_ahead_ms, Asks, Instance, Rng, Run, Workload,
 };
 use tokio::sync::watch;
 
 const LOCKS: [&str; 3] = ["deploy-a", "deploy-b", "deploy-c"];
+/// The lock an admin force-releases now and then.
+const FORCED: &str = "deploy-c";
 const SEMAPHORE: &str = "workers";
 /// One limit for every acquisition of the semaphore; each asks 1 to
 /// `LIMIT` permits.
 const LIMIT: u32 = 3;
 const LOCK_CLIENTS: usize = 9;
 const SEMAPHORE_CLIENTS: usize = 5;
+/// Names each used by one client alone: the fast path.
+const ALONE: [(&str, Asks); 3] = [
+    ("alone-a", Asks::SharedOrExclusive),
+    ("alone-b", Asks::SharedOrExclusive),
+    ("alone-s", Asks::Permits { limit: 2 }),
+];
+/// The lock of a deploy queue: every request asks `newest_wins`.
+const QUEUE: &str = "queue";
+const QUEUE_CLIENTS: usize = 3;
 /// Longer than any hold, so that a lease lost mid-hold is overlapped by the
 /// next holder while its first holder still holds it as told; and longer
 /// than an unconfirmed grant lives (3 s), so a grant answered before it was
@@ -56,22 +59,10 @@ const TTL_MS: u64 = 6000;
 /// up to 5 s, past the 3 s an unconfirmed grant lives.
 const HOLD_UP_TO: Duration = Duration::from_millis(1500);
 const LONG_HOLD_UP_TO: Duration = Duration::from_millis(5000);
-const LOCK_WAIT_MS: u64 = 8000;
+/// Lock requests wait 8 s or 20 s: long enough, after a pause that got an
+/// instance's waiters pruned, to see them rejoin (or not) the line.
+const LOCK_WAITS_MS: [u64; 2] = [8000, 20_000];
 const SEMAPHORE_WAIT_MS: u64 = 3000;
-/// A name with room this long, while a waiter was queued, is a stuck line.
-const STUCK: Duration = Duration::from_secs(2);
-/// How long after a fault the line may still be settling: an unconfirmed
-/// grant lapses, a dead instance's lease expires (one ttl), a resumed
-/// instance's waiters rejoin.
-const SETTLE: Duration = Duration::from_millis(TTL_MS + 1500);
-
-fn capacity(name: &str) -> u64 {
-    if name == SEMAPHORE {
-        u64::from(LIMIT)
-    } else {
-        LOCK_CAPACITY
-    }
-}
 
 fn workloads() -> Vec<Workload> {
     let hold = |id: usize| {
@@ -81,270 +72,71 @@ fn workloads() -> Vec<Workload> {
             HOLD_UP_TO
         }
     };
-    let lock = |name: &str, id: usize| Workload {
-        path: format!("locks/{name}"),
-        body: json!({"ttl_ms": TTL_MS, "wait_ms": LOCK_WAIT_MS, "owner": format!("client-{id}")}),
-        asks: Asks::SharedOrExclusive,
-        hold_up_to: hold(id),
-        timeout: Duration::from_millis(LOCK_WAIT_MS) + Duration::from_secs(10),
+    let lock = |id: usize| Workload {
+        refreshes: true,
+        waits: LOCK_WAITS_MS.to_vec(),
+        ..Workload::new(
+            LOCKS[id % LOCKS.len()],
+            Asks::SharedOrExclusive,
+            TTL_MS,
+            0,
+            hold(id),
+        )
     };
     let semaphore = |id: usize| Workload {
-        path: format!("semaphores/{SEMAPHORE}"),
-        body: json!({"ttl_ms": TTL_MS, "wait_ms": SEMAPHORE_WAIT_MS, "owner": format!("client-{id}")}),
-        asks: Asks::Permits { limit: LIMIT },
-        hold_up_to: hold(id),
-        timeout: Duration::from_millis(SEMAPHORE_WAIT_MS) + Duration::from_secs(10),
+        refreshes: true,
+        ..Workload::new(
+            SEMAPHORE,
+            Asks::Permits { limit: LIMIT },
+            TTL_MS,
+            SEMAPHORE_WAIT_MS,
+            hold(id),
+        )
+    };
+    let alone = |(name, asks): (&str, Asks)| Workload {
+        waits: vec![0, 2000],
+        refreshes: true,
+        rest_up_to: Duration::from_millis(300),
+        ..Workload::new(name, asks, TTL_MS, 0, Duration::from_millis(600))
+    };
+    let queue = || Workload {
+        newest_wins: true,
+        ..Workload::new(
+            QUEUE,
+            Asks::SharedOrExclusive,
+            TTL_MS,
+            4000,
+            Duration::from_millis(800),
+        )
     };
     (0..LOCK_CLIENTS)
-        .map(|id| lock(LOCKS[id % LOCKS.len()], id))
-        .chain((0..SEMAPHORE_CLIENTS).map(|i| semaphore(LOCK_CLIENTS + i)))
+        .map(lock)
+        .chain((LOCK_CLIENTS..LOCK_CLIENTS + SEMAPHORE_CLIENTS).map(semaphore))
+        .chain(ALONE.into_iter().map(alone))
+        .chain((0..QUEUE_CLIENTS).map(|_| queue()))
         .collect()
 }
 
-/// The stretches of time away from every fault (and its settling), from
-/// `start` to `end`.
-fn quiet(faults: &[Fault], start: SystemTime, end: SystemTime) -> Vec<(SystemTime, SystemTime)> {
-    let mut busy: Vec<(SystemTime, SystemTime)> =
-        faults.iter().map(|f| (f.from, f.to + SETTLE)).collect();
-    busy.sort();
-    let mut quiet = Vec::new();
-    let mut from = start;
-    for (b0, b1) in busy {
-        if b0 > from {
-            quiet.push((from, b0.min(end)));
-        }
-        from = from.max(b1);
+/// Every path this run must take during a fault.
+fn rules() -> Rules {
+    Rules {
+        required: vec![
+            Path::Alone,
+            Path::AfterWaiting,
+            Path::Exclusive,
+            Path::Shared,
+            Path::Permits,
+            Path::RefreshShorten,
+            Path::RefreshExtend,
+            Path::Release,
+            Path::NewestWins,
+            Path::ForceRelease,
+        ],
+        ..Rules::default()
     }
-    if end > from {
-        quiet.push((from, end));
-    }
-    quiet
 }
 
-/// The stretches when the head of `name`'s line had room, whoever it was,
-/// from `start` to `end`.
-///
-/// The line admits its head as soon as the capacity held plus the head's own
-/// weight fits (for a lock: an exclusive head when nothing is held, a shared
-/// head when no exclusive lease is). The clients cannot tell the order of the
-/// line, but the head is one of the acquisitions then outstanding, so the
-/// head surely fits when the weight held as told plus the largest weight
-/// outstanding does. That never blames the line for a head that did not fit
-/// (a large request at the head is not overtaken by smaller ones behind it,
-/// a reader waits behind a queued writer), and a free name with anyone
-/// waiting always counts as room.
-fn room(
-    holds: &[Hold],
-    waits: &[Wait],
-    capacity: u64,
-    start: SystemTime,
-    end: SystemTime,
-) -> Vec<(SystemTime, SystemTime)> {
-    /// What happens at an instant; ends sort before starts, so that touching
-    /// holds and waits do not overlap.
-    #[derive(PartialEq, Eq, PartialOrd, Ord)]
-    enum Change {
-        HoldEnds(u64),
-        WaitEnds(u64),
-        HoldStarts(u64),
-        WaitStarts(u64),
-    }
-    let mut changes: Vec<(SystemTime, Change)> = Vec::new();
-    for h in holds.iter().filter(|h| h.told_until() > h.start) {
-        changes.push((h.start, Change::HoldStarts(h.ask.weight())));
-        changes.push((h.told_until(), Change::HoldEnds(h.ask.weight())));
-    }
-    for w in waits.iter().filter(|w| w.answered > w.requested) {
-        changes.push((w.requested, Change::WaitStarts(w.ask.weight())));
-        changes.push((w.answered, Change::WaitEnds(w.ask.weight())));
-    }
-    changes.sort();
-    let mut used = 0u64;
-    // The weights outstanding, each with how many ask it.
-    let mut outstanding: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut stretches = Vec::new();
-    let mut since = Some(start);
-    let mut i = 0;
-    while i < changes.len() {
-        let at = changes[i].0;
-        while i < changes.len() && changes[i].0 == at {
-            match changes[i].1 {
-                Change::HoldStarts(w) => used += w,
-                Change::HoldEnds(w) => used -= w,
-                Change::WaitStarts(w) => *outstanding.entry(w).or_default() += 1,
-                Change::WaitEnds(w) => {
-                    let n = outstanding.get_mut(&w).expect("a wait that started");
-                    *n -= 1;
-                    if *n == 0 {
-                        outstanding.remove(&w);
-                    }
-                }
-            }
-            i += 1;
-        }
-        let largest = outstanding.keys().next_back().copied().unwrap_or(0);
-        let has_room = used + largest <= capacity;
-        match (since, has_room) {
-            (Some(from), false) => {
-                if at > from {
-                    stretches.push((from, at));
-                }
-                since = None;
-            }
-            (None, true) => since = Some(at.max(start)),
-            _ => {}
-        }
-    }
-    if let Some(from) = since {
-        if end > from {
-            stretches.push((from, end));
-        }
-    }
-    stretches
-}
-
-/// Waiters that stayed queued more than [`STUCK`] while the head of
-/// `name`'s line had room (see [`room`]), away from faults; returns the
-/// stretches of room they stayed queued in.
-fn stuck_waiters(
-    name: &str,
-    holds: &[Hold],
-    waits: &[Wait],
-    quiet: &[(SystemTime, SystemTime)],
-    violations: &mut Vec<String>,
-) -> Vec<(SystemTime, SystemTime)> {
-    let mut stretches = Vec::new();
-    let Some(start) = waits.iter().map(|w| w.requested).min() else {
-        return stretches;
-    };
-    let end = waits.iter().map(|w| w.answered).max().unwrap_or(start);
-    for (r0, r1) in room(holds, waits, capacity(name), start, end) {
-        for &(q0, q1) in quiet {
-            let (from, to) = (r0.max(q0), r1.min(q1));
-            // Each waiter queued (sent a moment before) in that stretch, and
-            // still waiting more than STUCK of it.
-            let stuck = waits.iter().find(|w| {
-                let queued = from.max(w.requested + Duration::from_millis(100));
-                let until = to.min(w.answered);
-                w.name == name && until.duration_since(queued).unwrap_or_default() > STUCK
-            });
-            if let Some(w) = stuck {
-                violations.push(format!(
-                    "{name}: had room from {} to {} while a waiter for {} on instance {} (sent {}, answered {}) stayed queued",
-                    when(from),
-                    when(to),
-                    w.ask,
-                    w.instance,
-                    when(w.requested),
-                    when(w.answered)
-                ));
-                stretches.push((from, to));
-            }
-        }
-    }
-    stretches
-}
-
-/// What the clients saw of `name` around `from` .. `to`: the faults, the
-/// holds and the acquisitions that touched it, each time in milliseconds
-/// from `from`.
-fn timeline(
-    record: &Record,
-    faults: &[Fault],
-    name: &str,
-    from: SystemTime,
-    to: SystemTime,
-) -> String {
-    let margin = SETTLE + Duration::from_secs(3);
-    let (lo, hi) = (from - margin, to + margin);
-    let ms = |t: SystemTime| match t.duration_since(from) {
-        Ok(d) => d.as_millis() as i128,
-        Err(e) => -(e.duration().as_millis() as i128),
-    };
-    let mut rows: Vec<(SystemTime, String)> = Vec::new();
-    for f in faults.iter().filter(|f| f.to >= lo && f.from <= hi) {
-        rows.push((
-            f.from,
-            format!(
-                "fault {:?} {}: {} .. {}",
-                f.target,
-                f.what,
-                ms(f.from),
-                ms(f.to)
-            ),
-        ));
-    }
-    for h in record
-        .holds
-        .iter()
-        .filter(|h| h.name == name && h.told_until() >= lo && h.requested <= hi)
-    {
-        rows.push((
-            h.start,
-            format!(
-                "hold token {} {}: sent {}, 201 {}, released {}, expires {}",
-                h.token,
-                h.ask,
-                ms(h.requested),
-                ms(h.start),
-                ms(h.end),
-                ms(h.expires)
-            ),
-        ));
-    }
-    for w in record
-        .waits
-        .iter()
-        .chain(&record.failures)
-        .filter(|w| w.name == name && w.answered >= lo && w.requested <= hi)
-    {
-        rows.push((
-            w.requested,
-            format!(
-                "acquire {} via instance {}: sent {}, answered {} {}",
-                w.ask,
-                w.instance,
-                ms(w.requested),
-                ms(w.answered),
-                w.outcome
-            ),
-        ));
-    }
-    rows.sort_by_key(|(t, _)| *t);
-    let mut out = format!("{name} from {} (= 0 ms) to {}:", when(from), when(to));
-    for (_, row) in rows {
-        out.push_str("\n    ");
-        out.push_str(&row);
-    }
-    out
-}
-
-/// Every check of a run.
-fn check(record: &mut Record, faults: &[Fault], started: SystemTime, ended: SystemTime) {
-    let quiet = quiet(faults, started, ended);
-    let by_name = holds_by_name(&record.holds);
-    let mut violations = Vec::new();
-    for (name, holds) in &by_name {
-        check_holds(name, holds, capacity(name), &mut violations);
-    }
-    for name in LOCKS.iter().chain([&SEMAPHORE]) {
-        let holds = by_name.get(*name).map_or(&[][..], Vec::as_slice);
-        let waits: Vec<Wait> = record
-            .waits
-            .iter()
-            .filter(|w| w.name == *name)
-            .cloned()
-            .collect();
-        for (from, to) in stuck_waiters(name, holds, &waits, &quiet, &mut violations) {
-            let timeline = timeline(record, faults, name, from, to);
-            record.evidence.push(timeline);
-        }
-    }
-    unexplained_failures(record, faults, &mut violations);
-    record.violations.extend(violations);
-}
-
-/// Whether a fault kind may run in this run.
+/// Whether a Redis restart keeps the data.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Persistence {
     /// Redis fsyncs every write: its restarts lose nothing.
@@ -353,9 +145,27 @@ enum Persistence {
     None,
 }
 
+/// Kills and restarts Redis; whether a key written before was gone after.
+async fn restart_redis(redis: &mut RedisServer, prefix: &str) -> bool {
+    let marker = format!("{prefix}chaos-marker");
+    redis::cmd("SET")
+        .arg(&marker)
+        .arg(1)
+        .query::<()>(&mut redis.conn())
+        .expect("marker written");
+    tokio::task::block_in_place(|| redis.kill());
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::task::block_in_place(|| redis.restart());
+    let kept: bool = redis::cmd("EXISTS")
+        .arg(&marker)
+        .query(&mut redis.conn())
+        .expect("marker read");
+    !kept
+}
+
 /// One run: clients against two batons on one Redis while faults are
-/// injected for `length`; returns the record, the faults and the seed.
-async fn run(length: Duration, persistence: Persistence) -> (Record, Vec<Fault>, u64) {
+/// injected for `length`; returns the history and the seed.
+async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
     let seed = Rng::seed();
     println!("chaos seed: {seed} (CHAOS_SEED={seed} replays the schedule)");
     let mut rng = Rng::new(seed);
@@ -371,22 +181,23 @@ async fn run(length: Duration, persistence: Persistence) -> (Record, Vec<Fault>,
     ];
     let mut instances = [Instance::start(&env), Instance::start(&env)];
     let bases: Vec<String> = instances.iter().map(Instance::base).collect();
-    let record = Arc::new(Mutex::new(Record::default()));
+    support::warm_up(&bases).await;
+    let mut history = History::new(SystemTime::now());
+    history.persistent = Some(persistence == Persistence::Always);
+    history.redis_ahead_ms = redis_ahead_ms(&mut redis.conn());
+    let record = Arc::new(Mutex::new(history));
     let (stop_tx, stop_rx) = watch::channel(false);
-    let clients: Vec<_> = workloads()
+    let works = workloads();
+    let admin = works.len();
+    let shared = Run::new(bases, record.clone(), stop_rx, seed);
+    let mut clients: Vec<_> = works
         .into_iter()
         .enumerate()
-        .map(|(id, work)| {
-            tokio::spawn(client_loop(
-                id,
-                work,
-                bases.clone(),
-                record.clone(),
-                stop_rx.clone(),
-                seed,
-            ))
-        })
+        .map(|(id, work)| tokio::spawn(client_loop(id, work, shared.clone())))
         .collect();
+    let every = Duration::from_secs(3);
+    let admin = force_release_loop(admin, FORCED.to_owned(), every, shared);
+    clients.push(tokio::spawn(admin));
 
     let mut faults: Vec<Fault> = Vec::new();
     let started = Instant::now();
@@ -399,17 +210,35 @@ async fn run(length: Duration, persistence: Persistence) -> (Record, Vec<Fault>,
             .unwrap_or_else(|e| panic!("redis died unasked ({when}): {e}"));
         assert_eq!(pong, "PONG");
     };
+    let mut deck: Vec<u64> = Vec::new();
     while started.elapsed() < length {
-        tokio::time::sleep(rng.ms(1500, 9000)).await;
+        tokio::time::sleep(rng.ms(1500, 6000)).await;
         alive(&mut instances, &redis, "before a fault");
         let from = SystemTime::now();
         let victim = (rng.next() % 2) as usize;
-        let (target, what) = match rng.next() % 5 {
+        // Without persistence, a restart (which loses the data) comes by
+        // the middle of the run whatever the dice say.
+        let restarted = faults
+            .iter()
+            .any(|f| matches!(f.kind, FaultKind::RedisRestart { .. }));
+        let must_restart =
+            persistence == Persistence::None && !restarted && started.elapsed() >= length / 2;
+        // Every kind comes once in each five faults, in a random order.
+        if deck.is_empty() {
+            deck = (0..5).collect();
+            for i in (1..deck.len()).rev() {
+                deck.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+            }
+        }
+        let dice = if must_restart {
+            0
+        } else {
+            deck.pop().unwrap_or(0)
+        };
+        let (target, kind) = match dice {
             0 => {
-                tokio::task::block_in_place(|| redis.kill());
-                tokio::time::sleep(Duration::from_millis(700)).await;
-                tokio::task::block_in_place(|| redis.restart());
-                (Target::Redis, "redis killed and restarted")
+                let data_lost = restart_redis(&mut redis, &prefix).await;
+                (Target::Redis, FaultKind::RedisRestart { data_lost })
             }
             1 => {
                 let stall = rng.ms(1000, 4000).as_secs_f64();
@@ -423,17 +252,14 @@ async fn run(length: Duration, persistence: Persistence) -> (Record, Vec<Fault>,
                 .await
                 .expect("stall")
                 .expect("DEBUG SLEEP");
-                (Target::Redis, "redis stalled (DEBUG SLEEP 1-4 s)")
+                (Target::Redis, FaultKind::RedisStall)
             }
             2 => {
                 let instance = &mut instances[victim];
                 tokio::task::block_in_place(|| instance.kill());
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 tokio::task::block_in_place(|| instance.launch());
-                (
-                    Target::Instance(victim),
-                    "baton killed (SIGKILL) and restarted",
-                )
+                (Target::Instance(victim), FaultKind::InstanceKill)
             }
             3 => {
                 let instance = &mut instances[victim];
@@ -443,30 +269,33 @@ async fn run(length: Duration, persistence: Persistence) -> (Record, Vec<Fault>,
                     "SIGTERM exit status {status:?}"
                 );
                 tokio::task::block_in_place(|| instance.launch());
-                (
-                    Target::Instance(victim),
-                    "baton stopped (SIGTERM, exit 0) and restarted",
-                )
+                (Target::Instance(victim), FaultKind::InstanceStop)
             }
             _ => {
+                // The first pause of a run outlasts the 3 s after which an
+                // instance is presumed dead and its waiters are pruned: they
+                // must rejoin when it resumes.
+                let long = !faults.iter().any(|f| f.kind == FaultKind::InstancePause);
+                let pause = if long {
+                    rng.ms(4000, 6000)
+                } else {
+                    rng.ms(1000, 6000)
+                };
                 instances[victim].pause();
-                tokio::time::sleep(rng.ms(1000, 6000)).await;
+                tokio::time::sleep(pause).await;
                 instances[victim].resume();
-                (
-                    Target::Instance(victim),
-                    "baton paused (SIGSTOP 1-6 s, SIGCONT)",
-                )
+                (Target::Instance(victim), FaultKind::InstancePause)
             }
         };
         faults.push(Fault {
             target,
-            what,
+            kind,
             from,
             to: SystemTime::now(),
         });
     }
     // Settle, so the last fault's waiters are judged too.
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(support::checker::SETTLE + Duration::from_secs(2)).await;
     alive(&mut instances, &redis, "at the end");
     stop_tx.send(true).unwrap();
     for client in clients {
@@ -476,52 +305,63 @@ async fn run(length: Duration, persistence: Persistence) -> (Record, Vec<Fault>,
             .expect("client task");
     }
     alive(&mut instances, &redis, "after the clients stopped");
-    let record = std::mem::take(&mut *record.lock().unwrap());
-    (record, faults, seed)
+    let mut history = std::mem::replace(
+        &mut *record.lock().unwrap(),
+        History::new(SystemTime::now()),
+    );
+    history.faults = faults;
+    history.ended = SystemTime::now();
+    (history, seed)
 }
 
-fn report(label: &str, record: &Record, faults: &[Fault]) {
-    println!(
-        "chaos ({label}): {} lock clients on {} locks (shared or exclusive at random), {} semaphore clients (1 to {LIMIT} permits of {LIMIT})",
-        LOCK_CLIENTS,
-        LOCKS.len(),
-        SEMAPHORE_CLIENTS
-    );
-    println!("grants (201s) checked: {}", record.holds.len());
-    println!("acquisitions answered: {}", record.waits.len());
-    // How much the modes met: the most readers of one lock at once, and the
-    // most permits of the semaphore in use at once (as told).
-    for (name, holds) in holds_by_name(&record.holds) {
-        let usage = usage(&holds).into_iter().map(|(_, used)| used);
-        if name == SEMAPHORE {
-            let peak = usage.max().unwrap_or(0);
-            println!("{name}: at most {peak} of {LIMIT} permits held at once");
-        } else {
-            let readers = usage
-                .filter(|used| *used < LOCK_CAPACITY as i64)
-                .max()
-                .unwrap_or(0);
-            println!("{name}: at most {readers} shared leases held at once");
-        }
+/// Prints the run's figures: grants, faults by kind, paths, answers,
+/// violations.
+pub fn report(label: &str, history: &History, verdict: &Verdict) {
+    println!("chaos ({label}): {} calls", history.calls.len());
+    println!("grants (201s) checked: {}", verdict.holds.len());
+    let mut by_kind: BTreeMap<String, u32> = BTreeMap::new();
+    for fault in &history.faults {
+        *by_kind.entry(fault.kind.to_string()).or_default() += 1;
     }
-    let mut by_kind: BTreeMap<&str, u32> = BTreeMap::new();
-    for fault in faults {
-        *by_kind.entry(fault.what).or_default() += 1;
-    }
-    println!("faults injected: {}", faults.len());
+    println!("faults injected: {}", history.faults.len());
     for (fault, n) in &by_kind {
-        println!("fault: {fault}: {n}");
+        println!("  fault: {fault}: {n}");
     }
-    for (outcome, n) in &record.outcomes {
-        println!("outcome: {outcome}: {n}");
+    for (path, (n, faulted)) in &verdict.paths {
+        println!("  path {path:?}: {n} ({faulted} during a fault)");
     }
-    println!("violations: {}", record.violations.len());
-    for v in record.violations.iter().take(20) {
+    let mut answers: BTreeMap<String, u64> = BTreeMap::new();
+    for call in &history.calls {
+        let op = match call.op {
+            support::history::Op::Acquire(_) => "acquire",
+            support::history::Op::Refresh { .. } => "refresh",
+            support::history::Op::Release { .. } => "release",
+            support::history::Op::ForceRelease => "force-release",
+        };
+        let answer = match &call.answer {
+            support::history::Answer::Lease { .. } => "lease".to_owned(),
+            other => other.to_string(),
+        };
+        *answers.entry(format!("{op}: {answer}")).or_default() += 1;
+    }
+    for (answer, n) in &answers {
+        println!("  answer {answer}: {n}");
+    }
+    println!("violations: {}", verdict.violations.len());
+    for v in verdict.violations.iter().take(20) {
         println!("  {v}");
     }
-    for e in record.evidence.iter().take(5) {
+    for e in verdict.evidence.iter().take(5) {
         println!("  {e}");
     }
+}
+
+/// Writes the history of a run that failed to a file, for a closer look;
+/// returns its path.
+fn keep(history: &History, seed: u64) -> String {
+    let path = std::env::temp_dir().join(format!("baton-chaos-history-{seed}.txt"));
+    std::fs::write(&path, format!("{history:#?}")).expect("history written");
+    path.display().to_string()
 }
 
 fn length() -> Duration {
@@ -535,309 +375,282 @@ fn length() -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_two_clients_are_told_they_hold_a_lock_through_pauses_stalls_and_crashes() {
-    let started = SystemTime::now();
-    let (mut record, faults, seed) = run(length(), Persistence::Always).await;
-    check(&mut record, &faults, started, SystemTime::now());
-    report("persistent Redis", &record, &faults);
+    let (history, seed) = run(length(), Persistence::Always).await;
+    let verdict = judge(&history, &rules());
+    report("persistent Redis", &history, &verdict);
     assert!(
-        record.violations.is_empty(),
-        "{} violations (seed {seed})",
-        record.violations.len()
+        verdict.violations.is_empty(),
+        "{} violations (seed {seed}, history in {})",
+        verdict.violations.len(),
+        keep(&history, seed)
     );
-    assert!(record.holds.len() > 100, "too few holds to mean anything");
-    assert!(faults.len() >= 5, "too few faults injected");
+    assert!(verdict.holds.len() > 100, "too few holds to mean anything");
+    assert!(history.faults.len() >= 5, "too few faults injected");
 }
 
 /// Without persistence a Redis restart loses every lease: nothing is
-/// promised about a hold across it, so holds are cut at each restart; tokens
-/// must still rise (they are floored by Redis's clock).
+/// promised about a hold across it, so holds are cut at each restart that
+/// lost the data (the checker asserts there was one); tokens must still rise
+/// (they are floored by Redis's clock).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tokens_still_rise_when_redis_loses_everything() {
-    let started = SystemTime::now();
-    let (mut record, faults, seed) = run(length() / 2, Persistence::None).await;
-    let restarts: Vec<SystemTime> = faults
-        .iter()
-        .filter(|f| f.what.starts_with("redis killed"))
-        .map(|f| f.from)
-        .collect();
-    for hold in &mut record.holds {
-        if let Some(lost) = restarts
-            .iter()
-            .find(|r| **r >= hold.start && **r < hold.told_until())
-        {
-            hold.end = *lost;
+    let (history, seed) = run(length() / 2, Persistence::None).await;
+    let verdict = judge(&history, &Rules::default());
+    report("Redis without persistence", &history, &verdict);
+    assert!(
+        verdict.violations.is_empty(),
+        "{} violations (seed {seed}, history in {})",
+        verdict.violations.len(),
+        keep(&history, seed)
+    );
+    assert!(verdict.holds.len() > 50, "too few holds to mean anything");
+}
+
+/// Synthetic histories for the checker's own tests.
+#[cfg(test)]
+mod synthetic {
+    use std::time::{Duration, SystemTime};
+
+    pub use crate::support::checker::{judge, Rule, Rules, Verdict};
+    pub use crate::support::history::{
+        Acquire, Answer, Ask, Call, Fault, FaultKind, History, Op, Target,
+    };
+
+    /// The ttl of the synthetic leases: longer than any test's span.
+    pub const TTL: u64 = 60_000;
+    pub const LOCK: &str = "deploy-a";
+    pub const SEMAPHORE: &str = "workers";
+    pub const LIMIT: u32 = 3;
+    pub const ONE_PERMIT: Ask = Ask::Permits {
+        permits: 1,
+        limit: LIMIT,
+    };
+
+    /// A time `ms` after the epoch.
+    pub fn at(ms: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+    }
+
+    pub fn status(status: u16, slug: &str) -> Answer {
+        Answer::Status {
+            status,
+            slug: slug.into(),
         }
     }
-    check(&mut record, &faults, started, SystemTime::now());
-    report("Redis without persistence", &record, &faults);
-    assert!(
-        record.violations.is_empty(),
-        "{} violations (seed {seed})",
-        record.violations.len()
-    );
-    assert!(record.holds.len() > 50, "too few holds to mean anything");
-}
 
-/// A time in the checker's tests: `ms` after the epoch.
-#[cfg(test)]
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
-
-/// A hold of `ask` in the checker's tests, told from `start` to `end`.
-#[cfg(test)]
-fn hold_of(name: &str, ask: Ask, token: u64, requested: u64, start: u64, end: u64) -> Hold {
-    Hold {
-        name: name.into(),
-        token,
-        ask,
-        requested: at(requested),
-        start: at(start),
-        end: at(end),
-        expires: at(end + 60_000),
+    pub fn call(
+        client: usize,
+        name: &str,
+        instance: usize,
+        op: Op,
+        (sent, answered): (u64, u64),
+        answer: Answer,
+    ) -> Call {
+        Call {
+            client,
+            name: name.into(),
+            instance,
+            op,
+            sent: at(sent),
+            answered: at(answered),
+            answer,
+        }
     }
-}
 
-/// An acquisition of `ask` in the checker's tests, outstanding from
-/// `requested` to `answered`.
-#[cfg(test)]
-fn wait_of(name: &str, ask: Ask, requested: u64, answered: u64) -> Wait {
-    Wait {
-        name: name.into(),
-        ask,
-        instance: 0,
-        requested: at(requested),
-        answered: at(answered),
-        outcome: "201".into(),
+    pub fn acquire(ask: Ask, ttl_ms: u64, wait_ms: u64) -> Op {
+        Op::Acquire(Acquire {
+            ask,
+            ttl_ms,
+            wait_ms,
+            newest_wins: false,
+        })
     }
-}
 
-/// The violations [`check`] finds in these holds, waits and faults.
-#[cfg(test)]
-fn checked(holds: Vec<Hold>, waits: Vec<Wait>, faults: Vec<Fault>) -> Vec<String> {
-    let mut record = Record {
-        holds,
-        waits,
-        ..Record::default()
-    };
-    check(&mut record, &faults, at(0), at(60_000));
-    record.violations
-}
+    /// An acquisition by `client` (on instance 0) sent at `sent`, waiting
+    /// up to `wait_ms`, answered with lease `token` at `answered`.
+    pub fn grant(
+        client: usize,
+        name: &str,
+        ask: Ask,
+        token: u64,
+        (sent, answered): (u64, u64),
+        wait_ms: u64,
+    ) -> Call {
+        let lease = Answer::Lease {
+            token,
+            expires_at: at(answered + TTL),
+            granted: ask,
+        };
+        call(
+            client,
+            name,
+            0,
+            acquire(ask, TTL, wait_ms),
+            (sent, answered),
+            lease,
+        )
+    }
 
-/// One permit of the semaphore.
-#[cfg(test)]
-const ONE_PERMIT: Ask = Ask::Permits {
-    permits: 1,
-    limit: LIMIT,
-};
-
-#[test]
-fn the_checker_catches_overlaps_excess_holders_backward_tokens_and_stuck_lines() {
-    // Exclusive leases of the locks, one permit of the semaphore.
-    let ask = |name: &str| {
-        if name == SEMAPHORE {
-            ONE_PERMIT
+    /// An acquisition refused with 409 after waiting.
+    pub fn refused(client: usize, name: &str, ask: Ask, (sent, answered): (u64, u64)) -> Call {
+        let slug = if name == SEMAPHORE {
+            "semaphore-full"
         } else {
-            Ask::EXCLUSIVE
+            "lock-held"
+        };
+        let op = acquire(ask, TTL, answered - sent);
+        call(client, name, 0, op, (sent, answered), status(409, slug))
+    }
+
+    pub fn release(
+        client: usize,
+        name: &str,
+        token: u64,
+        (sent, answered): (u64, u64),
+        answer: Answer,
+    ) -> Call {
+        call(
+            client,
+            name,
+            0,
+            Op::Release { lease: token },
+            (sent, answered),
+            answer,
+        )
+    }
+
+    /// A hold of `ask` (client = `token`), asked at `requested` (without
+    /// waiting), told at `start`, released (204) at `end`.
+    pub fn hold(
+        name: &str,
+        ask: Ask,
+        token: u64,
+        requested: u64,
+        start: u64,
+        end: u64,
+    ) -> Vec<Call> {
+        let client = token as usize;
+        vec![
+            grant(client, name, ask, token, (requested, start), 0),
+            release(client, name, token, (end, end + 1), status(204, "")),
+        ]
+    }
+
+    /// A waiter (client 100 + `token`) sent at `sent`, granted lease
+    /// `token` at `answered`, released at once.
+    pub fn waiter(name: &str, ask: Ask, token: u64, sent: u64, answered: u64) -> Vec<Call> {
+        let client = 100 + token as usize;
+        vec![
+            grant(client, name, ask, token, (sent, answered), 30_000),
+            release(
+                client,
+                name,
+                token,
+                (answered + 10, answered + 11),
+                status(204, ""),
+            ),
+        ]
+    }
+
+    pub fn fault(target: Target, kind: FaultKind, from: u64, to: u64) -> Fault {
+        Fault {
+            target,
+            kind,
+            from: at(from),
+            to: at(to),
         }
-    };
-    let hold = |name: &str, token, requested, start, end| {
-        hold_of(name, ask(name), token, requested, start, end)
-    };
-    let fine = checked(
-        vec![
-            hold("deploy-a", 1, 0, 10, 20),
-            hold("deploy-a", 2, 5, 20, 30),
-            hold(SEMAPHORE, 5, 0, 0, 50),
-            hold(SEMAPHORE, 6, 0, 10, 60),
-        ],
-        vec![],
-        vec![],
-    );
-    assert!(fine.is_empty(), "{fine:?}");
+    }
 
-    let overlap = checked(
-        vec![
-            hold("deploy-a", 1, 0, 10, 20),
-            hold("deploy-a", 2, 0, 15, 30),
-        ],
-        vec![],
-        vec![],
-    );
-    assert_eq!(overlap.len(), 1, "{overlap:?}");
+    pub fn history(calls: Vec<Vec<Call>>, faults: Vec<Fault>) -> History {
+        let mut history = History::new(at(0));
+        history.ended = at(120_000);
+        history.calls = calls.into_iter().flatten().collect();
+        history.faults = faults;
+        history
+    }
 
-    // A lease held as told until its expiry, less the grace.
-    let mut expired = hold("deploy-a", 1, 0, 10, 5000);
-    expired.expires = at(5000);
-    let after_expiry = checked(
-        vec![expired.clone(), hold("deploy-a", 2, 0, 4850, 6000)],
-        vec![],
-        vec![],
-    );
-    assert!(after_expiry.is_empty(), "{after_expiry:?}");
-    let before_expiry = checked(
-        vec![expired, hold("deploy-a", 2, 0, 4700, 6000)],
-        vec![],
-        vec![],
-    );
-    assert_eq!(before_expiry.len(), 1, "{before_expiry:?}");
-
-    let crowded = checked(
-        (0..=u64::from(LIMIT))
-            .map(|i| hold(SEMAPHORE, 10 + i, 0, 10, 20))
-            .collect(),
-        vec![],
-        vec![],
-    );
-    assert!(!crowded.is_empty());
-
-    let backwards = checked(
-        vec![
-            hold("deploy-b", 9, 0, 10, 20),
-            hold("deploy-b", 3, 25, 30, 40),
-        ],
-        vec![],
-        vec![],
-    );
-    assert_eq!(backwards.len(), 1, "{backwards:?}");
-
-    let wait = |name: &str, requested, answered| wait_of(name, ask(name), requested, answered);
-    let stuck = checked(
-        vec![
-            hold("deploy-c", 1, 0, 0, 1000),
-            hold("deploy-c", 2, 500, 7000, 8000),
-        ],
-        vec![wait("deploy-c", 500, 8000)],
-        vec![],
-    );
-    assert_eq!(stuck.len(), 1, "{stuck:?}");
-    // With the timeline of the name around it.
-    let mut record = Record {
-        holds: vec![
-            hold("deploy-c", 1, 0, 0, 1000),
-            hold("deploy-c", 2, 500, 7000, 8000),
-        ],
-        waits: vec![wait("deploy-c", 500, 8000)],
-        ..Record::default()
-    };
-    check(&mut record, &[], at(0), at(60_000));
-    assert_eq!(record.evidence.len(), 1, "{:?}", record.evidence);
-    assert!(
-        record.evidence[0].contains("hold token 2 exclusive: sent -500, 201 6000"),
-        "{}",
-        record.evidence[0]
-    );
-    // The same, but the free time fell in a fault: not judged.
-    let faulted = checked(
-        vec![
-            hold("deploy-c", 1, 0, 0, 1000),
-            hold("deploy-c", 2, 500, 7000, 8000),
-        ],
-        vec![wait("deploy-c", 500, 8000)],
-        vec![Fault {
-            target: Target::Instance(0),
-            what: "paused",
-            from: at(900),
-            to: at(3000),
-        }],
-    );
-    assert!(faulted.is_empty(), "{faulted:?}");
-    // A semaphore with room (one of two held) and a waiter left queued.
-    let semaphore_stuck = checked(
-        vec![
-            hold(SEMAPHORE, 1, 0, 0, 9000),
-            hold(SEMAPHORE, 2, 500, 7000, 8000),
-        ],
-        vec![wait(SEMAPHORE, 500, 7000)],
-        vec![],
-    );
-    assert_eq!(semaphore_stuck.len(), 1, "{semaphore_stuck:?}");
-
-    let served = checked(
-        vec![
-            hold("deploy-c", 1, 0, 0, 1000),
-            hold("deploy-c", 2, 500, 1010, 2000),
-            hold("deploy-c", 3, 9000, 9000, 9500),
-        ],
-        vec![wait("deploy-c", 500, 1010)],
-        vec![],
-    );
-    assert!(served.is_empty(), "{served:?}");
-
-    // A request with no answer outside every fault.
-    let mut record = Record {
-        failures: vec![wait("deploy-a", 100, 200)],
-        ..Record::default()
-    };
-    check(&mut record, &[], at(0), at(60_000));
-    assert_eq!(record.violations.len(), 1, "{:?}", record.violations);
+    /// The verdict on these calls and faults, with no path required.
+    pub fn checked(calls: Vec<Vec<Call>>, faults: Vec<Fault>) -> Verdict {
+        judge(&history(calls, faults), &Rules::default())
+    }
 }
 
+#[cfg(test)]
+use synthetic::*;
+
 #[test]
-fn the_checker_counts_capacity_not_leases() {
+fn the_checker_counts_capacity_and_tokens() {
     let (exclusive, shared) = (Ask::EXCLUSIVE, Ask::SHARED);
     let permits = |permits| Ask::Permits {
         permits,
         limit: LIMIT,
     };
-    let lock = "deploy-a";
-
     // Readers together, a writer alone before and after them, the semaphore
     // full to its limit but not past it: all fine.
     let fine = checked(
         vec![
-            hold_of(lock, exclusive, 1, 0, 0, 100),
-            hold_of(lock, shared, 2, 50, 100, 300),
-            hold_of(lock, shared, 3, 60, 150, 250),
-            hold_of(lock, shared, 4, 60, 160, 400),
-            hold_of(lock, exclusive, 5, 70, 400, 500),
-            hold_of(SEMAPHORE, permits(LIMIT - 1), 1, 0, 0, 100),
-            hold_of(SEMAPHORE, ONE_PERMIT, 2, 0, 10, 200),
-            hold_of(SEMAPHORE, permits(LIMIT), 3, 0, 200, 300),
+            hold(LOCK, exclusive, 1, 0, 0, 100),
+            hold(LOCK, shared, 2, 50, 100, 300),
+            hold(LOCK, shared, 3, 60, 150, 250),
+            hold(LOCK, shared, 4, 60, 160, 400),
+            hold(LOCK, exclusive, 5, 70, 400, 500),
+            hold(SEMAPHORE, permits(LIMIT - 1), 1, 0, 0, 100),
+            hold(SEMAPHORE, ONE_PERMIT, 2, 0, 10, 200),
+            hold(SEMAPHORE, permits(LIMIT), 3, 0, 200, 300),
         ],
         vec![],
-        vec![],
     );
-    assert!(fine.is_empty(), "{fine:?}");
+    assert!(fine.violations.is_empty(), "{:?}", fine.violations);
+    assert_eq!(fine.holds.len(), 8);
 
     // A writer beside a reader, in either order.
     for (first, second) in [(exclusive, shared), (shared, exclusive)] {
         let overlap = checked(
             vec![
-                hold_of(lock, first, 1, 0, 10, 200),
-                hold_of(lock, second, 2, 0, 100, 300),
+                hold(LOCK, first, 1, 0, 10, 200),
+                hold(LOCK, second, 2, 0, 100, 300),
             ],
             vec![],
-            vec![],
         );
-        assert_eq!(overlap.len(), 1, "{overlap:?}");
-        assert!(overlap[0].contains("2 leases held"), "{overlap:?}");
+        assert_eq!(overlap.count(Rule::Capacity), 1, "{:?}", overlap.violations);
     }
-    // A writer beside several readers: one violation as each comes in.
-    let beside_readers = checked(
-        vec![
-            hold_of(lock, shared, 1, 0, 10, 200),
-            hold_of(lock, shared, 2, 0, 20, 200),
-            hold_of(lock, exclusive, 3, 0, 100, 300),
-        ],
-        vec![],
-        vec![],
-    );
-    assert_eq!(beside_readers.len(), 1, "{beside_readers:?}");
-
     // Permits past the limit, with fewer leases than the limit.
     let over = checked(
         vec![
-            hold_of(SEMAPHORE, permits(LIMIT - 1), 1, 0, 10, 200),
-            hold_of(SEMAPHORE, permits(2), 2, 0, 100, 300),
+            hold(SEMAPHORE, permits(LIMIT - 1), 1, 0, 10, 200),
+            hold(SEMAPHORE, permits(2), 2, 0, 100, 300),
         ],
         vec![],
+    );
+    assert_eq!(over.count(Rule::Capacity), 1, "{:?}", over.violations);
+
+    // A lease counts as held until its expiry, less the grace.
+    let mut expiring = hold(LOCK, exclusive, 1, 0, 10, 99_000);
+    expiring[0].op = acquire(exclusive, 5000, 0);
+    expiring[0].answer = Answer::Lease {
+        token: 1,
+        expires_at: at(5010),
+        granted: exclusive,
+    };
+    let after_expiry = checked(
+        vec![expiring.clone(), hold(LOCK, exclusive, 2, 4850, 4860, 6000)],
         vec![],
     );
-    assert_eq!(over.len(), 1, "{over:?}");
-    assert!(
-        over[0].contains(&format!("{} of {LIMIT} held", LIMIT + 1)),
-        "{over:?}"
+    assert_eq!(
+        after_expiry.count(Rule::Capacity),
+        0,
+        "{:?}",
+        after_expiry.violations
+    );
+    let before_expiry = checked(
+        vec![expiring, hold(LOCK, exclusive, 2, 4700, 4710, 6000)],
+        vec![],
+    );
+    assert_eq!(
+        before_expiry.count(Rule::Capacity),
+        1,
+        "{:?}",
+        before_expiry.violations
     );
 
     // Tokens rise across modes: a writer asked for after a reader was told
@@ -845,65 +658,591 @@ fn the_checker_counts_capacity_not_leases() {
     // the order their 201s arrived.
     let backwards = checked(
         vec![
-            hold_of(lock, shared, 9, 0, 10, 20),
-            hold_of(lock, exclusive, 8, 15, 30, 40),
+            hold(LOCK, shared, 9, 0, 10, 20),
+            hold(LOCK, exclusive, 8, 15, 30, 40),
         ],
         vec![],
-        vec![],
     );
-    assert_eq!(backwards.len(), 1, "{backwards:?}");
+    assert_eq!(
+        backwards.count(Rule::Tokens),
+        1,
+        "{:?}",
+        backwards.violations
+    );
     let together = checked(
         vec![
-            hold_of(lock, shared, 7, 0, 11, 20),
-            hold_of(lock, shared, 6, 0, 12, 20),
+            hold(LOCK, shared, 7, 0, 11, 20),
+            hold(LOCK, shared, 6, 0, 12, 20),
         ],
         vec![],
-        vec![],
     );
-    assert!(together.is_empty(), "{together:?}");
+    assert!(together.violations.is_empty(), "{:?}", together.violations);
+    // A body that says other than what was asked.
+    let mut wrong = hold(LOCK, shared, 1, 0, 10, 20);
+    wrong[0].answer = Answer::Lease {
+        token: 1,
+        expires_at: at(10 + TTL),
+        granted: exclusive,
+    };
+    assert_eq!(checked(vec![wrong], vec![]).count(Rule::Granted), 1);
+}
 
-    // The line: a waiter is only blamed when the head of the line surely
-    // fits, whoever the head is.
-    let stuck = |holds: Vec<Hold>, waits: Vec<Wait>| checked(holds, waits, vec![]);
-    let reader = hold_of(lock, shared, 1, 0, 0, 9000);
+#[test]
+fn the_checker_blames_the_line_only_when_its_head_surely_fits() {
+    let (exclusive, shared) = (Ask::EXCLUSIVE, Ask::SHARED);
+    // A writer left waiting on a free lock: stuck.
+    let stuck = checked(
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 1000),
+            waiter(LOCK, exclusive, 2, 500, 7000),
+        ],
+        vec![],
+    );
+    assert_eq!(stuck.count(Rule::Stuck), 1, "{:?}", stuck.violations);
+    assert!(
+        stuck.evidence[0].contains("hold token 1 exclusive"),
+        "{}",
+        stuck.evidence[0]
+    );
+    // Served at once: fine.
+    let served = checked(
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 1000),
+            waiter(LOCK, exclusive, 2, 500, 1010),
+        ],
+        vec![],
+    );
+    assert!(served.violations.is_empty(), "{:?}", served.violations);
+    let reader = || hold(LOCK, shared, 1, 0, 0, 9000);
     // A writer waits for a reader: right.
-    let writer_waits = stuck(
-        vec![reader.clone()],
-        vec![wait_of(lock, exclusive, 500, 8000)],
+    let writer_waits = checked(
+        vec![reader(), waiter(LOCK, exclusive, 2, 500, 9010)],
+        vec![],
     );
-    assert!(writer_waits.is_empty(), "{writer_waits:?}");
+    assert!(
+        writer_waits.violations.is_empty(),
+        "{:?}",
+        writer_waits.violations
+    );
     // A reader behind a queued writer waits too: right.
-    let behind_writer = stuck(
-        vec![reader.clone()],
+    let behind_writer = checked(
         vec![
-            wait_of(lock, exclusive, 400, 9000),
-            wait_of(lock, shared, 500, 8000),
+            reader(),
+            waiter(LOCK, exclusive, 3, 400, 9010),
+            waiter(LOCK, shared, 2, 500, 9020),
         ],
+        vec![],
     );
-    assert!(behind_writer.is_empty(), "{behind_writer:?}");
+    assert!(
+        behind_writer.violations.is_empty(),
+        "{:?}",
+        behind_writer.violations
+    );
     // A reader kept out while only readers hold: stuck.
-    let reader_kept_out = stuck(vec![reader], vec![wait_of(lock, shared, 500, 8000)]);
-    assert_eq!(reader_kept_out.len(), 1, "{reader_kept_out:?}");
-    // Two writers queued on a free lock: the head is stuck, whichever it is.
-    let free_lock = stuck(
-        vec![hold_of(lock, exclusive, 1, 0, 0, 100)],
-        vec![
-            wait_of(lock, exclusive, 50, 8000),
-            wait_of(lock, exclusive, 60, 8100),
-        ],
+    let reader_kept_out = checked(vec![reader(), waiter(LOCK, shared, 2, 500, 8000)], vec![]);
+    assert_eq!(
+        reader_kept_out.count(Rule::Stuck),
+        1,
+        "{:?}",
+        reader_kept_out.violations
     );
-    assert_eq!(free_lock.len(), 1, "{free_lock:?}");
     // One permit held of three: a request for all three waits, one for two
     // is stuck.
-    let one_held = || hold_of(SEMAPHORE, ONE_PERMIT, 1, 0, 0, 9000);
-    let all_wait = stuck(
-        vec![one_held()],
-        vec![wait_of(SEMAPHORE, permits(LIMIT), 500, 7000)],
+    let permits = |permits| Ask::Permits {
+        permits,
+        limit: LIMIT,
+    };
+    let one_held = || hold(SEMAPHORE, ONE_PERMIT, 1, 0, 0, 9000);
+    let all_wait = checked(
+        vec![one_held(), waiter(SEMAPHORE, permits(LIMIT), 2, 500, 9010)],
+        vec![],
     );
-    assert!(all_wait.is_empty(), "{all_wait:?}");
-    let two_stuck = stuck(
-        vec![one_held()],
-        vec![wait_of(SEMAPHORE, permits(LIMIT - 1), 500, 7000)],
+    assert!(all_wait.violations.is_empty(), "{:?}", all_wait.violations);
+    let two_stuck = checked(
+        vec![one_held(), waiter(SEMAPHORE, permits(2), 2, 500, 7000)],
+        vec![],
     );
-    assert_eq!(two_stuck.len(), 1, "{two_stuck:?}");
+    assert_eq!(
+        two_stuck.count(Rule::Stuck),
+        1,
+        "{:?}",
+        two_stuck.violations
+    );
+    // Refused at once while nothing was held or asked: a lease left behind.
+    let refused_free = checked(
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 1000),
+            vec![refused(7, LOCK, exclusive, (2000, 2005))],
+        ],
+        vec![],
+    );
+    assert_eq!(
+        refused_free.count(Rule::RefusedWithRoom),
+        1,
+        "{:?}",
+        refused_free.violations
+    );
+    let refused_held = checked(
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 3000),
+            vec![refused(7, LOCK, exclusive, (2000, 2005))],
+        ],
+        vec![],
+    );
+    assert!(
+        refused_held.violations.is_empty(),
+        "{:?}",
+        refused_held.violations
+    );
+
+    // First come, first served: a writer queued at 0.5 s behind a holder
+    // until 9 s; another sent at 3 s granted at 5 s overtook it.
+    let line = |second: u64| {
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 5000),
+            waiter(LOCK, exclusive, 2, 500, 9000),
+            hold(LOCK, exclusive, 3, 3000, second, 8990),
+        ]
+    };
+    let overtaken = checked(line(5000), vec![]);
+    assert_eq!(
+        overtaken.count(Rule::Overtaken),
+        1,
+        "{:?}",
+        overtaken.violations
+    );
+    // The same around a fault: not judged.
+    let pause = vec![fault(
+        Target::Instance(0),
+        FaultKind::InstancePause,
+        4000,
+        4500,
+    )];
+    let faulted = checked(line(5000), pause);
+    assert_eq!(
+        faulted.count(Rule::Overtaken),
+        0,
+        "{:?}",
+        faulted.violations
+    );
+}
+
+/// Point 1 of issue 30: a waiter stuck mid-run, between faults that leave
+/// only short quiet gaps, is judged over the sum of those gaps.
+#[test]
+fn the_checker_judges_a_stuck_waiter_between_faults() {
+    // A fault every 6 s (each 1 s long): with the settle after each, the
+    // quiet gaps are 1 s, shorter than STUCK.
+    let faults: Vec<Fault> = (0..6)
+        .map(|k| {
+            let from = 2000 + k * 6000;
+            fault(
+                Target::Instance(1),
+                FaultKind::InstancePause,
+                from,
+                from + 1000,
+            )
+        })
+        .collect();
+    let exclusive = Ask::EXCLUSIVE;
+    // A writer left waiting 30 s on a lock freed at 1 s: stuck, in five gaps.
+    let stuck = checked(
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 1000),
+            waiter(LOCK, exclusive, 2, 500, 30_500),
+        ],
+        faults.clone(),
+    );
+    assert_eq!(stuck.count(Rule::Stuck), 1, "{:?}", stuck.violations);
+    // The same wait behind a holder that held the lock until then: fine.
+    let behind_holder = checked(
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 30_400),
+            waiter(LOCK, exclusive, 2, 500, 30_500),
+        ],
+        faults.clone(),
+    );
+    assert!(
+        behind_holder.violations.is_empty(),
+        "{:?}",
+        behind_holder.violations
+    );
+    // A free stretch the faults explain (each within its settle): fine.
+    let explained = checked(
+        vec![
+            hold(LOCK, exclusive, 1, 0, 0, 1000),
+            waiter(LOCK, exclusive, 2, 500, 7500),
+        ],
+        vec![fault(Target::Redis, FaultKind::RedisStall, 900, 3000)],
+    );
+    assert!(
+        explained.violations.is_empty(),
+        "{:?}",
+        explained.violations
+    );
+}
+
+/// Point 2 of issue 30: a request that got no answer may still be in line,
+/// ahead of others; it counts in the room until it surely left.
+#[test]
+fn the_checker_keeps_requests_without_an_answer_in_the_line() {
+    let (exclusive, shared) = (Ask::EXCLUSIVE, Ask::SHARED);
+    // A reader holds; a writer queues at 1 s through instance 1, which is
+    // paused a moment; its client gives up at 14 s (no answer); a reader
+    // queued behind it at 1.2 s waits for it, rightly, until it left.
+    let writer_cut_off = || {
+        let op = acquire(exclusive, TTL, 8000);
+        vec![call(
+            50,
+            LOCK,
+            1,
+            op,
+            (1000, 14_000),
+            Answer::None { reached: true },
+        )]
+    };
+    let pause = || {
+        vec![fault(
+            Target::Instance(1),
+            FaultKind::InstancePause,
+            1500,
+            2500,
+        )]
+    };
+    let reader = || hold(LOCK, shared, 1, 0, 0, 30_000);
+    let blocked_rightly = checked(
+        vec![
+            reader(),
+            writer_cut_off(),
+            waiter(LOCK, shared, 2, 1200, 15_000),
+        ],
+        pause(),
+    );
+    assert!(
+        blocked_rightly.violations.is_empty(),
+        "{:?}",
+        blocked_rightly.violations
+    );
+    // Kept out long after the writer surely left: stuck.
+    let kept_out = checked(
+        vec![
+            reader(),
+            writer_cut_off(),
+            waiter(LOCK, shared, 2, 1200, 27_000),
+        ],
+        pause(),
+    );
+    assert_eq!(kept_out.count(Rule::Stuck), 1, "{:?}", kept_out.violations);
+}
+
+/// Point 3 of issue 30: a missing answer only with a fault of its instance
+/// or Redis over it; releases judged; a 503 only during or right after a
+/// fault; a 404 for a held lease only after a force-release or data loss.
+#[test]
+fn the_checker_excuses_missing_answers_and_503s_only_by_their_faults() {
+    let exclusive = Ask::EXCLUSIVE;
+    let unanswered_release = || {
+        let mut calls = hold(LOCK, exclusive, 1, 0, 0, 9000);
+        calls.insert(
+            1,
+            release(1, LOCK, 1, (1000, 2500), Answer::None { reached: true }),
+        );
+        calls
+    };
+    let of_other = checked(
+        vec![unanswered_release()],
+        vec![fault(
+            Target::Instance(1),
+            FaultKind::InstanceKill,
+            1200,
+            1300,
+        )],
+    );
+    assert_eq!(
+        of_other.count(Rule::NoAnswer),
+        1,
+        "{:?}",
+        of_other.violations
+    );
+    let of_its_own = checked(
+        vec![unanswered_release()],
+        vec![fault(
+            Target::Instance(0),
+            FaultKind::InstanceKill,
+            1200,
+            1300,
+        )],
+    );
+    assert!(
+        of_its_own.violations.is_empty(),
+        "{:?}",
+        of_its_own.violations
+    );
+    let of_redis = checked(
+        vec![unanswered_release()],
+        vec![fault(Target::Redis, FaultKind::RedisStall, 1200, 1300)],
+    );
+    assert!(of_redis.violations.is_empty(), "{:?}", of_redis.violations);
+
+    // A 503 long after a fault, and one right after it.
+    let unavailable = |answered: u64| {
+        let mut calls = hold(LOCK, exclusive, 1, 0, 0, 20_000);
+        calls.insert(
+            1,
+            release(
+                1,
+                LOCK,
+                1,
+                (answered - 1000, answered),
+                status(503, "redis-unavailable"),
+            ),
+        );
+        calls
+    };
+    let stall = || vec![fault(Target::Redis, FaultKind::RedisStall, 1000, 3000)];
+    let late = checked(vec![unavailable(10_000)], stall());
+    assert_eq!(late.count(Rule::Unavailable), 1, "{:?}", late.violations);
+    let right_after = checked(vec![unavailable(4000)], stall());
+    assert!(
+        right_after.violations.is_empty(),
+        "{:?}",
+        right_after.violations
+    );
+
+    // A release answered 404 while its holder was told it held the lease.
+    let lost = || {
+        let mut calls = hold(LOCK, exclusive, 1, 0, 0, 5000);
+        calls[1].answer = status(404, "lease-not-found");
+        calls
+    };
+    let nothing_explains = checked(vec![lost()], vec![]);
+    assert_eq!(
+        nothing_explains.count(Rule::LeaseLost),
+        1,
+        "{:?}",
+        nothing_explains.violations
+    );
+    let forced = vec![call(
+        9,
+        LOCK,
+        1,
+        Op::ForceRelease,
+        (3000, 3010),
+        status(204, ""),
+    )];
+    let force_explains = checked(vec![lost(), forced], vec![]);
+    assert!(
+        force_explains.violations.is_empty(),
+        "{:?}",
+        force_explains.violations
+    );
+    let loss = vec![fault(
+        Target::Redis,
+        FaultKind::RedisRestart { data_lost: true },
+        3000,
+        3700,
+    )];
+    let loss_explains = checked(vec![lost()], loss);
+    assert!(
+        loss_explains.violations.is_empty(),
+        "{:?}",
+        loss_explains.violations
+    );
+}
+
+/// Point 4 of issue 30: a run without persistence must have lost Redis's
+/// data at least once.
+#[test]
+fn the_checker_demands_a_data_loss_without_persistence() {
+    let judged = |data_lost: bool, persistent: bool| {
+        let mut history = history(
+            vec![hold(LOCK, Ask::EXCLUSIVE, 1, 0, 0, 100)],
+            vec![fault(
+                Target::Redis,
+                FaultKind::RedisRestart { data_lost },
+                1000,
+                1700,
+            )],
+        );
+        history.persistent = Some(persistent);
+        judge(&history, &Rules::default())
+    };
+    assert_eq!(judged(false, false).count(Rule::DataLoss), 1);
+    assert!(judged(true, false).violations.is_empty());
+    assert!(judged(false, true).violations.is_empty());
+    assert_eq!(judged(true, true).count(Rule::DataLoss), 1);
+}
+
+/// Point 5 of issue 30: every required path taken during a fault.
+#[test]
+fn the_checker_demands_every_path_under_faults() {
+    let exclusive = Ask::EXCLUSIVE;
+    let two_permits = Ask::Permits {
+        permits: 2,
+        limit: LIMIT,
+    };
+    let refresh = |lease: u64, ttl_ms: u64, (sent, answered): (u64, u64)| {
+        let lease_body = Answer::Lease {
+            token: lease,
+            expires_at: at(answered + ttl_ms),
+            granted: exclusive,
+        };
+        call(
+            lease as usize,
+            "refreshed",
+            0,
+            Op::Refresh { lease, ttl_ms },
+            (sent, answered),
+            lease_body,
+        )
+    };
+    let superseded = {
+        let op = Op::Acquire(Acquire {
+            ask: exclusive,
+            ttl_ms: TTL,
+            wait_ms: 4000,
+            newest_wins: true,
+        });
+        vec![call(
+            60,
+            "queue",
+            0,
+            op,
+            (100, 200),
+            status(409, "superseded"),
+        )]
+    };
+    let all = |shorten: bool| {
+        let mut refreshed = hold("refreshed", exclusive, 1, 600, 610, 900);
+        if shorten {
+            refreshed.insert(1, refresh(1, 2000, (700, 710)));
+        }
+        refreshed.insert(1, refresh(1, 10_000, (800, 810)));
+        vec![
+            hold("alone", exclusive, 1, 100, 110, 200),
+            hold(LOCK, Ask::SHARED, 1, 300, 310, 400),
+            hold(SEMAPHORE, two_permits, 1, 500, 510, 550),
+            refreshed,
+            superseded.clone(),
+            vec![call(
+                61,
+                "forced",
+                0,
+                Op::ForceRelease,
+                (1000, 1010),
+                status(204, ""),
+            )],
+        ]
+    };
+    let rules = Rules {
+        required: vec![
+            Path::Alone,
+            Path::Exclusive,
+            Path::Shared,
+            Path::Permits,
+            Path::RefreshShorten,
+            Path::RefreshExtend,
+            Path::Release,
+            Path::NewestWins,
+            Path::ForceRelease,
+        ],
+        ..Rules::default()
+    };
+    let stall = || vec![fault(Target::Redis, FaultKind::RedisStall, 0, 1000)];
+    let every_path = judge(&history(all(true), stall()), &rules);
+    assert!(
+        every_path.violations.is_empty(),
+        "{:?}",
+        every_path.violations
+    );
+    let no_shortening = judge(&history(all(false), stall()), &rules);
+    assert_eq!(
+        no_shortening.count(Rule::Path),
+        1,
+        "{:?}",
+        no_shortening.violations
+    );
+    // Taken, but never during a fault.
+    let unfaulted = judge(&history(all(true), vec![]), &rules);
+    assert_eq!(
+        unfaulted.count(Rule::Path),
+        rules.required.len(),
+        "{:?}",
+        unfaulted.violations
+    );
+}
+
+/// Point 6 of issue 30: `expires_at` is the `ttl_ms` asked on Redis's
+/// clock, and a hold whose release answered 503 lasts until a later release
+/// is answered.
+#[test]
+fn the_checker_holds_the_client_to_what_it_was_told() {
+    let exclusive = Ask::EXCLUSIVE;
+    let told = |expires_in: u64, redis_ahead_ms: i64| {
+        let mut calls = hold(LOCK, exclusive, 1, 0, 10, 100);
+        let expires = (10 + expires_in) as i64 + redis_ahead_ms;
+        calls[0].answer = Answer::Lease {
+            token: 1,
+            expires_at: at(expires as u64),
+            granted: exclusive,
+        };
+        let mut history = history(vec![calls], vec![]);
+        history.redis_ahead_ms = redis_ahead_ms;
+        judge(&history, &Rules::default())
+    };
+    assert!(told(TTL, 0).violations.is_empty());
+    assert_eq!(told(TTL / 2, 0).count(Rule::Expiry), 1);
+    assert_eq!(told(TTL + 5000, 0).count(Rule::Expiry), 1);
+    // Redis's clock 5 s ahead: its expires_at reads 5 s later.
+    assert!(told(TTL, 5000).violations.is_empty());
+    assert_eq!(told(TTL, 0).count(Rule::Expiry), 0);
+
+    // A release answered 503 (during a stall), then another client granted
+    // the lock, then the first client's release answered 204: both held.
+    let stall = || vec![fault(Target::Redis, FaultKind::RedisStall, 900, 1500)];
+    let first = |answer: Answer| {
+        let mut calls = hold(LOCK, exclusive, 1, 0, 0, 2000);
+        calls.insert(1, release(1, LOCK, 1, (1000, 1400), answer));
+        calls
+    };
+    let unavailable = checked(
+        vec![
+            first(status(503, "redis-unavailable")),
+            hold(LOCK, exclusive, 2, 1100, 1600, 3000),
+        ],
+        stall(),
+    );
+    assert_eq!(
+        unavailable.count(Rule::Capacity),
+        1,
+        "{:?}",
+        unavailable.violations
+    );
+    // The first release answered: the lease ended when it was sent.
+    let released = checked(
+        vec![
+            first(status(204, "")),
+            hold(LOCK, exclusive, 2, 1100, 1600, 3000),
+        ],
+        stall(),
+    );
+    assert_eq!(
+        released.count(Rule::Capacity),
+        0,
+        "{:?}",
+        released.violations
+    );
+    // A release answered 503 then one answered 404: the first may have run
+    // (its reply lost in the stall), so the lease may have ended with it.
+    let mut ran = first(status(503, "redis-unavailable"));
+    ran[2].answer = status(404, "lease-not-found");
+    let lost_reply = checked(
+        vec![ran, hold(LOCK, exclusive, 2, 1100, 1600, 3000)],
+        stall(),
+    );
+    assert!(
+        lost_reply.violations.is_empty(),
+        "{:?}",
+        lost_reply.violations
+    );
 }

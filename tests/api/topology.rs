@@ -352,6 +352,15 @@ impl RedisCluster {
         panic!("no master serves slot {slot}");
     }
 
+    /// The port of a live replica of the master on `master`.
+    #[allow(dead_code)] // the cluster chaos test uses it
+    pub fn replica_of(&self, master: u16) -> Option<u16> {
+        self.topology()
+            .into_iter()
+            .find(|n| n.2 == Some(master) && !n.3)
+            .map(|n| n.0)
+    }
+
     /// kill -9 of the node on `port`.
     pub fn kill(&mut self, port: u16) {
         self.node(port).kill();

@@ -1,31 +1,23 @@
-//! What the chaos tests share: baton as a real process, the fault timeline,
-//! clients that acquire, hold and release while recording what they were
-//! told, and the checks every run must pass.
-//!
-//! A hold lasts, as the client was told, from the receipt of its 201 until
-//! it sent the first release that reached baton (after that it no longer
-//! relies on the lease, whether or not the release worked), or else until
-//! its `expires_at`; the last [`EXPIRY_GRACE`] before an `expires_at` is
-//! not counted, for the clocks of the client and of Redis.
-//!
-//! The checks count capacity, not leases: a lease takes its [`Ask::weight`]
-//! of its name's capacity. A lock's capacity is [`LOCK_CAPACITY`], which an
-//! exclusive lease takes whole and a shared one by one unit, so a lock is
-//! held either by one exclusive lease alone or by shared leases only; a
-//! semaphore's capacity is its `limit`, and a lease takes its `permits`.
+//! What the chaos tests share: baton as a real process, clients that
+//! acquire, refresh, hold and release (and force-release) while recording
+//! every call and its answer into a [`History`], and a seeded random
+//! source. What the run must show is judged from the history alone, by
+//! `checker.rs`.
 
-use std::collections::{BTreeMap, HashSet};
+#[path = "checker.rs"]
+pub mod checker;
+#[path = "history.rs"]
+pub mod history;
+
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::Value;
+use history::{Acquire, Answer, Ask, Call, History, Op};
+use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use crate::helpers::free_port;
-
-/// The end of a lease as told that the checks ignore.
-pub const EXPIRY_GRACE: Duration = Duration::from_millis(200);
 
 /// reqwest's TLS (rustls) needs a crypto provider: ring, as baton's own. A
 /// test process builds its clients before any baton starts in it.
@@ -145,76 +137,6 @@ impl Drop for Instance {
     }
 }
 
-/// A lock's capacity in the checks: more than any number of shared leases
-/// the clients can hold at once, and all of it an exclusive lease's weight.
-pub const LOCK_CAPACITY: u64 = 1_000_000;
-
-/// What one acquisition asks of its name (and what its 201 says it got).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ask {
-    /// A lock's lease: shared (a reader) or exclusive (a writer).
-    Lock { shared: bool },
-    /// A semaphore's lease of `permits` of `limit`.
-    Permits { permits: u32, limit: u32 },
-}
-
-impl Ask {
-    pub const EXCLUSIVE: Self = Self::Lock { shared: false };
-    pub const SHARED: Self = Self::Lock { shared: true };
-
-    /// How much of its name's capacity the lease takes.
-    pub fn weight(self) -> u64 {
-        match self {
-            Self::Lock { shared: true } => 1,
-            Self::Lock { shared: false } => LOCK_CAPACITY,
-            Self::Permits { permits, .. } => u64::from(permits),
-        }
-    }
-
-    /// Adds what it asks for to an acquire body. The defaults (exclusive, one
-    /// permit) are sent as often as not left out.
-    fn add_to(self, body: &mut Value, rng: &mut Rng) {
-        let explicit = rng.next() % 2 == 0;
-        match self {
-            Self::Lock { shared } => {
-                if shared || explicit {
-                    body["shared"] = shared.into();
-                }
-            }
-            Self::Permits { permits, limit } => {
-                body["limit"] = limit.into();
-                if permits != 1 || explicit {
-                    body["permits"] = permits.into();
-                }
-            }
-        }
-    }
-
-    /// What a 201's lease body says was granted, as an `Ask` of the same
-    /// kind as `self`; `None` when the body lacks it.
-    fn granted(self, lease: &Value) -> Option<Self> {
-        match self {
-            Self::Lock { .. } => Some(Self::Lock {
-                shared: lease["shared"].as_bool()?,
-            }),
-            Self::Permits { .. } => Some(Self::Permits {
-                permits: u32::try_from(lease["permits"].as_u64()?).ok()?,
-                limit: u32::try_from(lease["limit"].as_u64()?).ok()?,
-            }),
-        }
-    }
-}
-
-impl std::fmt::Display for Ask {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Lock { shared: true } => f.write_str("shared"),
-            Self::Lock { shared: false } => f.write_str("exclusive"),
-            Self::Permits { permits, limit } => write!(f, "{permits} of {limit} permits"),
-        }
-    }
-}
-
 /// What the acquisitions of one workload ask for, picked at random for each.
 #[derive(Debug, Clone, Copy)]
 pub enum Asks {
@@ -236,225 +158,120 @@ impl Asks {
             },
         }
     }
-}
 
-/// A lease as a client was told it.
-#[derive(Debug, Clone)]
-pub struct Hold {
-    pub name: String,
-    pub token: u64,
-    /// What its 201 said it holds: how much of the name's capacity it takes.
-    pub ask: Ask,
-    /// When the acquisition was sent: it was granted after this.
-    pub requested: SystemTime,
-    /// When its 201 arrived.
-    pub start: SystemTime,
-    /// When the client sent the first release that reached baton, or its
-    /// `expires_at` if none did.
-    pub end: SystemTime,
-    /// Its `expires_at`.
-    pub expires: SystemTime,
-}
-
-impl Hold {
-    /// Until when the checks count it held.
-    pub fn told_until(&self) -> SystemTime {
-        self.end.min(self.expires - EXPIRY_GRACE)
-    }
-
-    /// Whether the checks count it held at `at`.
-    fn held_at(&self, at: SystemTime) -> bool {
-        self.start <= at && at < self.told_until()
-    }
-}
-
-/// A time as RFC 3339 with milliseconds, for the reports.
-pub fn when(at: SystemTime) -> humantime::Rfc3339Timestamp {
-    humantime::format_rfc3339_millis(at)
-}
-
-/// The holds of each name, each list in the order they started.
-pub fn holds_by_name(holds: &[Hold]) -> BTreeMap<String, Vec<Hold>> {
-    let mut by_name: BTreeMap<String, Vec<Hold>> = BTreeMap::new();
-    for hold in holds {
-        by_name
-            .entry(hold.name.clone())
-            .or_default()
-            .push(hold.clone());
-    }
-    for holds in by_name.values_mut() {
-        holds.sort_by_key(|h| h.start);
-    }
-    by_name
-}
-
-/// How much of a name `holds` take (as told), at each time that changes, in
-/// order: (when, in use from then on). Every change at one instant counts
-/// at once: holds that touch do not overlap.
-pub fn usage(holds: &[Hold]) -> Vec<(SystemTime, i64)> {
-    let mut changes: BTreeMap<SystemTime, i64> = BTreeMap::new();
-    for h in holds {
-        if h.told_until() > h.start {
-            let weight = h.ask.weight() as i64;
-            *changes.entry(h.start).or_default() += weight;
-            *changes.entry(h.told_until()).or_default() -= weight;
+    /// `locks` or `semaphores`.
+    fn kind(self) -> &'static str {
+        match self {
+            Self::SharedOrExclusive => "locks",
+            Self::Permits { .. } => "semaphores",
         }
     }
-    let mut used = 0;
-    changes
-        .into_iter()
-        .map(|(at, delta)| {
-            used += delta;
-            (at, used)
-        })
-        .collect()
 }
 
-/// The times `holds` take more than `capacity` at once (as told), in order:
-/// (when, how much).
-fn crowded(holds: &[Hold], capacity: u64) -> Vec<(SystemTime, i64)> {
-    let mut over = Vec::new();
-    for (at, used) in usage(holds) {
-        if used > capacity as i64 {
-            over.push((at, used));
-        }
-    }
-    over
-}
-
-/// The violations in the holds of one name: more than `capacity` held at
-/// once as told (for a lock: an exclusive lease beside any other), a token
-/// granted twice, or a token not above every token of a hold that had been
-/// told (its 201 had arrived) before the acquisition was sent.
-pub fn check_holds(name: &str, holds: &[Hold], capacity: u64, violations: &mut Vec<String>) {
-    for (at, used) in crowded(holds, capacity) {
-        let held: Vec<String> = holds
-            .iter()
-            .filter(|h| h.held_at(at))
-            .map(|h| {
-                format!(
-                    "token {} {} ({} .. {}, expires {})",
-                    h.token,
-                    h.ask,
-                    when(h.start),
-                    when(h.end),
-                    when(h.expires)
-                )
-            })
-            .collect();
-        let used = if capacity == LOCK_CAPACITY {
-            format!("{} leases", held.len())
-        } else {
-            format!("{used} of {capacity}")
-        };
-        violations.push(format!(
-            "{name}: {used} held at {}: {}",
-            when(at),
-            held.join("; ")
-        ));
-    }
-    let mut tokens = HashSet::new();
-    for h in holds {
-        if !tokens.insert(h.token) {
-            violations.push(format!("{name}: token {} granted twice", h.token));
-        }
-    }
-    // Tokens rise in grant order, across shared and exclusive leases alike.
-    // An acquisition sent after another's 201 arrived was granted after that
-    // one, so it must carry a larger token (across Redis restarts, data loss
-    // and failovers too).
-    let mut by_start = holds.to_vec();
-    by_start.sort_by_key(|h| h.start);
-    let mut by_request = holds.to_vec();
-    by_request.sort_by_key(|h| h.requested);
-    let mut max_told: Option<&Hold> = None;
-    let mut j = 0;
-    for h in &by_request {
-        while j < by_start.len() && by_start[j].start < h.requested {
-            if max_told.is_none_or(|m| by_start[j].token > m.token) {
-                max_told = Some(&by_start[j]);
+/// Adds what `ask` asks for to an acquire body. The defaults (exclusive, one
+/// permit) are sent as often as not left out.
+fn add_ask(ask: Ask, body: &mut Value, rng: &mut Rng) {
+    let explicit = rng.next() % 2 == 0;
+    match ask {
+        Ask::Lock { shared } => {
+            if shared || explicit {
+                body["shared"] = shared.into();
             }
-            j += 1;
         }
-        if let Some(m) = max_told.filter(|m| h.token <= m.token) {
-            violations.push(format!(
-                "{name}: token {} ({}, sent {}) after token {} ({}, told {})",
-                h.token,
-                h.ask,
-                when(h.requested),
-                m.token,
-                m.ask,
-                when(m.start)
-            ));
+        Ask::Permits { permits, limit } => {
+            body["limit"] = limit.into();
+            if permits != 1 || explicit {
+                body["permits"] = permits.into();
+            }
         }
     }
 }
 
-/// What a fault touched: Redis, or one baton instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    Redis,
-    Instance(usize),
-}
-
-/// One fault: what it touched, and from when until it was over.
-#[derive(Debug, Clone)]
-pub struct Fault {
-    pub target: Target,
-    pub what: &'static str,
-    pub from: SystemTime,
-    pub to: SystemTime,
-}
-
-/// A request answered (or not) through one instance.
-#[derive(Debug, Clone)]
-pub struct Wait {
-    pub name: String,
-    /// What it asked for.
-    pub ask: Ask,
-    pub instance: usize,
-    pub requested: SystemTime,
-    pub answered: SystemTime,
-    /// Its answer's status, or "no answer".
-    pub outcome: String,
-}
-
-/// Everything the clients saw.
-#[derive(Default)]
-pub struct Record {
-    pub holds: Vec<Hold>,
-    /// Acquisitions that were answered (201, 409, ...).
-    pub waits: Vec<Wait>,
-    /// Requests that got no answer (connection failed, timed out).
-    pub failures: Vec<Wait>,
-    pub outcomes: BTreeMap<String, u64>,
-    pub violations: Vec<String>,
-    /// What the checks found worth showing beside the violations: the
-    /// timelines around them.
-    pub evidence: Vec<String>,
-}
-
-impl Record {
-    pub fn count(&mut self, outcome: impl Into<String>) {
-        *self.outcomes.entry(outcome.into()).or_default() += 1;
+/// What a lease body says was granted, as an `Ask` of the same kind as
+/// `asked`; `None` when the body lacks it.
+fn granted(asked: Ask, lease: &Value) -> Option<Ask> {
+    match asked {
+        Ask::Lock { .. } => Some(Ask::Lock {
+            shared: lease["shared"].as_bool()?,
+        }),
+        Ask::Permits { .. } => Some(Ask::Permits {
+            permits: u32::try_from(lease["permits"].as_u64()?).ok()?,
+            limit: u32::try_from(lease["limit"].as_u64()?).ok()?,
+        }),
     }
 }
 
-/// What one kind of client does.
+/// What one client does, over and over.
 #[derive(Debug, Clone)]
 pub struct Workload {
-    /// `locks/NAME` or `semaphores/NAME`.
-    pub path: String,
-    /// The acquire body, less what it asks for (`shared`, `limit`,
-    /// `permits`), which [`Self::asks`] adds to each.
-    pub body: Value,
-    /// What its acquisitions ask for.
+    /// The lock or semaphore it uses.
+    pub name: String,
+    /// What its acquisitions ask for (and so whether `name` is a lock).
     pub asks: Asks,
+    pub ttl_ms: u64,
+    /// Its acquisitions' `wait_ms`, each picked from these.
+    pub waits: Vec<u64>,
+    pub newest_wins: bool,
     /// How long a client holds a lease before releasing it, at most (the
     /// least is 0).
     pub hold_up_to: Duration,
-    /// A request with no answer within this counts as failed.
-    pub timeout: Duration,
+    /// Whether it refreshes a third of its leases mid-hold, to a ttl shorter
+    /// or longer than the one asked.
+    pub refreshes: bool,
+    /// How long it rests between one release and the next acquisition, at
+    /// most.
+    pub rest_up_to: Duration,
+}
+
+impl Workload {
+    /// The defaults: one wait, no `newest_wins`, no refreshes, no rest.
+    pub fn new(name: &str, asks: Asks, ttl_ms: u64, wait_ms: u64, hold_up_to: Duration) -> Self {
+        Self {
+            name: name.to_owned(),
+            asks,
+            ttl_ms,
+            waits: vec![wait_ms],
+            newest_wins: false,
+            hold_up_to,
+            refreshes: false,
+            rest_up_to: Duration::ZERO,
+        }
+    }
+}
+
+/// The shared record of a run, which every client writes to.
+pub type Recorder = Arc<Mutex<History>>;
+
+/// What every client of a run shares.
+#[derive(Clone)]
+pub struct Run {
+    /// The base URL of each instance.
+    pub bases: Vec<String>,
+    /// One HTTP client for all (building one per client task would block
+    /// the runtime at the start, loading certificates, and look like a
+    /// stuck line).
+    pub http: reqwest::Client,
+    pub record: Recorder,
+    pub stop: watch::Receiver<bool>,
+    pub seed: u64,
+}
+
+impl Run {
+    pub fn new(
+        bases: Vec<String>,
+        record: Recorder,
+        stop: watch::Receiver<bool>,
+        seed: u64,
+    ) -> Self {
+        install_crypto();
+        Self {
+            bases,
+            http: reqwest::Client::new(),
+            record,
+            stop,
+            seed,
+        }
+    }
 }
 
 /// A small random source (xorshift), seeded so a run can be replayed.
@@ -492,9 +309,20 @@ impl Rng {
     }
 }
 
-/// Classifies a non-201 answer: a clear error is a problem+json with a
-/// status the contract names for it; anything else is a violation.
-async fn classify(response: reqwest::Response) -> Result<String, String> {
+/// The answer to one call, as the checker reads it, and the lease id of a
+/// lease body (kept by the client, never recorded); `asked` (for a call
+/// that may answer a lease body) says what kind of lease.
+async fn answer_of(
+    sent: Result<reqwest::Response, reqwest::Error>,
+    asked: Option<Ask>,
+) -> (Answer, Option<String>) {
+    let response = match sent {
+        Ok(response) => response,
+        Err(err) => {
+            let reached = !err.is_connect();
+            return (Answer::None { reached }, None);
+        }
+    };
     let status = response.status().as_u16();
     let content_type = response
         .headers()
@@ -502,7 +330,33 @@ async fn classify(response: reqwest::Response) -> Result<String, String> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let body: Value = response.json().await.unwrap_or(Value::Null);
+    if status == 204 {
+        let slug = String::new();
+        return (Answer::Status { status, slug }, None);
+    }
+    let text = match response.text().await {
+        Ok(text) => text,
+        // The body cut off: as good as no answer.
+        Err(_) => return (Answer::None { reached: true }, None),
+    };
+    let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    if matches!(status, 200 | 201) {
+        let lease = || {
+            let token = body["fencing_token"].as_u64()?;
+            let expires_at = humantime::parse_rfc3339(body["expires_at"].as_str()?).ok()?;
+            let granted = granted(asked?, &body)?;
+            let id = body["id"].as_str()?.to_owned();
+            Some((
+                Answer::Lease {
+                    token,
+                    expires_at,
+                    granted,
+                },
+                Some(id),
+            ))
+        };
+        return lease().unwrap_or_else(|| (Answer::Unclear(format!("{status}: {text}")), None));
+    }
     let slug = body["type"]
         .as_str()
         .unwrap_or_default()
@@ -510,175 +364,196 @@ async fn classify(response: reqwest::Response) -> Result<String, String> {
         .next()
         .unwrap_or_default()
         .to_owned();
-    if content_type == "application/problem+json" && matches!(status, 404 | 409 | 503) {
-        Ok(format!("{status} {slug}"))
+    let answer = if content_type == "application/problem+json" && !slug.is_empty() {
+        Answer::Status { status, slug }
     } else {
-        Err(format!("unclear answer {status} {content_type}: {body}"))
-    }
+        Answer::Unclear(format!("{status} {content_type}: {text}"))
+    };
+    (answer, None)
 }
 
-/// One client: acquires through the instances in turn, holds for a random
-/// while, releases, and records all it was told, until `stop`.
-pub async fn client_loop(
-    id: usize,
-    work: Workload,
-    bases: Vec<String>,
-    record: Arc<Mutex<Record>>,
-    stop: watch::Receiver<bool>,
-    seed: u64,
-) {
-    install_crypto();
-    let client = reqwest::Client::builder()
-        .timeout(work.timeout)
-        .build()
-        .unwrap();
-    let releaser = reqwest::Client::builder()
-        .timeout(Duration::from_millis(1500))
-        .build()
-        .unwrap();
+/// Sends `request` with `timeout` and records it as a call of `client` on
+/// `name`; returns its answer and the id of a lease body.
+async fn record_call(
+    record: &Recorder,
+    (client, name, instance): (usize, &str, usize),
+    op: Op,
+    request: reqwest::RequestBuilder,
+    timeout: Duration,
+    asked: Option<Ask>,
+) -> (Answer, Option<String>) {
+    let sent = SystemTime::now();
+    let (answer, id) = answer_of(request.timeout(timeout).send().await, asked).await;
+    let answered = SystemTime::now();
+    record.lock().unwrap().calls.push(Call {
+        client,
+        name: name.to_owned(),
+        instance,
+        op,
+        sent,
+        answered,
+        answer: answer.clone(),
+    });
+    (answer, id)
+}
+
+/// One client, `id`: acquires through the instances in turn, holds for a
+/// random while (refreshing some leases, shorter or longer), releases
+/// through either instance until a release is answered, and records every
+/// call, until `stop`.
+pub async fn client_loop(id: usize, work: Workload, run: Run) {
+    let Run {
+        bases,
+        http,
+        record,
+        stop,
+        seed,
+    } = run;
     let mut rng = Rng::new(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let name = work.path.rsplit('/').next().unwrap_or_default().to_owned();
+    let kind = work.asks.kind();
+    let name = work.name.as_str();
     let mut turn = id;
     while !*stop.borrow() {
         turn += 1;
         let instance = turn % bases.len();
         let ask = work.asks.pick(&mut rng);
-        let mut body = work.body.clone();
-        ask.add_to(&mut body, &mut rng);
-        let requested = SystemTime::now();
-        let sent = client
-            .post(format!("{}/{}", bases[instance], work.path))
-            .body(body.to_string())
-            .send()
-            .await;
-        let answered = SystemTime::now();
-        let wait = Wait {
-            name: name.clone(),
+        let wait_ms = work.waits[(rng.next() % work.waits.len() as u64) as usize];
+        let owner = format!("client-{id}");
+        let mut body = json!({"ttl_ms": work.ttl_ms, "wait_ms": wait_ms, "owner": owner});
+        if work.newest_wins {
+            body["newest_wins"] = true.into();
+        }
+        add_ask(ask, &mut body, &mut rng);
+        let acquire = Acquire {
             ask,
-            instance,
-            requested,
-            answered,
-            outcome: sent.as_ref().map_or_else(
-                |_| "no answer".to_owned(),
-                |response| response.status().as_u16().to_string(),
-            ),
+            ttl_ms: work.ttl_ms,
+            wait_ms,
+            newest_wins: work.newest_wins,
         };
-        let response = match sent {
-            Ok(response) => response,
-            Err(_) => {
-                // Judged by the checks against the fault timeline.
-                {
-                    let mut record = record.lock().unwrap();
-                    record.failures.push(wait);
-                    record.count("acquire: no answer");
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-        };
-        record.lock().unwrap().waits.push(wait);
-        if response.status() != 201 {
-            let outcome = classify(response).await;
-            {
-                let mut record = record.lock().unwrap();
-                match outcome {
-                    Ok(outcome) => record.count(format!("acquire {outcome}")),
-                    Err(violation) => record.violations.push(violation),
-                }
-            }
+        // Past the wait an answer is due at once; a few seconds more for a
+        // busy machine.
+        let timeout = Duration::from_millis(wait_ms) + Duration::from_secs(5);
+        let request = http
+            .post(format!("{}/{kind}/{name}", bases[instance]))
+            .body(body.to_string());
+        let who = (id, name, instance);
+        let op = Op::Acquire(acquire);
+        let (answer, lease_id) = record_call(&record, who, op, request, timeout, Some(ask)).await;
+        let (Answer::Lease { token, .. }, Some(lease_id)) = (answer, lease_id) else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
+        };
+        let lease_path = format!("{kind}/{name}/{lease_id}");
+        // The critical section, with a refresh in a third of them: to a
+        // ttl shorter (a third to half) or longer (up to twice) than asked.
+        let mut hold_up_to = work.hold_up_to.as_millis() as u64;
+        tokio::time::sleep(rng.ms(0, hold_up_to / 2)).await;
+        if work.refreshes && rng.next() % 3 == 0 {
+            let ttl_ms = if rng.next() % 2 == 0 {
+                rng.ms(work.ttl_ms / 3, work.ttl_ms / 2).as_millis() as u64
+            } else {
+                rng.ms(work.ttl_ms + 1000, 2 * work.ttl_ms).as_millis() as u64
+            };
+            // The rest of the hold fits the new ttl.
+            hold_up_to = hold_up_to.min(ttl_ms / 2);
+            let instance = (turn + 1) % bases.len();
+            let request = http
+                .patch(format!("{}/{lease_path}", bases[instance]))
+                .body(json!({ "ttl_ms": ttl_ms }).to_string());
+            let op = Op::Refresh {
+                lease: token,
+                ttl_ms,
+            };
+            let who = (id, name, instance);
+            let timeout = Duration::from_millis(2500);
+            record_call(&record, who, op, request, timeout, Some(ask)).await;
         }
-        let start = answered;
-        let lease: Value = response.json().await.unwrap();
-        let token = lease["fencing_token"].as_u64().unwrap();
-        let expires = humantime::parse_rfc3339(lease["expires_at"].as_str().unwrap()).unwrap();
-        // The checks count what the 201 says was granted, which must be what
-        // was asked.
-        let granted = ask.granted(&lease);
-        {
-            let mut record = record.lock().unwrap();
-            record.count(format!("acquire 201 {}", granted.unwrap_or(ask)));
-            if granted != Some(ask) {
-                record.violations.push(format!(
-                    "{name}: asked for {ask}, told {}: {lease}",
-                    granted.map_or_else(|| "nothing".to_owned(), |g| g.to_string())
-                ));
-            }
-        }
-        // The critical section.
-        tokio::time::sleep(rng.ms(0, work.hold_up_to.as_millis() as u64)).await;
-        // Release, through either instance, until some answer comes; the
-        // hold ends when the first release that reached baton was sent.
-        let path = format!("{}/{}", work.path, lease["id"].as_str().unwrap());
-        let mut end = None;
-        for attempt in 0..20 {
+        tokio::time::sleep(rng.ms(0, hold_up_to / 2)).await;
+        // Release, through either instance, until one is answered 204 or
+        // 404 (a 503 or no answer: again).
+        for attempt in 0..30 {
             let instance = (turn + attempt) % bases.len();
-            let sent = SystemTime::now();
-            match releaser
-                .delete(format!("{}/{path}", bases[instance]))
-                .send()
-                .await
-            {
-                Ok(response) => {
-                    end.get_or_insert(sent);
-                    let status = response.status().as_u16();
-                    if status == 204 {
-                        record.lock().unwrap().count("release 204");
-                        break;
-                    }
-                    let outcome = classify(response).await;
-                    let mut record = record.lock().unwrap();
-                    match outcome {
-                        Ok(outcome) if outcome.starts_with("404") => {
-                            record.count(format!("release {outcome}"));
-                            break;
-                        }
-                        Ok(outcome) => record.count(format!("release {outcome}")),
-                        Err(violation) => {
-                            record.violations.push(violation);
-                            break;
-                        }
-                    }
-                }
-                Err(err) => {
-                    // A release that timed out may have reached baton.
-                    if err.is_timeout() {
-                        end.get_or_insert(sent);
-                    }
-                    record.lock().unwrap().count("release: no answer");
-                }
+            let request = http.delete(format!("{}/{lease_path}", bases[instance]));
+            let who = (id, name, instance);
+            let op = Op::Release { lease: token };
+            let timeout = Duration::from_millis(2500);
+            let (answer, _) = record_call(&record, who, op, request, timeout, None).await;
+            if matches!(
+                answer,
+                Answer::Status {
+                    status: 204 | 404,
+                    ..
+                } | Answer::Unclear(_)
+            ) {
+                break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        record.lock().unwrap().holds.push(Hold {
-            name: name.clone(),
-            token,
-            ask: granted.unwrap_or(ask),
-            requested,
-            start,
-            end: end.unwrap_or(expires).min(expires),
-            expires,
-        });
+        tokio::time::sleep(rng.ms(0, work.rest_up_to.as_millis() as u64)).await;
     }
 }
 
-/// The violations in the fault timeline of a run: a request that got no
-/// answer from an instance outside any fault of it or of Redis (a crash the
-/// test did not cause passes nowhere unnoticed).
-pub fn unexplained_failures(record: &Record, faults: &[Fault], violations: &mut Vec<String>) {
-    let slack = Duration::from_secs(1);
-    for failure in &record.failures {
-        let explained = faults.iter().any(|f| {
-            (f.target == Target::Instance(failure.instance) || f.target == Target::Redis)
-                && failure.requested <= f.to + slack
-                && failure.answered + slack >= f.from
-        });
-        if !explained {
-            violations.push(format!(
-                "instance {} gave no answer outside any fault ({:?} .. {:?})",
-                failure.instance, failure.requested, failure.answered
-            ));
-        }
+/// An admin: force-releases `name` (a lock) through the instances in turn,
+/// every `every` or so, until `stop`.
+pub async fn force_release_loop(id: usize, name: String, every: Duration, run: Run) {
+    let Run {
+        bases,
+        http,
+        record,
+        stop,
+        seed,
+    } = run;
+    let mut rng = Rng::new(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut turn = id;
+    let every = every.as_millis() as u64;
+    while !*stop.borrow() {
+        tokio::time::sleep(rng.ms(every / 2, every * 3 / 2)).await;
+        turn += 1;
+        let instance = turn % bases.len();
+        let request = http.delete(format!("{}/locks/{name}", bases[instance]));
+        let who = (id, name.as_str(), instance);
+        let timeout = Duration::from_millis(2500);
+        record_call(&record, who, Op::ForceRelease, request, timeout, None).await;
+    }
+}
+
+/// One acquisition and release through each of `bases`, so that the run
+/// starts with every instance connected and Redis's functions loaded (the
+/// first calls of a fresh instance are slow, and would look like a stuck
+/// line).
+pub async fn warm_up(bases: &[String]) {
+    install_crypto();
+    let http = reqwest::Client::new();
+    for (i, base) in bases.iter().enumerate() {
+        let lease: Value = http
+            .post(format!("{base}/locks/warm-up-{i}"))
+            .body(r#"{"ttl_ms": 5000}"#)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .expect("a warm-up acquisition")
+            .json()
+            .await
+            .expect("a lease body");
+        let id = lease["id"].as_str().expect("a lease id");
+        http.delete(format!("{base}/locks/warm-up-{i}/{id}"))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .expect("a warm-up release");
+    }
+}
+
+/// How far Redis's clock (`TIME`) is ahead of this process's, in
+/// milliseconds: the middle of the call against Redis's answer.
+pub fn redis_ahead_ms(conn: &mut redis::Connection) -> i64 {
+    let before = SystemTime::now();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(conn).expect("TIME");
+    let after = SystemTime::now();
+    let middle = before + after.duration_since(before).unwrap_or_default() / 2;
+    let redis = SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros);
+    match redis.duration_since(middle) {
+        Ok(ahead) => ahead.as_millis() as i64,
+        Err(behind) => -(behind.duration().as_millis() as i64),
     }
 }

@@ -1,0 +1,1108 @@
+//! The chaos checker: one pure function, [`judge`], from a recorded
+//! [`History`] to a [`Verdict`], so that a synthetic history tests it.
+//!
+//! A hold lasts, as its client was told, from the receipt of its 201 until
+//! the client sent a release that ended it (answered 204 or 404, or unanswered
+//! but perhaps received: after that it no longer relies on the lease; a
+//! release answered 503 ends nothing), a force-release of its name was sent,
+//! Redis lost its data, or else its `expires_at` (as the latest refresh
+//! answered told it; a refresh that went unanswered may have shortened it).
+//! The last [`EXPIRY_GRACE`] before an `expires_at` is not counted, for the
+//! clocks of the client and of Redis. For the line's room the other end
+//! counts: until when Redis may still have held the lease.
+//!
+//! The checks count capacity, not leases: a lease takes its [`Ask::weight`]
+//! of its name's capacity ([`Ask::capacity`]). What is judged, each as one
+//! [`Rule`]:
+//!
+//! - capacity and tokens: never more held as told than the name's capacity;
+//!   every token granted once, above every token told before it was asked;
+//! - what a lease body says: what was asked, and an `expires_at` that is the
+//!   `ttl_ms` asked from a moment between the call's sending and its answer,
+//!   on Redis's clock;
+//! - the line: no waiter stayed queued more than [`STUCK`] in all while the
+//!   head of its name's line surely had room, with the time any fault could
+//!   explain (its span and [`SETTLE`] after it) subtracted, and the time a
+//!   request that got no answer may still have been in line (it counts as in
+//!   line, see [`LEAVE`]); no acquisition refused while its name was free and
+//!   nobody else asked; none granted ahead of one queued well before it
+//!   ([`ORDER_SLACK`]), away from faults;
+//! - answers: a missing answer only when a fault of its instance or of Redis
+//!   overlapped the call; a 503 only during or right after such a fault
+//!   ([`UNAVAILABLE_AFTER`]); a 404 for a lease its holder was told it held
+//!   only after a force-release or a loss of Redis's data;
+//! - the run: Redis without persistence lost its data at least once (and
+//!   with persistence never); every required [`Path`] was taken during a
+//!   fault.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use super::history::{when, Answer, Ask, Call, FaultKind, History, Op, Target};
+
+/// The end of a lease as told that the checks ignore.
+pub const EXPIRY_GRACE: Duration = Duration::from_millis(200);
+/// A waiter kept this long in all, away from faults, while its name had
+/// room, is stuck.
+pub const STUCK: Duration = Duration::from_secs(2);
+/// Stretches of room shorter than this are a hand-over in progress (the
+/// grant made, its 201 on its way), not a stuck line.
+pub const MIN_STRETCH: Duration = Duration::from_millis(250);
+/// A request is in line this long after it was sent.
+pub const QUEUED_AFTER: Duration = Duration::from_millis(100);
+/// How long after a fault the line may still be settling: an unconfirmed
+/// grant lapses (3 s), a resumed instance's waiters rejoin (1 s).
+pub const SETTLE: Duration = Duration::from_secs(4);
+/// How long after its client gave up a request may still be in line (a
+/// waiter whose client is gone leaves within 5 s).
+pub const LEAVE: Duration = Duration::from_secs(6);
+/// A 503 is accepted until this long after a fault of its instance or of
+/// Redis.
+pub const UNAVAILABLE_AFTER: Duration = Duration::from_secs(3);
+/// A missing answer is excused by a fault this close to the call.
+pub const NO_ANSWER_SLACK: Duration = Duration::from_secs(1);
+/// How far an `expires_at` may be from the ttl asked, past the call's span.
+pub const CLOCK_TOLERANCE: Duration = Duration::from_millis(100);
+/// A request sent this much later than another one reached the line after
+/// it; a 201 this much earlier than another's came before it.
+pub const ORDER_SLACK: Duration = Duration::from_millis(1500);
+
+/// What a violation broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rule {
+    /// More held at once than the name's capacity.
+    Capacity,
+    /// A token granted twice, or not above one told before.
+    Tokens,
+    /// A lease body that says other than what was asked.
+    Granted,
+    /// An answer the contract does not name for the call.
+    Unclear,
+    /// A waiter left queued while its name had room.
+    Stuck,
+    /// An acquisition refused while its name was free.
+    RefusedWithRoom,
+    /// A request granted ahead of one that had queued well before it.
+    Overtaken,
+    /// No answer, with no fault to explain it.
+    NoAnswer,
+    /// A 503 away from any fault.
+    Unavailable,
+    /// A 404 for a lease its holder was told it held.
+    LeaseLost,
+    /// An `expires_at` other than the `ttl_ms` asked.
+    Expiry,
+    /// Redis without persistence never lost its data (or with it, did).
+    DataLoss,
+    /// A required path never taken under faults.
+    Path,
+}
+
+/// One violation: the rule and what happened.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    pub rule: Rule,
+    pub text: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{:?}] {}", self.rule, self.text)
+    }
+}
+
+/// A way through the service that the workload should take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Path {
+    /// A grant to a name nobody else held or asked for (the fast path).
+    Alone,
+    /// A grant after waiting behind another holder.
+    AfterWaiting,
+    Exclusive,
+    Shared,
+    /// A semaphore lease of more than one permit.
+    Permits,
+    /// A refresh answered with an earlier expiry.
+    RefreshShorten,
+    /// A refresh answered with a later expiry.
+    RefreshExtend,
+    /// A release answered 204.
+    Release,
+    /// A `newest_wins` waiter superseded (409 `superseded`).
+    NewestWins,
+    /// A force-release answered 204.
+    ForceRelease,
+}
+
+/// What a kind of run must show.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    /// The paths each taken at least once during a fault.
+    pub required: Vec<Path>,
+    /// How long after a cluster failover the line may still be settling: a
+    /// release the failover lost leaves its lease until it expires.
+    pub failover_settle: Duration,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Self {
+            required: Vec::new(),
+            failover_settle: SETTLE,
+        }
+    }
+}
+
+/// A lease as its client was told it.
+#[derive(Debug, Clone)]
+pub struct Hold {
+    pub name: String,
+    pub client: usize,
+    pub token: u64,
+    /// What its 201 said it holds.
+    pub ask: Ask,
+    /// When the acquisition was sent: it was granted after this.
+    pub requested: SystemTime,
+    /// When its 201 arrived.
+    pub start: SystemTime,
+    /// Until when its holder could count on it (the overlap checks).
+    pub told_until: SystemTime,
+    /// Until when Redis may still have held it (the line's room).
+    pub may_until: SystemTime,
+}
+
+impl Hold {
+    fn held_at(&self, at: SystemTime) -> bool {
+        self.start <= at && at < self.told_until
+    }
+}
+
+/// What [`judge`] found.
+#[derive(Debug, Default)]
+pub struct Verdict {
+    pub violations: Vec<Violation>,
+    pub holds: Vec<Hold>,
+    /// Each path: how often taken, and how often during a fault.
+    pub paths: BTreeMap<Path, (u64, u64)>,
+    /// Timelines around the violations of the line.
+    pub evidence: Vec<String>,
+}
+
+impl Verdict {
+    /// How many violations broke `rule`.
+    pub fn count(&self, rule: Rule) -> usize {
+        self.violations.iter().filter(|v| v.rule == rule).count()
+    }
+
+    fn flag(&mut self, rule: Rule, text: String) {
+        self.violations.push(Violation { rule, text });
+    }
+
+    fn took(&mut self, path: Path, faulted: bool) {
+        let entry = self.paths.entry(path).or_default();
+        entry.0 += 1;
+        entry.1 += u64::from(faulted);
+    }
+}
+
+/// Judges a whole run.
+pub fn judge(history: &History, rules: &Rules) -> Verdict {
+    let mut verdict = Verdict::default();
+    let explained = explained(history, rules);
+    answers(history, &mut verdict);
+    expiries(history, &mut verdict);
+    let lost = holds(history, &explained, &mut verdict);
+    for (name, from, to) in lost {
+        let holds: Vec<Hold> = verdict
+            .holds
+            .iter()
+            .filter(|h| h.name == name)
+            .cloned()
+            .collect();
+        let timeline = timeline(history, &holds, &name, from, to);
+        verdict.evidence.push(timeline);
+    }
+    let names: Vec<String> = {
+        let mut names: Vec<String> = history.calls.iter().map(|c| c.name.clone()).collect();
+        names.sort();
+        names.dedup();
+        names
+    };
+    for name in &names {
+        let holds: Vec<Hold> = verdict
+            .holds
+            .iter()
+            .filter(|h| &h.name == name)
+            .cloned()
+            .collect();
+        for (from, to) in capacity(name, &holds, &mut verdict) {
+            let timeline = timeline(history, &holds, name, from, to);
+            verdict.evidence.push(timeline);
+        }
+        tokens(name, &holds, &mut verdict);
+        line(history, name, &holds, &explained, &mut verdict);
+    }
+    data_loss(history, &mut verdict);
+    for path in &rules.required {
+        if verdict
+            .paths
+            .get(path)
+            .is_none_or(|(_, faulted)| *faulted == 0)
+        {
+            let taken = verdict.paths.get(path).map_or(0, |(n, _)| *n);
+            verdict.flag(
+                Rule::Path,
+                format!("{path:?} never taken during a fault ({taken} times in all)"),
+            );
+        }
+    }
+    verdict
+}
+
+/// The stretches any fault may explain: its span and [`SETTLE`] after it
+/// (after a failover, [`Rules::failover_settle`]).
+fn explained(history: &History, rules: &Rules) -> Vec<(SystemTime, SystemTime)> {
+    let settle = |kind: FaultKind| match kind {
+        FaultKind::MasterKill | FaultKind::MasterKillLaggingReplica => rules.failover_settle,
+        _ => SETTLE,
+    };
+    union(
+        history
+            .faults
+            .iter()
+            .map(|f| (f.from, f.to + settle(f.kind)))
+            .collect(),
+    )
+}
+
+fn overlaps(a: (SystemTime, SystemTime), b: (SystemTime, SystemTime)) -> bool {
+    a.0 < b.1 && b.0 < a.1
+}
+
+/// Sorted, disjoint stretches covering the same time as `spans`.
+fn union(mut spans: Vec<(SystemTime, SystemTime)>) -> Vec<(SystemTime, SystemTime)> {
+    spans.retain(|s| s.1 > s.0);
+    spans.sort();
+    let mut out: Vec<(SystemTime, SystemTime)> = Vec::new();
+    for s in spans {
+        match out.last_mut() {
+            Some(last) if s.0 <= last.1 => last.1 = last.1.max(s.1),
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
+/// `spans` less `minus` (both sorted and disjoint).
+fn subtract(
+    spans: &[(SystemTime, SystemTime)],
+    minus: &[(SystemTime, SystemTime)],
+) -> Vec<(SystemTime, SystemTime)> {
+    let mut out = Vec::new();
+    for &(mut from, to) in spans {
+        for &(m0, m1) in minus {
+            if m1 <= from || m0 >= to {
+                continue;
+            }
+            if m0 > from {
+                out.push((from, m0));
+            }
+            from = from.max(m1);
+            if from >= to {
+                break;
+            }
+        }
+        if from < to {
+            out.push((from, to));
+        }
+    }
+    out
+}
+
+/// Whether a fault of `instance` or of Redis touches `from .. to`, widened
+/// by `before` and `after`.
+fn faulted(
+    history: &History,
+    instance: usize,
+    (from, to): (SystemTime, SystemTime),
+    before: Duration,
+    after: Duration,
+) -> bool {
+    history.faults.iter().any(|f| {
+        matches!(f.target, Target::Redis) || f.target == Target::Instance(instance)
+    } && f.from <= to + before
+        && from <= f.to + after)
+}
+
+/// Each answer against what the contract names for its call, and missing
+/// answers and 503s against the faults.
+fn answers(history: &History, verdict: &mut Verdict) {
+    for call in &history.calls {
+        let what = || {
+            format!(
+                "{} {:?} via instance {} (sent {}, answered {})",
+                call.name,
+                call.op,
+                call.instance,
+                when(call.sent),
+                when(call.answered)
+            )
+        };
+        match &call.answer {
+            Answer::Unclear(answer) => verdict.flag(Rule::Unclear, format!("{}: {answer}", what())),
+            Answer::None { .. } => {
+                if !faulted(
+                    history,
+                    call.instance,
+                    (call.sent, call.answered),
+                    NO_ANSWER_SLACK,
+                    NO_ANSWER_SLACK,
+                ) {
+                    verdict.flag(
+                        Rule::NoAnswer,
+                        format!(
+                            "{}: {} outside any fault of it or Redis",
+                            what(),
+                            call.answer
+                        ),
+                    );
+                }
+            }
+            Answer::Status { status: 503, .. } => {
+                // A request waits out an outage: its 503 comes when the
+                // outage is still on, or a moment after.
+                if !faulted(
+                    history,
+                    call.instance,
+                    (call.answered, call.answered),
+                    Duration::ZERO,
+                    UNAVAILABLE_AFTER,
+                ) {
+                    verdict.flag(
+                        Rule::Unavailable,
+                        format!("{}: 503 away from any fault of it or Redis", what()),
+                    );
+                }
+            }
+            Answer::Status { status, slug } => {
+                let named = match call.op {
+                    Op::Acquire(_) => matches!(*status, 409 | 423),
+                    Op::Refresh { .. } => *status == 404,
+                    Op::Release { .. } | Op::ForceRelease => matches!(*status, 204 | 404),
+                };
+                if !named {
+                    verdict.flag(Rule::Unclear, format!("{}: {status} {slug}", what()));
+                }
+            }
+            Answer::Lease { granted, .. } => {
+                if let Op::Acquire(acquire) = call.op {
+                    if *granted != acquire.ask {
+                        verdict.flag(
+                            Rule::Granted,
+                            format!("{}: asked {}, told {granted}", what(), acquire.ask),
+                        );
+                    }
+                }
+                if matches!(call.op, Op::Release { .. } | Op::ForceRelease) {
+                    verdict.flag(Rule::Unclear, format!("{}: a lease body", what()));
+                }
+            }
+        }
+    }
+}
+
+/// Each `expires_at` told against the `ttl_ms` asked, on Redis's clock.
+fn expiries(history: &History, verdict: &mut Verdict) {
+    for call in &history.calls {
+        let ttl = match call.op {
+            Op::Acquire(acquire) => acquire.ttl_ms,
+            Op::Refresh { ttl_ms, .. } => ttl_ms,
+            _ => continue,
+        };
+        let Answer::Lease { expires_at, .. } = call.answer else {
+            continue;
+        };
+        let ttl = Duration::from_millis(ttl);
+        let told = history.local(expires_at);
+        let (earliest, latest) = (
+            call.sent + ttl - CLOCK_TOLERANCE,
+            call.answered + ttl + CLOCK_TOLERANCE,
+        );
+        if told < earliest || told > latest {
+            verdict.flag(
+                Rule::Expiry,
+                format!(
+                    "{} {:?}: expires_at {} (Redis's clock; {} on the test's), but {} ms from a moment between {} and {}",
+                    call.name,
+                    call.op,
+                    when(expires_at),
+                    when(told),
+                    ttl.as_millis(),
+                    when(call.sent),
+                    when(call.answered)
+                ),
+            );
+        }
+    }
+}
+
+/// The holds of the run, as their clients were told them (see the module
+/// doc), the leases lost under their holders, and the paths their calls
+/// took.
+/// Returns the spans of the leases lost, for the timelines.
+fn holds(
+    history: &History,
+    explained: &[(SystemTime, SystemTime)],
+    verdict: &mut Verdict,
+) -> Vec<(String, SystemTime, SystemTime)> {
+    let mut lost = Vec::new();
+    let during_fault = |call: &Call| {
+        explained
+            .iter()
+            .any(|e| overlaps(*e, (call.sent, call.answered + Duration::from_millis(1))))
+    };
+    let data_lost: Vec<(SystemTime, SystemTime)> = history
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::RedisRestart { data_lost: true })
+        .map(|f| (f.from, f.to))
+        .collect();
+    let forces: Vec<&Call> = history
+        .calls
+        .iter()
+        .filter(|c| c.op == Op::ForceRelease)
+        .collect();
+    // Each client's calls on each name, in the order it sent them.
+    let mut by_client: BTreeMap<(usize, &str), Vec<&Call>> = BTreeMap::new();
+    for call in &history.calls {
+        by_client
+            .entry((call.client, call.name.as_str()))
+            .or_default()
+            .push(call);
+    }
+    for calls in by_client.values_mut() {
+        calls.sort_by_key(|c| c.sent);
+    }
+    for call in &history.calls {
+        let faulted = during_fault(call);
+        match (&call.op, &call.answer) {
+            (Op::ForceRelease, Answer::Status { status: 204, .. }) => {
+                verdict.took(Path::ForceRelease, faulted);
+            }
+            (Op::Release { .. }, Answer::Status { status: 204, .. }) => {
+                verdict.took(Path::Release, faulted);
+            }
+            (Op::Acquire(a), Answer::Status { status: 409, slug })
+                if a.newest_wins && slug == "superseded" =>
+            {
+                verdict.took(Path::NewestWins, faulted);
+            }
+            _ => {}
+        }
+        let (
+            Op::Acquire(_),
+            Answer::Lease {
+                token,
+                expires_at,
+                granted,
+            },
+        ) = (&call.op, &call.answer)
+        else {
+            continue;
+        };
+        match granted {
+            Ask::Lock { shared: true } => verdict.took(Path::Shared, faulted),
+            Ask::Lock { shared: false } => verdict.took(Path::Exclusive, faulted),
+            Ask::Permits { permits, .. } if *permits > 1 => verdict.took(Path::Permits, faulted),
+            Ask::Permits { .. } => {}
+        }
+        let expires = history.local(*expires_at);
+        let mut hold = Hold {
+            name: call.name.clone(),
+            client: call.client,
+            token: *token,
+            ask: *granted,
+            requested: call.sent,
+            start: call.answered,
+            told_until: expires - EXPIRY_GRACE,
+            may_until: expires + EXPIRY_GRACE,
+        };
+        // When the first release of it that went unanswered (perhaps
+        // received) or answered 503 was sent: it may have ended the lease,
+        // as a later 404 says; a later 204 says it did not.
+        let mut pending: Option<SystemTime> = None;
+        let own = &by_client[&(call.client, call.name.as_str())];
+        for next in own.iter().filter(|c| c.sent >= call.answered) {
+            let lease = match next.op {
+                Op::Refresh { lease, .. } | Op::Release { lease } => lease,
+                _ => continue,
+            };
+            if lease != *token || next.sent >= hold.told_until {
+                continue;
+            }
+            let lost_here = |hold: &Hold| {
+                pending.is_none()
+                    && !data_lost
+                        .iter()
+                        .any(|l| overlaps(*l, (hold.start, next.answered)))
+                    && !forces.iter().any(|f| {
+                        f.name == hold.name
+                            && overlaps((f.sent, f.answered), (hold.requested, next.answered))
+                    })
+            };
+            match (&next.op, &next.answer) {
+                (Op::Refresh { .. }, Answer::Lease { expires_at, .. }) => {
+                    let told = history.local(*expires_at);
+                    let before = hold.told_until + EXPIRY_GRACE;
+                    if told < before {
+                        verdict.took(Path::RefreshShorten, during_fault(next));
+                    } else if told > before {
+                        verdict.took(Path::RefreshExtend, during_fault(next));
+                    }
+                    hold.told_until = told - EXPIRY_GRACE;
+                    hold.may_until = told + EXPIRY_GRACE;
+                }
+                (
+                    Op::Refresh { ttl_ms, .. },
+                    Answer::None { .. } | Answer::Status { status: 503, .. },
+                ) => {
+                    // It may have run: a shortening counts from its sending,
+                    // an extension does not count.
+                    let ttl = Duration::from_millis(*ttl_ms);
+                    hold.told_until = hold.told_until.min(next.sent + ttl - EXPIRY_GRACE);
+                    hold.may_until = hold.may_until.max(next.answered + ttl + EXPIRY_GRACE);
+                }
+                (
+                    Op::Release { .. },
+                    Answer::Status { status: 503, .. }
+                    | Answer::None { reached: true }
+                    | Answer::Unclear(_),
+                ) => {
+                    pending.get_or_insert(next.sent);
+                }
+                (
+                    _,
+                    Answer::Status {
+                        status: 204 | 404, ..
+                    },
+                ) => {
+                    if next.answer.status() == Some(404) && lost_here(&hold) {
+                        lost.push((hold.name.clone(), hold.start, next.answered));
+                        verdict.flag(
+                            Rule::LeaseLost,
+                            format!(
+                                "{}: token {} ({}, 201 at {}) answered 404 to {:?} sent {}, before it was told to end ({})",
+                                hold.name,
+                                hold.token,
+                                hold.ask,
+                                when(hold.start),
+                                next.op,
+                                when(next.sent),
+                                when(hold.told_until + EXPIRY_GRACE)
+                            ),
+                        );
+                    }
+                    let ended = match (next.answer.status(), pending) {
+                        (Some(404), Some(first)) => first,
+                        _ => next.sent,
+                    };
+                    hold.told_until = hold.told_until.min(ended);
+                    hold.may_until = hold.may_until.min(next.answered);
+                    pending = None;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        // Releases that may have run, and none answered after them.
+        if let Some(first) = pending {
+            hold.told_until = hold.told_until.min(first);
+        }
+        // A force-release that may have run after the grant (which came
+        // between the request and its 201) ends the hold.
+        for force in forces.iter().filter(|f| f.name == hold.name) {
+            if force.sent < hold.told_until
+                && force.answered > hold.requested
+                && !matches!(force.answer, Answer::None { reached: false })
+            {
+                hold.told_until = hold.told_until.min(force.sent.max(hold.start));
+                if force.answer.status() == Some(204) && force.answered > hold.start {
+                    hold.may_until = hold.may_until.min(force.answered);
+                }
+            }
+        }
+        for &(from, to) in &data_lost {
+            if from < hold.may_until && to > hold.requested {
+                hold.told_until = hold.told_until.min(from.max(hold.start));
+                hold.may_until = hold.may_until.min(to);
+            }
+        }
+        verdict.holds.push(hold);
+    }
+    lost
+}
+
+/// How much of a name `holds` take, by `until` (told or may), at each time
+/// that changes: (when, in use from then on). Holds that touch do not
+/// overlap.
+fn usage(holds: &[Hold], until: impl Fn(&Hold) -> SystemTime) -> Vec<(SystemTime, i64)> {
+    let mut changes: BTreeMap<SystemTime, i64> = BTreeMap::new();
+    for h in holds {
+        if until(h) > h.start {
+            let weight = h.ask.weight() as i64;
+            *changes.entry(h.start).or_default() += weight;
+            *changes.entry(until(h)).or_default() -= weight;
+        }
+    }
+    let mut used = 0;
+    changes
+        .into_iter()
+        .map(|(at, delta)| {
+            used += delta;
+            (at, used)
+        })
+        .collect()
+}
+
+/// More than the name's capacity held at once, as told; returns when, for
+/// the timelines.
+fn capacity(name: &str, holds: &[Hold], verdict: &mut Verdict) -> Vec<(SystemTime, SystemTime)> {
+    let mut evidence = Vec::new();
+    let Some(capacity) = holds.first().map(|h| h.ask.capacity()) else {
+        return evidence;
+    };
+    for (at, used) in usage(holds, |h| h.told_until) {
+        if used <= capacity as i64 {
+            continue;
+        }
+        let held: Vec<String> = holds
+            .iter()
+            .filter(|h| h.held_at(at))
+            .map(|h| {
+                format!(
+                    "token {} {} (client {}, {} .. {})",
+                    h.token,
+                    h.ask,
+                    h.client,
+                    when(h.start),
+                    when(h.told_until)
+                )
+            })
+            .collect();
+        let used = if capacity == super::history::LOCK_CAPACITY {
+            format!("{} leases", held.len())
+        } else {
+            format!("{used} of {capacity}")
+        };
+        verdict.flag(
+            Rule::Capacity,
+            format!("{name}: {used} held at {}: {}", when(at), held.join("; ")),
+        );
+        evidence.push((at, at));
+    }
+    evidence
+}
+
+/// Every token granted once, and above the tokens of every hold (of either
+/// mode) whose 201 had arrived before it was asked for (across Redis
+/// restarts, data loss and failovers too).
+fn tokens(name: &str, holds: &[Hold], verdict: &mut Verdict) {
+    let mut seen = HashSet::new();
+    for h in holds {
+        if !seen.insert(h.token) {
+            verdict.flag(
+                Rule::Tokens,
+                format!("{name}: token {} granted twice", h.token),
+            );
+        }
+    }
+    let mut by_start = holds.to_vec();
+    by_start.sort_by_key(|h| h.start);
+    let mut by_request = holds.to_vec();
+    by_request.sort_by_key(|h| h.requested);
+    let mut max_told: Option<&Hold> = None;
+    let mut j = 0;
+    for h in &by_request {
+        while j < by_start.len() && by_start[j].start < h.requested {
+            if max_told.is_none_or(|m| by_start[j].token > m.token) {
+                max_told = Some(&by_start[j]);
+            }
+            j += 1;
+        }
+        if let Some(m) = max_told.filter(|m| h.token <= m.token) {
+            verdict.flag(
+                Rule::Tokens,
+                format!(
+                    "{name}: token {} ({}, sent {}) after token {} ({}, told {})",
+                    h.token,
+                    h.ask,
+                    when(h.requested),
+                    m.token,
+                    m.ask,
+                    when(m.start)
+                ),
+            );
+        }
+    }
+}
+
+/// The line of one name: stuck waiters, refusals while free, and the paths
+/// of its grants (alone, after waiting).
+fn line(
+    history: &History,
+    name: &str,
+    holds: &[Hold],
+    explained: &[(SystemTime, SystemTime)],
+    verdict: &mut Verdict,
+) {
+    let calls: Vec<&Call> = history.calls.iter().filter(|c| c.name == name).collect();
+    let acquisitions: Vec<(&Call, Ask)> = calls
+        .iter()
+        .filter_map(|c| match c.op {
+            Op::Acquire(a) => Some((*c, a.ask)),
+            _ => None,
+        })
+        .collect();
+    let Some(capacity) = acquisitions.first().map(|(_, a)| a.capacity()) else {
+        return;
+    };
+    // A request with no answer (or a 503, or an unclear one) may be in line
+    // until a while after its client gave up: its name is not judged then.
+    let unknown = union(
+        acquisitions
+            .iter()
+            .filter(|(c, _)| {
+                matches!(
+                    c.answer,
+                    Answer::None { .. } | Answer::Unclear(_) | Answer::Status { status: 503, .. }
+                )
+            })
+            .map(|(c, _)| (c.sent, c.answered + LEAVE))
+            .collect(),
+    );
+    let unjudged = union(explained.iter().chain(&unknown).copied().collect());
+    let outstanding: Vec<(SystemTime, SystemTime, u64)> = acquisitions
+        .iter()
+        .map(|(c, a)| (c.sent, c.answered, a.weight()))
+        .collect();
+    let room = subtract(&room(holds, &outstanding, capacity), &unjudged);
+    overtaken(name, &acquisitions, &unjudged, verdict);
+
+    for (call, ask) in &acquisitions {
+        let Op::Acquire(acquire) = call.op else {
+            continue;
+        };
+        let others = |from: SystemTime, to: SystemTime| {
+            acquisitions.iter().any(|(c, _)| {
+                !std::ptr::eq(*c, *call) && overlaps((c.sent, c.answered), (from, to))
+            }) || holds.iter().any(|h| {
+                h.token != call_token(call).unwrap_or(0)
+                    && overlaps((h.start, h.may_until), (from, to))
+            })
+        };
+        let span = (call.sent, call.answered + Duration::from_millis(1));
+        let faulted = explained.iter().any(|e| overlaps(*e, span));
+        match &call.answer {
+            Answer::Lease { .. } => {
+                if !others(call.sent, call.answered) {
+                    verdict.took(Path::Alone, faulted);
+                } else if call.answered.duration_since(call.sent).unwrap_or_default()
+                    > Duration::from_millis(300)
+                {
+                    verdict.took(Path::AfterWaiting, faulted);
+                }
+            }
+            Answer::Status { status: 409, slug } if slug != "superseded" => {
+                // Refused although nothing was held or asked around it.
+                let idle = !others(call.sent, call.answered);
+                let judged = !unjudged.iter().any(|u| overlaps(*u, span));
+                if idle && judged && ask.weight() <= capacity {
+                    verdict.flag(
+                        Rule::RefusedWithRoom,
+                        format!(
+                            "{name}: {ask} refused ({slug}) via instance {} (sent {}, answered {}) while nothing else held or asked for it",
+                            call.instance,
+                            when(call.sent),
+                            when(call.answered)
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+        // Stuck: only requests that were answered (else they are unknown).
+        if acquire.wait_ms == 0
+            || matches!(
+                call.answer,
+                Answer::None { .. } | Answer::Unclear(_) | Answer::Status { status: 503, .. }
+            )
+        {
+            continue;
+        }
+        let queued = call.sent + QUEUED_AFTER;
+        let until = call
+            .answered
+            .min(call.sent + Duration::from_millis(acquire.wait_ms));
+        let stretches: Vec<(SystemTime, SystemTime)> = room
+            .iter()
+            .map(|&(r0, r1)| (r0.max(queued), r1.min(until)))
+            .filter(|(from, to)| to.duration_since(*from).unwrap_or_default() >= MIN_STRETCH)
+            .collect();
+        let total: Duration = stretches
+            .iter()
+            .map(|(from, to)| to.duration_since(*from).unwrap_or_default())
+            .sum();
+        if total > STUCK {
+            let (from, to) = (stretches[0].0, stretches[stretches.len() - 1].1);
+            verdict.flag(
+                Rule::Stuck,
+                format!(
+                    "{name}: a waiter for {ask} via instance {} (sent {}, answered {} {}) stayed queued {} ms in all while the line had room, away from faults ({} .. {})",
+                    call.instance,
+                    when(call.sent),
+                    when(call.answered),
+                    call.answer,
+                    total.as_millis(),
+                    when(from),
+                    when(to)
+                ),
+            );
+            verdict
+                .evidence
+                .push(timeline(history, holds, name, from, to));
+        }
+    }
+}
+
+/// First come, first served: a request granted while one sent well before it
+/// still waited (and went on waiting well after), with no fault or unknown
+/// request around the grant, overtook it. (With one limit per name, as the
+/// runs use, the line is strictly in order, for readers and permits too; a
+/// waiter that lost its place to a fault rejoins at the back within the
+/// settle time.) Names with `newest_wins` requests are not judged.
+fn overtaken(
+    name: &str,
+    acquisitions: &[(&Call, Ask)],
+    unjudged: &[(SystemTime, SystemTime)],
+    verdict: &mut Verdict,
+) {
+    let newest_wins = acquisitions
+        .iter()
+        .any(|(c, _)| matches!(c.op, Op::Acquire(a) if a.newest_wins));
+    if newest_wins {
+        return;
+    }
+    let waited = |c: &Call| {
+        matches!(c.op, Op::Acquire(a) if a.wait_ms > 0)
+            && matches!(
+                c.answer,
+                Answer::Lease { .. } | Answer::Status { status: 409, .. }
+            )
+    };
+    for (b, b_ask) in acquisitions
+        .iter()
+        .filter(|(c, _)| matches!(c.answer, Answer::Lease { .. }))
+    {
+        if unjudged
+            .iter()
+            .any(|u| overlaps(*u, (b.sent, b.answered + Duration::from_millis(1))))
+        {
+            continue;
+        }
+        let ahead = acquisitions.iter().find(|(a, _)| {
+            waited(a) && a.sent + ORDER_SLACK < b.sent && a.answered > b.answered + ORDER_SLACK
+        });
+        if let Some((a, a_ask)) = ahead {
+            verdict.flag(
+                Rule::Overtaken,
+                format!(
+                    "{name}: {b_ask} via instance {} (sent {}, 201 {}) granted ahead of {a_ask} via instance {} (sent {}, answered {} {})",
+                    b.instance,
+                    when(b.sent),
+                    when(b.answered),
+                    a.instance,
+                    when(a.sent),
+                    when(a.answered),
+                    a.answer
+                ),
+            );
+        }
+    }
+}
+
+/// The token a call's answer carries, if any.
+fn call_token(call: &Call) -> Option<u64> {
+    match call.answer {
+        Answer::Lease { token, .. } => Some(token),
+        _ => None,
+    }
+}
+
+/// The stretches when the head of a name's line surely had room, whoever it
+/// was.
+///
+/// The line admits its head as soon as the capacity held plus the head's own
+/// weight fits. The clients cannot tell the order of the line, but the head
+/// is one of the acquisitions then outstanding (answered or not), so the head
+/// surely fits when the weight Redis may hold plus the largest weight
+/// outstanding does. That never blames the line for a head that did not fit
+/// (a large request at the head is not overtaken by smaller ones behind it,
+/// a reader waits behind a queued writer).
+fn room(
+    holds: &[Hold],
+    outstanding: &[(SystemTime, SystemTime, u64)],
+    capacity: u64,
+) -> Vec<(SystemTime, SystemTime)> {
+    /// What happens at an instant; ends sort before starts, so that touching
+    /// holds and waits do not overlap.
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    enum Change {
+        HoldEnds(u64),
+        WaitEnds(u64),
+        HoldStarts(u64),
+        WaitStarts(u64),
+    }
+    let mut changes: Vec<(SystemTime, Change)> = Vec::new();
+    for h in holds.iter().filter(|h| h.may_until > h.start) {
+        changes.push((h.start, Change::HoldStarts(h.ask.weight())));
+        changes.push((h.may_until, Change::HoldEnds(h.ask.weight())));
+    }
+    for &(from, to, weight) in outstanding.iter().filter(|(from, to, _)| to > from) {
+        changes.push((from, Change::WaitStarts(weight)));
+        changes.push((to, Change::WaitEnds(weight)));
+    }
+    changes.sort();
+    let mut used = 0u64;
+    let mut waiting: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut stretches = Vec::new();
+    let mut since: Option<SystemTime> = None;
+    let mut i = 0;
+    while i < changes.len() {
+        let at = changes[i].0;
+        while i < changes.len() && changes[i].0 == at {
+            match changes[i].1 {
+                Change::HoldStarts(w) => used += w,
+                Change::HoldEnds(w) => used -= w,
+                Change::WaitStarts(w) => *waiting.entry(w).or_default() += 1,
+                Change::WaitEnds(w) => {
+                    let n = waiting.get_mut(&w).expect("a wait that started");
+                    *n -= 1;
+                    if *n == 0 {
+                        waiting.remove(&w);
+                    }
+                }
+            }
+            i += 1;
+        }
+        // Room only matters while someone waits.
+        let has_room = waiting
+            .keys()
+            .next_back()
+            .is_some_and(|largest| used + largest <= capacity);
+        match (since, has_room) {
+            (Some(from), false) => {
+                if at > from {
+                    stretches.push((from, at));
+                }
+                since = None;
+            }
+            (None, true) => since = Some(at),
+            _ => {}
+        }
+    }
+    stretches
+}
+
+/// Redis without persistence must have lost its data at least once; with
+/// persistence, never.
+fn data_loss(history: &History, verdict: &mut Verdict) {
+    let lost = history
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::RedisRestart { data_lost: true })
+        .count();
+    match history.persistent {
+        Some(false) if lost == 0 => verdict.flag(
+            Rule::DataLoss,
+            "Redis without persistence never lost its data: the run proves nothing about a restart"
+                .into(),
+        ),
+        Some(true) if lost > 0 => verdict.flag(
+            Rule::DataLoss,
+            format!("Redis with persistence lost its data {lost} times"),
+        ),
+        _ => {}
+    }
+}
+
+/// What the clients saw of `name` around `from` .. `to`: the faults, the
+/// holds and the acquisitions that touched it, each time in milliseconds
+/// from `from`.
+fn timeline(
+    history: &History,
+    holds: &[Hold],
+    name: &str,
+    from: SystemTime,
+    to: SystemTime,
+) -> String {
+    let margin = Duration::from_secs(3);
+    let (lo, hi) = (from - margin, to + margin);
+    let ms = |t: SystemTime| match t.duration_since(from) {
+        Ok(d) => d.as_millis() as i128,
+        Err(e) => -(e.duration().as_millis() as i128),
+    };
+    let mut rows: Vec<(SystemTime, String)> = Vec::new();
+    for f in history.faults.iter().filter(|f| f.to >= lo && f.from <= hi) {
+        rows.push((
+            f.from,
+            format!(
+                "fault {:?} {}: {} .. {}",
+                f.target,
+                f.kind,
+                ms(f.from),
+                ms(f.to)
+            ),
+        ));
+    }
+    for h in holds
+        .iter()
+        .filter(|h| h.may_until >= lo && h.requested <= hi)
+    {
+        rows.push((
+            h.start,
+            format!(
+                "hold token {} {}: sent {}, 201 {}, told until {}, may until {}",
+                h.token,
+                h.ask,
+                ms(h.requested),
+                ms(h.start),
+                ms(h.told_until),
+                ms(h.may_until)
+            ),
+        ));
+    }
+    for c in history
+        .calls
+        .iter()
+        .filter(|c| c.name == name && c.answered >= lo && c.sent <= hi)
+    {
+        rows.push((
+            c.sent,
+            format!(
+                "{:?} via instance {}: sent {}, answered {} {}",
+                c.op,
+                c.instance,
+                ms(c.sent),
+                ms(c.answered),
+                c.answer
+            ),
+        ));
+    }
+    rows.sort_by_key(|(t, _)| *t);
+    let mut out = format!("{name} from {} (= 0 ms) to {}:", when(from), when(to));
+    for (_, row) in rows {
+        out.push_str("\n    ");
+        out.push_str(&row);
+    }
+    out
+}
