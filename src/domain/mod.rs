@@ -2,6 +2,7 @@
 //! HTTP boundary, so the engine never sees a bad name, id, ttl or limit.
 
 mod acquire;
+mod claim;
 mod demand;
 mod freeze;
 mod grant;
@@ -19,6 +20,7 @@ mod scope;
 mod token_name;
 
 pub use acquire::AcquireRequest;
+pub use claim::{ClaimId, ClaimPart, ClaimParts, CLAIM_NAMES};
 pub use demand::{Demand, Permits};
 pub use freeze::{Freeze, FreezeId};
 pub use grant::Grant;

@@ -25,7 +25,10 @@
 //! - `leases/`: the operations of both kinds ([`Leases`]): acquiring (at
 //!   once or by waiting in line), refresh, check, release, force-release,
 //!   status, listing, and a waiter's place.
+//! - `claims/`: several names held together ([`Claims`]), taken one by one
+//!   in one global order through the names' own lines.
 
+mod claims;
 mod connection;
 mod error;
 pub mod events;
@@ -39,6 +42,7 @@ mod leases;
 mod model;
 mod waiters;
 
+pub use claims::{Claim, ClaimProgress, ClaimRefused, Claims, Refreshed};
 pub use error::Error;
 pub use freeze_book::{wall_clock_ms, FreezeBook, NameFreeze};
 pub use freezes::{Freezes, Put};

@@ -31,6 +31,8 @@ pub enum ProblemType {
     SemaphoreFull,
     Superseded,
     Frozen,
+    ClaimRefused,
+    ClaimNotFound,
     PayloadTooLarge,
     RedisUnavailable,
     ShuttingDown,
@@ -84,6 +86,8 @@ impl ProblemType {
         Self::SemaphoreFull,
         Self::Superseded,
         Self::Frozen,
+        Self::ClaimRefused,
+        Self::ClaimNotFound,
         Self::PayloadTooLarge,
         Self::RedisUnavailable,
         Self::ShuttingDown,
@@ -175,6 +179,18 @@ impl ProblemType {
                 "'deploy-prod' is frozen until 2026-11-30T07:00:00.000Z: release weekend",
                 json!({"reason": "release weekend", "freeze_id": "3b2c0f6e-4f7c-4f43-9a51-7d0c2e1b9a10", "until": "2026-11-30T07:00:00.000Z"}),
                 AtThaw,
+            ),
+            Self::ClaimRefused => (
+                "claim-refused", 409, "Claim refused",
+                "Not every name of the claim could be had within `wait_ms`, so the claim holds none of them (what it took while it waited was released). `names` lists the names in its way; `Retry-After` says when to try again.",
+                "lock 'db-migrations' is held by someone else; the claim holds none of its names",
+                json!({"names": ["db-migrations"]}), AtExpiry,
+            ),
+            Self::ClaimNotFound => (
+                "claim-not-found", 404, "Claim not found",
+                "No claim with this id holds a lease: it was released, its leases expired or were force-released, or the id is not a claim's. A refresh that finds some of a claim's leases gone releases the rest (a claim is held whole or not at all); `names` lists those that were gone.",
+                "no claim with this id holds a lease: it was released or its leases expired",
+                json!({}), Never,
             ),
             Self::PayloadTooLarge => (
                 "payload-too-large", 413, "Payload too large",
@@ -359,6 +375,10 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(format = DateTime)]
     pub until: Option<String>,
+    /// `claim-refused`: the names in the claim's way; `claim-not-found`
+    /// after a refresh: the names whose leases were gone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
 }
 
 impl Problem {
@@ -390,6 +410,7 @@ impl Problem {
             reason: None,
             freeze_id: None,
             until: None,
+            names: None,
         }
     }
 
