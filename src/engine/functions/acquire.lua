@@ -3,7 +3,7 @@
 --
 -- ARGV[3]  the waiter, as the line keeps it
 --          ("id|tag|instance|ttl_ms|limit|weight|newest|priority|owner" ..
---          "\n" .. by .. "\n" .. override, core/state.lua): id is the new
+--          "\n" .. by .. "\n" .. override, core/formats.lua): id is the new
 --          lease's id (a UUID), ttl in milliseconds (1 .. 86400000), limit
 --          and weight as core/admission.lua names them for each kind, owner,
 --          by and override "" for none

@@ -96,8 +96,10 @@ impl Op {
 /// the parts before it (`core/state.lua` says what each holds). One chunk of
 /// Lua in all: at most 200 local variables at its top level, and at most 60
 /// upvalues in any one function (Lua 5.1, as Redis runs it).
-const CORE: [&str; 7] = [
+const CORE: [&str; 9] = [
     include_str!("core/state.lua"),
+    include_str!("core/formats.lua"),
+    include_str!("core/persist.lua"),
     include_str!("core/history.lua"),
     include_str!("core/messages.lua"),
     include_str!("core/pruning.lua"),
@@ -263,12 +265,12 @@ mod tests {
         }
     }
 
-    /// The pattern `core/state.lua` names `READ_{name}`, without its captures.
+    /// The pattern `core/formats.lua` names `READ_{name}`, without its captures.
     fn pattern(name: &str) -> String {
-        let line = CORE[0]
+        let line = CORE[1]
             .lines()
             .find(|l| l.starts_with(&format!("local READ_{name} = '")))
-            .unwrap_or_else(|| panic!("READ_{name} in core/state.lua"));
+            .unwrap_or_else(|| panic!("READ_{name} in core/formats.lua"));
         let quoted = line.split_once(" = '").map_or("", |(_, p)| p);
         quoted.trim_end_matches('\'').replace(['(', ')'], "")
     }

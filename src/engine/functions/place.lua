@@ -3,7 +3,7 @@
 -- 100 leases. It writes only to take the waiters of dead instances out of
 -- the line (and its sums).
 --
--- ARGV[3]  the waiter, as the line keeps it (core/state.lua)
+-- ARGV[3]  the waiter, as the line keeps it (core/formats.lua)
 --
 -- Reply
 --   {position, waiting, n, token_1, expires_in_ms_1, weight_1, owner_1, ..., token_n, ...}

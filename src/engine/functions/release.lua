@@ -12,7 +12,7 @@
 --                       meanwhile, or one the name has room for now (the line
 --                       is served first, so a waiter at the head of a free
 --                       name is never refused); else leaves the line
--- ARGV[5]  the waiter, as the line keeps it (core/state.lua), for "leave" and
+-- ARGV[5]  the waiter, as the line keeps it (core/formats.lua), for "leave" and
 --          "give-up"; "" for "release"
 --
 -- Replies, each ended by finish() (core/messages.lua)

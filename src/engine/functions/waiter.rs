@@ -1,4 +1,4 @@
-//! A waiter as the line keeps it in Redis (`core/state.lua` reads it with
+//! A waiter as the line keeps it in Redis (`core/formats.lua` reads it with
 //! `unpack_waiter()`): this is its one encoder. Its fields are fixed for the
 //! whole wait, so the same request always names the same member of the line.
 
