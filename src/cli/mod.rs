@@ -26,9 +26,11 @@ mod http;
 mod launch;
 mod line;
 mod messages;
+mod nested;
 mod owner;
 mod run;
 mod signals;
+mod timing;
 mod variables;
 
 use std::process::ExitCode;

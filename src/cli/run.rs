@@ -17,7 +17,8 @@
 //!
 //! A nested `baton run` of the same name (inside COMMAND) goes ahead at once
 //! only when the service confirms that the lease of the variables is still
-//! held and covers what the nested run asks; else it waits in line.
+//! held and covers what the nested run asks (`nested.rs`); else it waits in
+//! line. When SIGTERM and SIGKILL go out: `timing.rs`.
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -33,75 +34,20 @@ use super::args::RunArgs;
 use super::claim::Claim;
 use super::clock;
 use super::duration::{human, millis};
-use super::exit::{signal_status, Failure, LOST, NOT_FOUND, REFUSED, UNAVAILABLE};
+use super::exit::{signal_status, Failure, LOST, NOT_FOUND, UNAVAILABLE};
 use super::follow::follow;
 use super::group;
 use super::guard::{Guard, Message};
 use super::http::Target;
-use super::http::{json, unreadable, Service};
+use super::http::{json, Service};
 use super::launch;
 use super::line::{self, Request};
 use super::messages::{say, signal_name, warn};
+use super::nested::covered;
 use super::signals::Signals;
+use super::timing::Timing;
 use super::variables::{self, LeaseVariables};
-use crate::domain::LeaseId;
-use crate::wire::{LeaseBody, Refresh};
-
-/// Between SIGTERM and SIGKILL, unless the ttl is too short for it.
-const DEFAULT_GRACE: Duration = Duration::from_secs(5);
-
-/// The times a run keeps to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timing {
-    pub ttl: Duration,
-    pub grace: Duration,
-    /// The longest a refresh may take: ttl/10, 0.5 s to 5 s.
-    pub rtt: Duration,
-}
-
-impl Timing {
-    /// The default grace shrinks to fit the ttl; a grace that is given must fit.
-    ///
-    /// # Errors
-    /// A ttl or grace out of range, or a grace that does not fit the ttl (64).
-    pub fn new(ttl: Duration, grace: Option<Duration>) -> Result<Self, Failure> {
-        if ttl < Duration::from_secs(1) || ttl > Duration::from_secs(86_400) {
-            return Err(Failure::usage("--ttl must be between 1s and 24h"));
-        }
-        let rtt = (ttl / 10).clamp(Duration::from_millis(500), Duration::from_secs(5));
-        // The ttl must hold the grace and a round trip twice, so that a
-        // refresh can still be tried after the first one is due (ttl/3).
-        let room = (ttl / 2).saturating_sub(rtt);
-        let grace = match grace {
-            None => DEFAULT_GRACE.min(room),
-            Some(grace) if grace > Duration::from_secs(3600) => {
-                return Err(Failure::usage("--grace must be at most 1h"));
-            }
-            Some(grace) if grace > room => {
-                return Err(Failure::usage(format!(
-                    "--ttl ({}) must be at least twice --grace ({}) plus the refresh round trip ({}): \
-                     lower --grace (at most {} here) or raise --ttl",
-                    human(ttl),
-                    human(grace),
-                    human(rtt),
-                    human(room)
-                )));
-            }
-            Some(grace) => grace,
-        };
-        Ok(Self { ttl, grace, rtt })
-    }
-
-    /// When SIGTERM must go out if the lease was last known good at `ok`.
-    fn stop_at(self, ok: Duration) -> Duration {
-        ok + self.ttl - self.grace - self.rtt
-    }
-
-    /// When SIGKILL must have gone out if the lease was last known good at `ok`.
-    fn kill_by(self, ok: Duration) -> Duration {
-        self.stop_at(ok) + self.grace
-    }
-}
+use crate::wire::Refresh;
 
 /// `baton run`: COMMAND's status, or why it did not run or was stopped.
 ///
@@ -235,83 +181,6 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
         guard.done();
     }
     status
-}
-
-/// Whether the lease of a `baton run` around this one (its variables, for
-/// this name) covers `request`: the service must confirm that it is still
-/// held, of the same kind (a lease id is of one kind only), and at least
-/// what `request` asks (an exclusive lease covers a shared ask, not the
-/// other way round; a semaphore lease covers as many permits as it has).
-///
-/// # Errors
-/// The service refused the token (77), or cannot be asked (69).
-async fn covered(
-    service: &Service,
-    request: &Request,
-    outer: &LeaseVariables,
-) -> Result<bool, Failure> {
-    let target = &request.target;
-    let not_covered = |why: &str| {
-        say(format!(
-            "{} names {target}, but {why}: waiting in line like any other",
-            variables::NAME
-        ));
-        Ok(false)
-    };
-    if LeaseId::parse(&outer.id).is_err() {
-        return not_covered(&format!("{} is not a lease id", variables::ID));
-    }
-    let path = target.lease_path(&outer.id);
-    let answer = super::calls::call(service, Method::GET, &path, None).await?;
-    match answer.status {
-        200 => {}
-        404 => {
-            return not_covered(&format!(
-                "its lease is no longer held{}",
-                if outer.kind == target.kind {
-                    String::new()
-                } else {
-                    format!(" or is a {}'s", outer.kind)
-                }
-            ))
-        }
-        401 | 403 => {
-            return Err(Failure::new(
-                REFUSED,
-                format!(
-                    "the service refused the request: {} (check --token or BATON_TOKEN)",
-                    answer.describe()
-                ),
-            ))
-        }
-        _ => {
-            return Err(Failure::new(
-                UNAVAILABLE,
-                format!(
-                    "cannot check the lease of the baton run around this one: {} (check --url or BATON_URL)",
-                    answer.describe()
-                ),
-            ))
-        }
-    }
-    let held =
-        LeaseBody::from_json(target.kind, &answer.body).map_err(|err| unreadable("lease", &err))?;
-    match held {
-        LeaseBody::Lock(lease) if lease.shared && !request.shared => {
-            not_covered("its lease is shared, and this run asks for the lock alone")
-        }
-        LeaseBody::Lock(_) => Ok(true),
-        LeaseBody::Semaphore(lease) => {
-            let (has, asks) = (lease.permits, request.permits.map_or(1, u64::from));
-            if has < asks {
-                not_covered(&format!(
-                    "its lease has {has} permits, and this run asks for {asks}"
-                ))
-            } else {
-                Ok(true)
-            }
-        }
-    }
 }
 
 /// What a run acquires: one lease, or a claim of several names.
@@ -657,39 +526,5 @@ fn describe_status(status: Option<&std::process::ExitStatus>) -> String {
     match status.and_then(ExitStatusExt::signal) {
         Some(signal) => format!("{} ({})", exit_status(status), signal_name(signal)),
         None => exit_status(status).to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_default_grace_shrinks_to_fit_short_ttls() {
-        let grace = |ttl: u64| Timing::new(Duration::from_secs(ttl), None).unwrap().grace;
-        assert_eq!(grace(60), Duration::from_secs(5));
-        assert_eq!(grace(10), Duration::from_secs(4));
-        assert_eq!(grace(3), Duration::from_secs(1));
-        assert_eq!(grace(1), Duration::ZERO);
-    }
-
-    #[test]
-    fn a_given_grace_must_fit() {
-        let timing = |ttl: u64, grace: u64| {
-            Timing::new(Duration::from_secs(ttl), Some(Duration::from_secs(grace)))
-        };
-        assert_eq!(timing(3, 5).unwrap_err().status, super::super::exit::USAGE);
-        assert_eq!(timing(6, 1).unwrap().grace, Duration::from_secs(1));
-        assert!(Timing::new(Duration::from_millis(500), None).is_err());
-    }
-
-    #[test]
-    fn sigterm_goes_out_grace_plus_a_round_trip_before_the_lease_can_lapse() {
-        let t = Timing::new(Duration::from_secs(6), Some(Duration::from_secs(1))).unwrap();
-        assert_eq!(t.rtt, Duration::from_millis(600));
-        assert_eq!(
-            t.stop_at(Duration::from_secs(100)),
-            Duration::from_millis(104_400)
-        );
     }
 }
