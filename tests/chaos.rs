@@ -293,6 +293,12 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
             from,
             to: SystemTime::now(),
         });
+        // After the first (long) pause, a quiet while in which its
+        // instance's waiters must be back in line, in order.
+        let paused = faults.iter().filter(|f| f.kind == FaultKind::InstancePause);
+        if kind == FaultKind::InstancePause && paused.count() == 1 {
+            tokio::time::sleep(Duration::from_secs(8)).await;
+        }
     }
     // Settle, so the last fault's waiters are judged too.
     tokio::time::sleep(support::checker::SETTLE + Duration::from_secs(2)).await;

@@ -443,19 +443,23 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
+        let acquired = SystemTime::now();
         let lease_path = format!("{kind}/{name}/{lease_id}");
         // The critical section, with a refresh in a third of them: to a
         // ttl shorter (a third to half) or longer (up to twice) than asked.
         let mut hold_up_to = work.hold_up_to.as_millis() as u64;
         tokio::time::sleep(rng.ms(0, hold_up_to / 2)).await;
+        let mut rest = rng.ms(0, hold_up_to / 2);
         if work.refreshes && rng.next() % 3 == 0 {
-            let ttl_ms = if rng.next() % 2 == 0 {
-                rng.ms(work.ttl_ms / 3, work.ttl_ms / 2).as_millis() as u64
-            } else {
+            let extend = rng.next() % 2 == 0;
+            let ttl_ms = if extend {
                 rng.ms(work.ttl_ms + 1000, 2 * work.ttl_ms).as_millis() as u64
+            } else {
+                rng.ms(work.ttl_ms / 3, work.ttl_ms / 2).as_millis() as u64
             };
             // The rest of the hold fits the new ttl.
             hold_up_to = hold_up_to.min(ttl_ms / 2);
+            rest = rng.ms(0, hold_up_to / 2);
             let instance = (turn + 1) % bases.len();
             let request = http
                 .patch(format!("{}/{lease_path}", bases[instance]))
@@ -466,9 +470,16 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
             };
             let who = (id, name, instance);
             let timeout = Duration::from_millis(2500);
-            record_call(&record, who, op, request, timeout, Some(ask)).await;
+            let (answer, _) = record_call(&record, who, op, request, timeout, Some(ask)).await;
+            // An extended lease is held past the expiry it had before, as
+            // only the extension allows.
+            if let (true, Answer::Lease { .. }) = (extend, answer) {
+                let before = acquired + Duration::from_millis(work.ttl_ms);
+                let past = before.duration_since(SystemTime::now()).unwrap_or_default();
+                rest = past + rng.ms(300, 1000);
+            }
         }
-        tokio::time::sleep(rng.ms(0, hold_up_to / 2)).await;
+        tokio::time::sleep(rest).await;
         // Release, through either instance, until one is answered 204 or
         // 404 (a 503 or no answer: again).
         for attempt in 0..30 {

@@ -619,14 +619,28 @@ fn holds(
             hold.told_until = hold.told_until.min(first);
         }
         // A force-release that may have run after the grant (which came
-        // between the request and its 201) ends the hold.
+        // between the request and its 201) ends the hold, unless the lease
+        // answered its holder after it (a refresh or a release that found
+        // it): the force-release ran before the grant.
+        let alive_after = |at: SystemTime| {
+            own.iter().any(|c| {
+                c.sent > at
+                    && matches!(c.op, Op::Refresh { lease, .. } | Op::Release { lease } if lease == *token)
+                    && matches!(
+                        c.answer,
+                        Answer::Lease { .. } | Answer::Status { status: 204, .. }
+                    )
+            })
+        };
         for force in forces.iter().filter(|f| f.name == hold.name) {
             if force.sent < hold.told_until
                 && force.answered > hold.requested
                 && !matches!(force.answer, Answer::None { reached: false })
+                && !alive_after(force.answered)
             {
                 hold.told_until = hold.told_until.min(force.sent.max(hold.start));
-                if force.answer.status() == Some(204) && force.answered > hold.start {
+                // Surely after the grant: it ended the lease for the room too.
+                if force.answer.status() == Some(204) && force.sent > hold.start {
                     hold.may_until = hold.may_until.min(force.answered);
                 }
             }
