@@ -1042,6 +1042,26 @@ fn the_checker_excuses_missing_answers_and_503s_only_by_their_faults() {
         "{:?}",
         force_explains.violations
     );
+    // A force-release sent before the grant, unanswered (its instance
+    // paused): it may run when the instance resumes, after the grant.
+    let late = call(
+        9,
+        LOCK,
+        1,
+        Op::ForceRelease,
+        (0, 10),
+        Answer::None { reached: true },
+    );
+    let paused = fault(Target::Instance(1), FaultKind::InstancePause, 0, 3000);
+    let mut later = hold(LOCK, exclusive, 1, 100, 100, 5000);
+    later[1].answer = status(404, "lease-not-found");
+    let late_force = checked(vec![later, vec![late]], vec![paused]);
+    assert_eq!(
+        late_force.count(Rule::LeaseLost),
+        0,
+        "{:?}",
+        late_force.violations
+    );
     let loss = vec![fault(
         Target::Redis,
         FaultKind::RedisRestart { data_lost: true },

@@ -547,7 +547,7 @@ fn holds(
                         .any(|l| overlaps(*l, (hold.start, next.answered)))
                     && !forces.iter().any(|f| {
                         f.name == hold.name
-                            && overlaps((f.sent, f.answered), (hold.requested, next.answered))
+                            && overlaps((f.sent, effect_until(f)), (hold.requested, next.answered))
                     })
             };
             match (&next.op, &next.answer) {
@@ -634,9 +634,9 @@ fn holds(
         };
         for force in forces.iter().filter(|f| f.name == hold.name) {
             if force.sent < hold.told_until
-                && force.answered > hold.requested
+                && effect_until(force) > hold.requested
                 && !matches!(force.answer, Answer::None { reached: false })
-                && !alive_after(force.answered)
+                && !alive_after(effect_until(force))
             {
                 hold.told_until = hold.told_until.min(force.sent.max(hold.start));
                 // Surely after the grant: it ended the lease for the room too.
@@ -654,6 +654,16 @@ fn holds(
         verdict.holds.push(hold);
     }
     lost
+}
+
+/// Until when a call may still take effect: its answer, or for one
+/// unanswered or answered 503 a while after (a paused instance serves it
+/// when it resumes, a stalled Redis runs it when it wakes).
+fn effect_until(call: &Call) -> SystemTime {
+    match call.answer {
+        Answer::None { .. } | Answer::Status { status: 503, .. } => call.answered + LEAVE,
+        _ => call.answered,
+    }
 }
 
 /// How much of a name `holds` take, by `until` (told or may), at each time
