@@ -63,6 +63,9 @@ const LONG_HOLD_UP_TO: Duration = Duration::from_millis(5000);
 /// instance's waiters pruned, to see them rejoin (or not) the line.
 const LOCK_WAITS_MS: [u64; 2] = [8000, 20_000];
 const SEMAPHORE_WAIT_MS: u64 = 3000;
+/// The priorities of the lock requests: mostly 0, some 1 or 2, which go
+/// ahead of the lower ones in line.
+const PRIORITIES: [u8; 4] = [0, 0, 1, 2];
 
 fn workloads() -> Vec<Workload> {
     let hold = |id: usize| {
@@ -74,6 +77,7 @@ fn workloads() -> Vec<Workload> {
     };
     let lock = |id: usize| Workload {
         refreshes: true,
+        priorities: PRIORITIES.to_vec(),
         waits: LOCK_WAITS_MS.to_vec(),
         ..Workload::new(
             LOCKS[id % LOCKS.len()],
@@ -131,6 +135,7 @@ fn rules() -> Rules {
             Path::Release,
             Path::NewestWins,
             Path::ForceRelease,
+            Path::Priority,
         ],
         ..Rules::default()
     }
@@ -469,6 +474,7 @@ mod synthetic {
             ttl_ms,
             wait_ms,
             newest_wins: false,
+            priority: 0,
         })
     }
 
@@ -831,6 +837,21 @@ fn the_checker_blames_the_line_only_when_its_head_surely_fits() {
         "{:?}",
         faulted.violations
     );
+    // A higher priority goes ahead: right; a lower one does not.
+    let prioritized = |first: u8, second: u8| {
+        let mut calls = line(5000);
+        for (i, priority) in [(1, first), (2, second)] {
+            if let Op::Acquire(a) = &mut calls[i][0].op {
+                a.priority = priority;
+            }
+        }
+        checked(calls, vec![])
+    };
+    let higher = prioritized(0, 1);
+    assert_eq!(higher.count(Rule::Overtaken), 0, "{:?}", higher.violations);
+    assert_eq!(higher.paths.get(&Path::Priority).map(|p| p.0), Some(1));
+    let lower = prioritized(2, 1);
+    assert_eq!(lower.count(Rule::Overtaken), 1, "{:?}", lower.violations);
 }
 
 /// Point 1 of issue 30: a waiter stuck mid-run, between faults that leave
@@ -1128,6 +1149,7 @@ fn the_checker_demands_every_path_under_faults() {
             ttl_ms: TTL,
             wait_ms: 4000,
             newest_wins: true,
+            priority: 0,
         });
         vec![call(
             60,

@@ -212,6 +212,8 @@ pub struct Workload {
     /// Its acquisitions' `wait_ms`, each picked from these.
     pub waits: Vec<u64>,
     pub newest_wins: bool,
+    /// Its acquisitions' `priority`, each picked from these.
+    pub priorities: Vec<u8>,
     /// How long a client holds a lease before releasing it, at most (the
     /// least is 0).
     pub hold_up_to: Duration,
@@ -232,6 +234,7 @@ impl Workload {
             ttl_ms,
             waits: vec![wait_ms],
             newest_wins: false,
+            priorities: vec![0],
             hold_up_to,
             refreshes: false,
             rest_up_to: Duration::ZERO,
@@ -423,12 +426,17 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
         if work.newest_wins {
             body["newest_wins"] = true.into();
         }
+        let priority = work.priorities[(rng.next() % work.priorities.len() as u64) as usize];
+        if priority > 0 {
+            body["priority"] = priority.into();
+        }
         add_ask(ask, &mut body, &mut rng);
         let acquire = Acquire {
             ask,
             ttl_ms: work.ttl_ms,
             wait_ms,
             newest_wins: work.newest_wins,
+            priority,
         };
         // Past the wait an answer is due at once; a few seconds more for a
         // busy machine.

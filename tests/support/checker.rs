@@ -132,6 +132,9 @@ pub enum Path {
     NewestWins,
     /// A force-release answered 204.
     ForceRelease,
+    /// A request of higher priority granted ahead of a lower one sent before
+    /// it.
+    Priority,
 }
 
 /// What a kind of run must show.
@@ -916,6 +919,10 @@ fn overtaken(
     if newest_wins {
         return;
     }
+    let priority = |c: &Call| match c.op {
+        Op::Acquire(a) => a.priority,
+        _ => 0,
+    };
     let waited = |c: &Call| {
         matches!(c.op, Op::Acquire(a) if a.wait_ms > 0)
             && matches!(
@@ -927,15 +934,24 @@ fn overtaken(
         .iter()
         .filter(|(c, _)| matches!(c.answer, Answer::Lease { .. }))
     {
-        if unjudged
+        let faulted = unjudged
             .iter()
-            .any(|u| overlaps(*u, (b.sent, b.answered + Duration::from_millis(1))))
-        {
+            .any(|u| overlaps(*u, (b.sent, b.answered + Duration::from_millis(1))));
+        let passed = |a: &Call| {
+            waited(a) && a.sent + ORDER_SLACK < b.sent && a.answered > b.answered + ORDER_SLACK
+        };
+        // Ahead of a lower priority sent before it: the line's order.
+        if acquisitions.iter().any(|(a, _)| {
+            waited(a) && a.sent < b.sent && a.answered > b.answered && priority(a) < priority(b)
+        }) {
+            verdict.took(Path::Priority, faulted);
+        }
+        if faulted {
             continue;
         }
-        let ahead = acquisitions.iter().find(|(a, _)| {
-            waited(a) && a.sent + ORDER_SLACK < b.sent && a.answered > b.answered + ORDER_SLACK
-        });
+        let ahead = acquisitions
+            .iter()
+            .find(|(a, _)| passed(a) && priority(a) >= priority(b));
         if let Some((a, a_ask)) = ahead {
             verdict.flag(
                 Rule::Overtaken,

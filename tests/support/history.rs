@@ -112,6 +112,8 @@ pub struct Acquire {
     pub ttl_ms: u64,
     pub wait_ms: u64,
     pub newest_wins: bool,
+    /// Its place in the line's order: higher is served first (0 to 9).
+    pub priority: u8,
 }
 
 /// What a call asked.
