@@ -2136,11 +2136,13 @@ fn target_rows(f: &Figures) -> Vec<Vec<String>> {
             &format!("Redis commands per uncontended {what} acquire+release"),
             m(series, "redis_commands_per_op"),
             one_decimal,
-            "<= 8",
+            // 8, and one XADD for the history (issue 34; 8 with
+            // BATON_HISTORY_MAX=0, which tests/api/history.rs checks).
+            "<= 9",
             // As shown, to one decimal: the window also counts calls made
             // once a second whatever the load (the events listener count,
             // a key's TTL renewed once a minute), a few thousandths a cycle.
-            |v| (v * 10.0).round() / 10.0 <= 8.0,
+            |v| (v * 10.0).round() / 10.0 <= 9.0,
         ));
     }
     rows.push(vec!["standing targets of earlier issues".to_owned()]);

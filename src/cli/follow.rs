@@ -55,7 +55,15 @@ pub async fn follow(
     loop {
         match service.open_stream(&path, ANSWER_WITHIN).await {
             Ok(response) if response.status() == 404 => {
-                return "the service no longer has it (404 lease-not-found)".to_owned();
+                // The lease gone, or a service without holders' streams
+                // (its 404 names another problem): only the first is a loss.
+                let body: serde_json::Value = response.json().await.unwrap_or_default();
+                let problem = body["type"].as_str().unwrap_or_default();
+                if problem.ends_with("/lease-not-found") {
+                    return "the service no longer has it (404 lease-not-found)".to_owned();
+                }
+                warn("the service has no stream of its leases; relying on the refreshes");
+                return std::future::pending().await;
             }
             Ok(response) if response.status() == 200 => {
                 if let Some(why) = read(response, pgid, on_yield).await {
@@ -93,9 +101,9 @@ async fn read(mut response: reqwest::Response, pgid: i32, on_yield: Option<i32>)
             match name.as_str() {
                 "lost" => {
                     let reason = body.reason.unwrap_or_else(|| "lost".to_owned());
-                    return Some(format!("the service says it was {reason}"));
+                    return Some(format!("the service no longer has it ({reason})"));
                 }
-                "released" => return Some("the service says it was released".to_owned()),
+                "released" => return Some("the service no longer has it (released)".to_owned()),
                 "yield-requested" => asked_to_yield(&body, pgid, on_yield),
                 _ => {}
             }

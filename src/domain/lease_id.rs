@@ -11,7 +11,11 @@ use super::Invalid;
 pub struct LeaseId(Uuid);
 
 impl LeaseId {
-    /// A fresh random id (122 random bits).
+    /// A fresh random id (122 random bits), from uuid's `fast-rng`: the
+    /// `rand` crate's thread-local generator, a cryptographically secure
+    /// ChaCha stream seeded from the operating system (and reseeded), so an
+    /// id is as unguessable as one read from `getrandom`, without a system
+    /// call per id.
     pub fn new() -> Self {
         Self(Uuid::new_v4())
     }

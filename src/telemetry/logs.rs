@@ -3,6 +3,7 @@
 
 use tracing_subscriber::EnvFilter;
 
+use super::plain::{PlainFields, PlainLine};
 use crate::config::LogFormat;
 
 /// Installs the log subscriber once, writing to stderr; later calls do nothing.
@@ -12,10 +13,14 @@ pub fn init_logging(format: LogFormat) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     let _ = match format {
-        // Colours only for a person at a terminal, not in files or CI logs.
+        // Colours only for a person at a terminal, not in files or CI logs,
+        // which get the same line written plainly (plain.rs).
+        LogFormat::Text if std::io::IsTerminal::is_terminal(&std::io::stderr()) => {
+            builder.with_target(false).try_init()
+        }
         LogFormat::Text => builder
-            .with_target(false)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .fmt_fields(PlainFields)
+            .event_format(PlainLine)
             .try_init(),
         // One object per line: the event's fields at the top level, the
         // request span's fields (request_id, route, trace_id) under "span".

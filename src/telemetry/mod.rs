@@ -1,11 +1,12 @@
 //! What the service tells its operators, one file each: logs (`logs`), the
-//! audit trail (`audit`), each request's span and id (`request`), Redis
+//! audit trail (`audit`), the text line written plainly (`plain`), each request's span and id (`request`), Redis
 //! outages noticed once (`outage`), and Prometheus metrics (`metrics`).
 
 mod audit;
 mod logs;
 mod metrics;
 mod outage;
+mod plain;
 mod request;
 
 pub use self::audit::{audit, audit_more};

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::helpers::{lease_path, problem, shared_redis, TestApp};
+use crate::priority::commands_per_cycle;
 use crate::watching::{SseEvent, SseStream};
 
 /// Generous: a shared, noisy machine; each event comes within about a second.
@@ -245,6 +246,32 @@ async fn an_expiry_during_a_redis_stall_is_said_only_once_redis_confirms_it() {
     assert_eq!(lost.data["reason"], "expired");
     assert!(seen.iter().all(|name| name == "expiring"), "{seen:?}");
     assert!(stream.ends_within(SOON).await);
+}
+
+/// A lease nobody follows costs nothing: an uncontended acquire+release
+/// cycle runs its 8 commands whether or not a holder's stream is open on
+/// another name (a stream marks only its own name followed).
+#[tokio::test]
+async fn a_stream_on_one_name_costs_the_cycles_of_another_nothing() {
+    let redis = crate::helpers::RedisServer::start();
+    let mut settings = crate::helpers::settings_for(&redis.url(), &crate::helpers::unique_prefix());
+    // (History's one command is counted in history.rs.)
+    settings.history_max = 0;
+    let app = TestApp::spawn_with(settings).await;
+    let body = r#"{"ttl_ms": 60000}"#;
+    let plain = commands_per_cycle(&redis, &app, "/locks/cheap", body).await;
+    assert_eq!(plain, 8, "two FCALLs and their six commands");
+    let lease = app.acquire_lock("followed", r#"{"ttl_ms":60000}"#).await;
+    let mut stream = SseStream::new(follow(&app, "locks", &lease).await);
+    assert_eq!(next(&mut stream, &lease).await.name, "held");
+    let beside = commands_per_cycle(&redis, &app, "/locks/cheap", body).await;
+    assert_eq!(
+        beside, plain,
+        "a stream elsewhere added commands to this name's cycle"
+    );
+    // Its own name's release tells it (one publish more, for a followed lease).
+    assert_eq!(app.delete(&lease_path("locks", &lease)).await.status(), 204);
+    assert_eq!(next(&mut stream, &lease).await.name, "released");
 }
 
 /// Figures for the report, not a check: the memory that 10,000 open
