@@ -77,6 +77,8 @@ fn workloads() -> Vec<Workload> {
     };
     let lock = |id: usize| Workload {
         refreshes: true,
+        // The holders of the lock force-released follow their leases.
+        follows: LOCKS[id % LOCKS.len()] == FORCED,
         priorities: PRIORITIES.to_vec(),
         waits: LOCK_WAITS_MS.to_vec(),
         ..Workload::new(
@@ -136,6 +138,7 @@ fn rules() -> Rules {
             Path::NewestWins,
             Path::ForceRelease,
             Path::Priority,
+            Path::Followed,
         ],
         ..Rules::default()
     }
@@ -1292,5 +1295,38 @@ fn the_checker_holds_the_client_to_what_it_was_told() {
         lost_reply.violations.is_empty(),
         "{:?}",
         lost_reply.violations
+    );
+}
+
+/// The holder's own stream: `released` only after its holder released,
+/// `lost` for an expiry only once the lease was told to end.
+#[test]
+fn the_checker_holds_a_lease_s_stream_to_what_happened() {
+    use support::history::{Followed, StreamEvent};
+    let judged = |kind: &str, reason: Option<&str>, at_ms: u64| {
+        let mut history = history(vec![hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 5000)], vec![]);
+        let event = |kind: &str, reason: Option<&str>, at_ms| StreamEvent {
+            at: at(at_ms),
+            kind: kind.into(),
+            reason: reason.map(str::to_owned),
+        };
+        history.follows.push(Followed {
+            client: 1,
+            name: LOCK.into(),
+            lease: 1,
+            opened: at(20),
+            status: 200,
+            events: vec![event("held", None, 30), event(kind, reason, at_ms)],
+        });
+        judge(&history, &Rules::default())
+    };
+    let released = judged("released", None, 5010);
+    assert!(released.violations.is_empty(), "{:?}", released.violations);
+    assert_eq!(released.paths.get(&Path::Followed).map(|p| p.0), Some(1));
+    assert_eq!(judged("released", None, 4000).count(Rule::Stream), 1);
+    assert_eq!(judged("lost", Some("expired"), 3000).count(Rule::Stream), 1);
+    assert_eq!(
+        judged("lost", Some("force-released"), 3000).count(Rule::Stream),
+        1
     );
 }

@@ -13,7 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use history::{Acquire, Answer, Ask, Call, History, Op};
+use history::{Acquire, Answer, Ask, Call, Followed, History, Op, StreamEvent};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -214,6 +214,8 @@ pub struct Workload {
     pub newest_wins: bool,
     /// Its acquisitions' `priority`, each picked from these.
     pub priorities: Vec<u8>,
+    /// Whether it follows each lease's own stream while it holds it.
+    pub follows: bool,
     /// How long a client holds a lease before releasing it, at most (the
     /// least is 0).
     pub hold_up_to: Duration,
@@ -235,6 +237,7 @@ impl Workload {
             waits: vec![wait_ms],
             newest_wins: false,
             priorities: vec![0],
+            follows: false,
             hold_up_to,
             refreshes: false,
             rest_up_to: Duration::ZERO,
@@ -453,6 +456,11 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
         };
         let acquired = SystemTime::now();
         let lease_path = format!("{kind}/{name}/{lease_id}");
+        if work.follows {
+            let url = format!("{}/{lease_path}/events", bases[turn % bases.len()]);
+            let (http, record, name) = (http.clone(), record.clone(), name.to_owned());
+            tokio::spawn(follow(http, url, (id, name, token), record));
+        }
         // The critical section, with a refresh in a third of them: to a
         // ttl shorter (a third to half) or longer (up to twice) than asked.
         let mut hold_up_to = work.hold_up_to.as_millis() as u64;
@@ -510,6 +518,61 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
         }
         tokio::time::sleep(rng.ms(0, work.rest_up_to.as_millis() as u64)).await;
     }
+}
+
+/// Follows a lease's own stream at `url` until its last event (or 30 s),
+/// and records what it heard.
+async fn follow(
+    http: reqwest::Client,
+    url: String,
+    (client, name, lease): (usize, String, u64),
+    record: Recorder,
+) {
+    let opened = SystemTime::now();
+    let mut followed = Followed {
+        client,
+        name,
+        lease,
+        opened,
+        status: 0,
+        events: Vec::new(),
+    };
+    let sent = http
+        .get(url)
+        .header("accept", "text/event-stream")
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await;
+    if let Ok(mut response) = sent {
+        followed.status = response.status().as_u16();
+        let (mut buffer, mut event) = (String::new(), None::<String>);
+        while let Ok(Some(chunk)) = response.chunk().await {
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find('\n') {
+                let line = buffer[..end].trim_end_matches('\r').to_owned();
+                buffer.drain(..=end);
+                if let Some(kind) = line.strip_prefix("event:") {
+                    event = Some(kind.trim().to_owned());
+                } else if let (Some(data), Some(kind)) = (line.strip_prefix("data:"), &event) {
+                    let data: Value = serde_json::from_str(data.trim()).unwrap_or(Value::Null);
+                    followed.events.push(StreamEvent {
+                        at: SystemTime::now(),
+                        kind: kind.clone(),
+                        reason: data["reason"].as_str().map(str::to_owned),
+                    });
+                    event = None;
+                }
+            }
+            if followed
+                .events
+                .last()
+                .is_some_and(|e| e.kind == "released" || e.kind == "lost")
+            {
+                break;
+            }
+        }
+    }
+    record.lock().unwrap().follows.push(followed);
 }
 
 /// An admin: force-releases `name` (a lock) through the instances in turn,

@@ -96,6 +96,8 @@ pub enum Rule {
     DataLoss,
     /// A required path never taken under faults.
     Path,
+    /// A lease's own stream that says other than what happened to it.
+    Stream,
 }
 
 /// One violation: the rule and what happened.
@@ -135,6 +137,8 @@ pub enum Path {
     /// A request of higher priority granted ahead of a lower one sent before
     /// it.
     Priority,
+    /// A lease's own stream followed to its last event.
+    Followed,
 }
 
 /// What a kind of run must show.
@@ -246,6 +250,7 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
         line(history, name, &holds, &explained, &mut verdict);
     }
     data_loss(history, &mut verdict);
+    streams(history, &explained, &mut verdict);
     for path in &rules.required {
         if verdict
             .paths
@@ -1051,6 +1056,78 @@ fn room(
         }
     }
     stretches
+}
+
+/// Each lease's own stream against what happened to the lease: `held`
+/// first, nothing after its last event, `released` only after its holder
+/// sent a release, `lost` for a force-release only after one was sent, for
+/// an expiry only once the lease's told expiry had passed.
+fn streams(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mut Verdict) {
+    for followed in &history.follows {
+        let Some(hold) = verdict
+            .holds
+            .iter()
+            .find(|h| h.name == followed.name && h.token == followed.lease)
+            .cloned()
+        else {
+            continue;
+        };
+        let what = format!("{}: the stream of token {}", hold.name, hold.token);
+        let events = &followed.events;
+        if let Some(first) = events.first() {
+            if first.kind != "held" {
+                verdict.flag(Rule::Stream, format!("{what} began with {}", first.kind));
+            }
+        }
+        let last = events
+            .iter()
+            .position(|e| e.kind == "released" || e.kind == "lost");
+        let Some(last) = last else {
+            continue;
+        };
+        if last + 1 < events.len() {
+            verdict.flag(
+                Rule::Stream,
+                format!("{what} went on after {}", events[last].kind),
+            );
+        }
+        let event = &events[last];
+        let faulted = explained
+            .iter()
+            .any(|e| overlaps(*e, (followed.opened, event.at)));
+        verdict.took(Path::Followed, faulted);
+        let sent_before = |op: &dyn Fn(&Call) -> bool| {
+            history
+                .calls
+                .iter()
+                .any(|c| c.name == hold.name && c.sent < event.at && op(c))
+        };
+        let released = sent_before(&|c| c.op == Op::Release { lease: hold.token });
+        let forced = sent_before(&|c| c.op == Op::ForceRelease);
+        let wrong = match (event.kind.as_str(), event.reason.as_deref()) {
+            ("released", _) => !released,
+            ("lost", Some("force-released")) => !forced,
+            // Expired: not before the holder was told it would (unless a
+            // release or force-release may have ended it first, or Redis
+            // lost it).
+            ("lost", Some("expired")) => event.at < hold.told_until && !released && !forced,
+            ("lost", Some("superseded")) => true,
+            _ => true,
+        };
+        if wrong {
+            verdict.flag(
+                Rule::Stream,
+                format!(
+                    "{what} ended {} {:?} at {} (201 at {}, told until {})",
+                    event.kind,
+                    event.reason,
+                    when(event.at),
+                    when(hold.start),
+                    when(hold.told_until)
+                ),
+            );
+        }
+    }
 }
 
 /// Redis without persistence must have lost its data at least once; with
