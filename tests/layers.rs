@@ -51,6 +51,7 @@ const ENGINE_ROOMS: &[(&str, u8)] = &[
     ("following", 4),
     ("handle", 5),
     ("leases", 6),
+    ("claims", 7),
 ];
 
 fn layer(module: &str) -> u8 {

@@ -34,7 +34,7 @@ pub enum Parsed {
 pub enum ClientCommand {
     /// Run a command while holding a lock or a semaphore slot
     #[command(after_help = RUN_AFTER_HELP)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Take a lock or a semaphore slot and print the lease (release it later)
     #[command(after_help = CALL_AFTER_HELP)]
     Acquire(AcquireArgs),
@@ -252,12 +252,42 @@ pub struct RunArgs {
     #[arg(short = 'c', value_name = "STRING", conflicts_with = "command")]
     pub shell: Option<String>,
 
-    /// The lock (or with --limit, the semaphore): any text, e.g. review/app-1
-    pub name: String,
+    /// Take the lock NAME as part of one claim of several names (repeat it;
+    /// with --shared, every --lock is shared): all of them are held, or none
+    #[arg(long = "lock", value_name = "NAME", conflicts_with_all = ["limit", "newest_wins"])]
+    pub locks: Vec<String>,
+
+    /// Take a lease of the semaphore NAME of LIMIT permits as part of one
+    /// claim (repeat it; NAME:LIMIT, e.g. build-farm:4)
+    #[arg(long = "semaphore", value_name = "NAME:LIMIT", conflicts_with_all = ["limit", "newest_wins"])]
+    pub semaphores: Vec<String>,
+
+    /// The lock (or with --limit, the semaphore): any text, e.g. review/app-1.
+    /// None with --lock or --semaphore
+    #[arg(required_unless_present_any = ["locks", "semaphores"])]
+    pub name: Option<String>,
 
     /// The command and its arguments, after `--`
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// Whether it runs under a claim of several names (`--lock`, `--semaphore`).
+    pub fn claims(&self) -> bool {
+        !self.locks.is_empty() || !self.semaphores.is_empty()
+    }
+
+    /// COMMAND and its arguments. With a claim there is no NAME, so what
+    /// the command line took for one is COMMAND's first word.
+    pub fn command_line(&self) -> Vec<OsString> {
+        match (&self.name, self.claims()) {
+            (Some(first), true) => std::iter::once(OsString::from(first))
+                .chain(self.command.iter().cloned())
+                .collect(),
+            _ => self.command.clone(),
+        }
+    }
 }
 
 /// How `acquire` prints the lease.
@@ -534,7 +564,7 @@ mod tests {
         ]) else {
             panic!("parses");
         };
-        assert_eq!(run.name, "deploy/x");
+        assert_eq!(run.name.as_deref(), Some("deploy/x"));
         assert_eq!(run.lease.ttl, Duration::from_secs(3));
         assert_eq!(run.lease.wait, Duration::ZERO);
         assert_eq!(run.command, ["make", "-j", "2"]);
@@ -547,6 +577,38 @@ mod tests {
         assert_eq!(run.shell.as_deref(), Some("echo hi && true"));
         assert!(matches!(
             parse_args(&["baton", "run", "x", "-c", "true", "--", "false"]),
+            Parsed::Usage(_)
+        ));
+    }
+
+    #[test]
+    fn run_takes_a_claim_of_several_names() {
+        let Parsed::Client(ClientCommand::Run(run)) = parse_args(&[
+            "baton",
+            "run",
+            "--lock",
+            "a",
+            "--lock",
+            "b",
+            "--semaphore",
+            "farm:4",
+            "--",
+            "make",
+            "x",
+        ]) else {
+            panic!("parses a claim");
+        };
+        assert!(run.claims());
+        assert_eq!((run.locks.len(), run.semaphores.len()), (2, 1));
+        assert_eq!(run.command_line(), ["make", "x"]);
+        let Parsed::Client(ClientCommand::Run(run)) =
+            parse_args(&["baton", "run", "--lock", "a", "--lock", "b", "-c", "true"])
+        else {
+            panic!("parses a claim with -c");
+        };
+        assert!(run.name.is_none() && run.command_line().is_empty());
+        assert!(matches!(
+            parse_args(&["baton", "run", "--lock", "a", "--limit", "2", "--", "true"]),
             Parsed::Usage(_)
         ));
     }

@@ -10,6 +10,7 @@
 mod args;
 mod ask_yield;
 mod calls;
+mod claim;
 mod clock;
 mod docs;
 mod duration;
@@ -58,7 +59,7 @@ pub fn main(command: ClientCommand) -> ExitCode {
         match command {
             ClientCommand::Run(args) => {
                 messages::set_quiet(args.lease.quiet);
-                run::run(args).await
+                run::run(*args).await
             }
             ClientCommand::Acquire(args) => {
                 messages::set_quiet(args.lease.quiet);

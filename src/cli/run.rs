@@ -30,15 +30,17 @@ use std::time::Duration;
 use reqwest::Method;
 
 use super::args::RunArgs;
+use super::claim::Claim;
 use super::clock;
 use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, LOST, NOT_FOUND, REFUSED, UNAVAILABLE};
 use super::follow::follow;
 use super::group;
 use super::guard::{Guard, Message};
-use super::http::{json, unreadable, Service, Target};
+use super::http::Target;
+use super::http::{json, unreadable, Service};
 use super::launch;
-use super::line::{self, Lease, Request};
+use super::line::{self, Request};
 use super::messages::{say, signal_name, warn};
 use super::signals::Signals;
 use super::variables::{self, LeaseVariables};
@@ -111,7 +113,8 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
     if lease_options.wait > Duration::from_secs(86_400) {
         return Err(Failure::usage("--wait must be at most 24h"));
     }
-    let (program, program_args) = match (&args.shell, args.command.split_first()) {
+    let command_line = args.command_line();
+    let (program, program_args) = match (&args.shell, command_line.split_first()) {
         (Some(line), _) => (OsString::from("sh"), vec!["-c".into(), line.into()]),
         (None, Some((program, rest))) => (program.clone(), rest.to_vec()),
         (None, None) => {
@@ -120,26 +123,31 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
             ))
         }
     };
-    let target = Target::new(lease_options.kind(), &args.name)?;
-
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let request = Request::new(&target, timing.ttl, lease_options);
-    // Inside a `baton run` of this very name: run at once if the lease held
-    // there covers this run.
-    if let Some(outer) = LeaseVariables::from_env(&args.name)? {
-        if covered(&service, &request, &outer).await? {
-            say(format!(
-                "{target} is held already by the baton run around this one: running COMMAND at once"
-            ));
-            let err = std::process::Command::new(&program)
-                .args(&program_args)
-                .exec();
-            return Err(Failure::new(
-                NOT_FOUND,
-                format!("cannot run {}: {err}", program.to_string_lossy()),
-            ));
+    let acquiring = if args.claims() {
+        Acquiring::Claim(Claim::new(&args, timing.ttl)?)
+    } else {
+        let name = args.name.as_deref().unwrap_or_default();
+        let target = Target::new(lease_options.kind(), name)?;
+        let request = Request::new(&target, timing.ttl, lease_options);
+        // Inside a `baton run` of this very name: run at once if the lease
+        // held there covers this run.
+        if let Some(outer) = LeaseVariables::from_env(name)? {
+            if covered(&service, &request, &outer).await? {
+                say(format!(
+                    "{target} is held already by the baton run around this one: running COMMAND at once"
+                ));
+                let err = std::process::Command::new(&program)
+                    .args(&program_args)
+                    .exec();
+                return Err(Failure::new(
+                    NOT_FOUND,
+                    format!("cannot run {}: {err}", program.to_string_lossy()),
+                ));
+            }
         }
-    }
+        Acquiring::Lease(request)
+    };
     if group::find_program(Path::new(&program)).is_none() {
         return Err(Failure::new(
             NOT_FOUND,
@@ -153,26 +161,51 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
     let mut signals = Signals::catch()
         .map_err(|err| Failure::new(UNAVAILABLE, format!("cannot catch signals: {err}")))?;
     let started = clock::now();
-    let lease = line::acquire(&service, &request, &mut signals).await?;
-    say(format!(
-        "acquired {target} (fencing token {}) after {}",
-        lease.body.fencing_token(),
-        human(lease.received.saturating_sub(started))
-    ));
-    let path = target.lease_path(lease.body.id());
+    let acquired = match acquiring {
+        Acquiring::Lease(request) => {
+            let lease = line::acquire(&service, &request, &mut signals).await?;
+            let target = request.target;
+            say(format!(
+                "acquired {target} (fencing token {}) after {}",
+                lease.body.fencing_token(),
+                human(lease.received.saturating_sub(started))
+            ));
+            let variables = LeaseVariables {
+                name: target.name.to_string(),
+                id: lease.body.id().to_owned(),
+                fencing_token: Some(lease.body.fencing_token()),
+                kind: target.kind,
+                limit: lease_options.limit,
+            };
+            Acquired {
+                path: target.lease_path(lease.body.id()),
+                label: target.to_string(),
+                env: variables
+                    .pairs()
+                    .into_iter()
+                    .map(|(key, value)| (key.to_owned(), value))
+                    .collect(),
+                sent: lease.sent,
+                received: lease.received,
+                follows: true,
+            }
+        }
+        Acquiring::Claim(claim) => claim.acquire(&service, &mut signals, started).await?,
+    };
     let guard = Guard::start(&Message::Lease {
         url: service.url().to_owned(),
         token: args.connection.token.clone(),
-        path: path.clone(),
+        path: acquired.path.clone(),
         grace_ms: millis(timing.grace),
     });
     let held = Held {
         service,
-        path,
-        target,
+        path: acquired.path.clone(),
+        label: acquired.label.clone(),
+        env: acquired.env.clone(),
         timing,
-        limit: lease_options.limit,
         on_yield: args.on_yield,
+        follows: acquired.follows,
         guard: Mutex::new(None),
     };
     match guard {
@@ -191,7 +224,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
         }
     }
     let status = held
-        .supervise(lease, &program, &program_args, &mut signals)
+        .supervise(&acquired, &program, &program_args, &mut signals)
         .await;
     if let Some(guard) = held
         .guard
@@ -281,17 +314,44 @@ async fn covered(
     }
 }
 
-/// A lease being held while COMMAND runs.
+/// What a run acquires: one lease, or a claim of several names.
+enum Acquiring {
+    Lease(Request),
+    Claim(Claim),
+}
+
+/// What a run holds, as the supervision of COMMAND needs it.
+pub(super) struct Acquired {
+    /// The lease's (or the claim's) path: PATCH refreshes it, DELETE
+    /// releases it (it holds the id: never shown).
+    pub path: String,
+    /// What it holds, for messages: `lock 'deploy'`.
+    pub label: String,
+    /// The variables COMMAND gets.
+    pub env: Vec<(String, String)>,
+    /// When the request that got it was sent, and when its answer came
+    /// ([`clock`] time): the grant happened in between.
+    pub sent: Duration,
+    pub received: Duration,
+    /// Whether it has a holder's stream (`{path}/events`) to follow.
+    pub follows: bool,
+}
+
+/// A lease (or a claim) being held while COMMAND runs.
 struct Held {
     service: Service,
-    target: Target,
+    /// What it holds, for messages.
+    label: String,
     /// The lease's path (it holds the lease id: never shown).
     path: String,
+    /// The variables COMMAND gets.
+    env: Vec<(String, String)>,
     timing: Timing,
-    /// A semaphore's limit.
-    limit: Option<u32>,
     /// The signal a yield request sends COMMAND's group (`--on-yield`).
     on_yield: Option<i32>,
+    /// Whether it has a holder's stream to follow (one lease has; a claim's
+    /// leases are refreshed through the claim).
+    follows: bool,
     /// The guard, told COMMAND's group and each new deadline for SIGKILL.
     guard: Mutex<Option<Guard>>,
 }
@@ -299,19 +359,12 @@ struct Held {
 impl Held {
     async fn supervise(
         &self,
-        lease: Lease,
+        lease: &Acquired,
         program: &OsString,
         program_args: &[OsString],
         signals: &mut Signals,
     ) -> Result<u8, Failure> {
         group::become_subreaper();
-        let variables = LeaseVariables {
-            name: self.target.name.to_string(),
-            id: lease.body.id().to_owned(),
-            fencing_token: Some(lease.body.fencing_token()),
-            kind: self.target.kind,
-            limit: self.limit,
-        };
         // The grant happened between sending and receiving; after a long
         // wait, refresh at once.
         let ok = lease
@@ -336,7 +389,7 @@ impl Held {
         // (the token is not handed on: give it as BATON_TOKEN for that).
         command
             .env_remove(variables::LIMIT)
-            .envs(variables.pairs())
+            .envs(self.env.iter().map(|(key, value)| (key, value)))
             .env("BATON_URL", self.service.url());
         // Outside the terminal's foreground group, reading the terminal would
         // stop COMMAND (SIGTTIN) for good: a terminal as stdin becomes /dev/null.
@@ -374,10 +427,17 @@ impl Held {
         let keeping = self.keep(ok, next);
         tokio::pin!(keeping);
         // The lease's own stream: a loss is heard at once, not at the next
-        // refresh (which alone keeps the promise, stream or not).
-        let following = follow(&self.service, &self.path, pgid, self.on_yield);
+        // refresh (which alone keeps the promise, stream or not). A claim
+        // has none of its own: its refreshes alone say it is lost.
+        let following = async {
+            if self.follows {
+                follow(&self.service, &self.path, pgid, self.on_yield).await
+            } else {
+                std::future::pending().await
+            }
+        };
         tokio::pin!(following);
-        let target = &self.target;
+        let target = &self.label;
         let finished = async {
             let status = child.wait().await;
             if group::alive(pgid) {
@@ -537,7 +597,7 @@ impl Held {
 
     /// DELETEs the lease, trying again what may pass.
     async fn release(&self, tries: u32, quietly: bool) {
-        let target = &self.target;
+        let target = &self.label;
         let mut why = String::new();
         for attempt in 1..=tries {
             match self

@@ -2,6 +2,7 @@
 //! HTTP boundary, so the engine never sees a bad name, id, ttl or limit.
 
 mod acquire;
+mod claim;
 mod demand;
 mod grant;
 mod kind;
@@ -17,6 +18,7 @@ mod scope;
 mod token_name;
 
 pub use acquire::AcquireRequest;
+pub use claim::{ClaimId, ClaimPart, ClaimParts, CLAIM_NAMES};
 pub use demand::{Demand, Permits};
 pub use grant::Grant;
 pub use kind::Kind;

@@ -58,6 +58,13 @@ impl Keys {
         self.of_name(kind, name, "events")
     }
 
+    /// The record of the claim `id` (which leases it holds): one key with the
+    /// claim's own hash tag, so it lives on whichever node holds that slot,
+    /// apart from every name's keys. It holds a capability: never log it.
+    pub fn claim(&self, id: &crate::domain::ClaimId) -> String {
+        format!("{}{{claim:{}}}", self.prefix, id.expose())
+    }
+
     /// The instance-wide channel of JSON change events (for the dashboard).
     pub fn events_channel(&self) -> &str {
         &self.events

@@ -22,7 +22,10 @@
 //! - `leases/`: the operations of both kinds ([`Leases`]): acquiring (at
 //!   once or by waiting in line), refresh, check, release, force-release,
 //!   status, listing, and a waiter's place.
+//! - `claims/`: several names held together ([`Claims`]), taken one by one
+//!   in one global order through the names' own lines.
 
+mod claims;
 mod connection;
 mod error;
 pub mod events;
@@ -34,6 +37,7 @@ mod leases;
 mod model;
 mod waiters;
 
+pub use claims::{Claim, ClaimProgress, ClaimRefused, Claims, Refreshed};
 pub use error::Error;
 pub use functions::library::{call_context, function_name, history_terms, library_code};
 pub use handle::{Engine, JOINS_AT_ONCE, READS_AT_ONCE};

@@ -7,7 +7,7 @@ use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use super::{events, health, history, holder, kind, AppState, RequireToken};
+use super::{claims, events, health, history, holder, kind, AppState, RequireToken};
 use crate::domain::Kind;
 use crate::wire::ProblemType;
 
@@ -19,6 +19,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .fold(OpenApiRouter::new(), |router, kind| {
             router.merge(tagged(kind::router(kind), kind.plural()))
         })
+        .merge(tagged(claims::router(), "claims"))
         .merge(tagged(events::router(), "watching"))
         .merge(tagged(holder::router(), "holders"))
         .merge(tagged(history::router(), "history"))
@@ -48,7 +49,8 @@ fn document_guard(doc: &mut OpenApi) {
         Forbidden, InvalidRequest, PayloadTooLarge, RedisUnavailable, Unauthorized,
     };
     for (path, item) in &mut doc.paths.paths {
-        let on_a_name = path.contains("{name}");
+        // A claim's operations act on names too (`write` on each).
+        let on_a_name = path.contains("{name}") || path.starts_with("/claims");
         for_each_operation_of(item, |op| {
             let mut shared = vec![InvalidRequest, Unauthorized, RedisUnavailable];
             if on_a_name {

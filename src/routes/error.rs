@@ -66,6 +66,20 @@ pub enum AppError {
         /// The newer request's owner label.
         owner: Option<String>,
     },
+    /// A claim that could not have every name within its wait.
+    #[error("claim refused")]
+    ClaimRefused {
+        /// The names in its way (kind, name).
+        names: Vec<(Kind, String)>,
+        /// Why, for people: how busy the first of them is.
+        detail: String,
+        /// When the first lease in its way expires, if known.
+        next_expiry_in: Option<Duration>,
+    },
+    /// No claim with this id holds a lease; `lost`: those a refresh found
+    /// gone (the rest were released).
+    #[error("claim not found")]
+    ClaimNotFound { lost: Vec<(Kind, String)> },
     #[error("payload too large")]
     PayloadTooLarge { limit: usize },
     #[error("request timed out")]
@@ -125,6 +139,8 @@ impl AppError {
             Self::LockHeld { .. } => ProblemType::LockHeld,
             Self::SemaphoreFull { .. } => ProblemType::SemaphoreFull,
             Self::Superseded { .. } => ProblemType::Superseded,
+            Self::ClaimRefused { .. } => ProblemType::ClaimRefused,
+            Self::ClaimNotFound { .. } => ProblemType::ClaimNotFound,
             Self::PayloadTooLarge { .. } => ProblemType::PayloadTooLarge,
             Self::Timeout => ProblemType::RequestTimeout,
             Self::TooManyStreams { .. } => ProblemType::TooManyStreams,
@@ -202,6 +218,22 @@ impl AppError {
                 );
                 problem.owner.clone_from(owner);
             }
+            Self::ClaimRefused { names, detail, .. } => {
+                problem.detail = format!("{detail}; the claim holds none of its names");
+                problem.names = Some(names.iter().map(|(_, name)| name.clone()).collect());
+            }
+            Self::ClaimNotFound { lost } if !lost.is_empty() => {
+                let gone: Vec<_> = lost
+                    .iter()
+                    .map(|(kind, name)| format!("{kind} '{name}'"))
+                    .collect();
+                problem.detail = format!(
+                    "the claim is no longer whole: the lease of {} was gone (expired or \
+                     force-released), so the rest were released",
+                    gone.join(", ")
+                );
+                problem.names = Some(lost.iter().map(|(_, name)| name.clone()).collect());
+            }
             Self::PayloadTooLarge { limit } => {
                 problem.detail = format!("the request body is over the limit of {limit} bytes");
             }
@@ -223,7 +255,8 @@ impl AppError {
             RetryAfter::AtExpiry => {
                 let expiry = match self {
                     Self::LockHeld { expires_in, .. } => Some(*expires_in),
-                    Self::SemaphoreFull { next_expiry_in, .. } => *next_expiry_in,
+                    Self::SemaphoreFull { next_expiry_in, .. }
+                    | Self::ClaimRefused { next_expiry_in, .. } => *next_expiry_in,
                     _ => None,
                 };
                 Some(expiry.map_or(1, |d| (d.as_millis().div_ceil(1000) as u64).max(1)))

@@ -5,6 +5,7 @@
 
 mod api;
 mod auth;
+pub mod claims;
 pub mod dashboard;
 mod error;
 pub mod events;

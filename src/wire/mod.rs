@@ -16,6 +16,7 @@
 //! answers, and parse the requests into domain types.
 
 mod acquire;
+mod claim;
 mod field;
 mod history;
 mod holder;
@@ -26,6 +27,7 @@ mod progress;
 mod status;
 
 pub use acquire::{AcquireFields, AcquireLock, AcquireSemaphore};
+pub use claim::{ClaimBody, ClaimLock, ClaimName, ClaimQueued, ClaimRequest, ClaimSemaphore};
 pub use history::{HistoryBody, HistoryEntryBody, LeaseEndBody};
 pub use holder::{HolderEventBody, YieldAnswer, YieldRequest};
 pub use lease::{LeaseBody, LockLeaseBody, Refresh, SemaphoreLeaseBody};

@@ -29,6 +29,8 @@ pub enum ProblemType {
     LockHeld,
     SemaphoreFull,
     Superseded,
+    ClaimRefused,
+    ClaimNotFound,
     PayloadTooLarge,
     RedisUnavailable,
     ShuttingDown,
@@ -78,6 +80,8 @@ impl ProblemType {
         Self::LockHeld,
         Self::SemaphoreFull,
         Self::Superseded,
+        Self::ClaimRefused,
+        Self::ClaimNotFound,
         Self::PayloadTooLarge,
         Self::RedisUnavailable,
         Self::ShuttingDown,
@@ -155,6 +159,18 @@ impl ProblemType {
                 "a newer request for 'deploy-prod' asked for newest_wins; this one left the line",
                 json!({"owner": "https://ci.example.com/jobs/43"}),
                 Never,
+            ),
+            Self::ClaimRefused => (
+                "claim-refused", 409, "Claim refused",
+                "Not every name of the claim could be had within `wait_ms`, so the claim holds none of them (what it took while it waited was released). `names` lists the names in its way; `Retry-After` says when to try again.",
+                "lock 'db-migrations' is held by someone else; the claim holds none of its names",
+                json!({"names": ["db-migrations"]}), AtExpiry,
+            ),
+            Self::ClaimNotFound => (
+                "claim-not-found", 404, "Claim not found",
+                "No claim with this id holds a lease: it was released, its leases expired or were force-released, or the id is not a claim's. A refresh that finds some of a claim's leases gone releases the rest (a claim is held whole or not at all); `names` lists those that were gone.",
+                "no claim with this id holds a lease: it was released or its leases expired",
+                json!({}), Never,
             ),
             Self::PayloadTooLarge => (
                 "payload-too-large", 413, "Payload too large",
@@ -329,6 +345,10 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^(read|write|admin)$")]
     pub scope: Option<String>,
+    /// `claim-refused`: the names in the claim's way; `claim-not-found`
+    /// after a refresh: the names whose leases were gone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
 }
 
 impl Problem {
@@ -357,6 +377,7 @@ impl Problem {
             waiting: None,
             max_wait_ms: None,
             scope: None,
+            names: None,
         }
     }
 

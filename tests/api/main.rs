@@ -3,6 +3,7 @@
 mod helpers;
 
 mod auth;
+mod claims;
 mod errors;
 mod formats;
 mod history;

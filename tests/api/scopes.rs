@@ -361,6 +361,41 @@ async fn a_token_file_alone_turns_authentication_on() {
     assert_eq!(app.get("/healthz").await.status(), 200);
 }
 
+#[tokio::test]
+async fn a_claim_needs_write_on_every_one_of_its_names() {
+    let (app, _file) = scoped_app().await;
+    let mixed = r#"{"locks": [{"name": "team-a-x"}, {"name": "team-b-x"}]}"#;
+    let refused = send(&app, Method::POST, "/claims", TEAM_A, mixed).await;
+    forbidden(refused, "write", "\"team-b-x\"").await;
+    let status: Value = send(&app, Method::GET, "/locks/team-a-x", ADMIN, "")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["held"], false, "nothing taken: {status}");
+
+    let mine =
+        r#"{"locks": [{"name": "team-a-x"}], "semaphores": [{"name": "team-a-y", "limit": 1}]}"#;
+    let claim = acquired(&app, "/claims", TEAM_A, mine).await;
+    let path = format!("/claims/{}", claim["id"].as_str().unwrap());
+    // A token that may only read those names may not touch it, even
+    // knowing its id.
+    forbidden(
+        send(&app, Method::DELETE, &path, PICKY, "").await,
+        "write",
+        "team-a-x",
+    )
+    .await;
+    assert_eq!(
+        send(&app, Method::PATCH, &path, TEAM_A, "").await.status(),
+        200
+    );
+    assert_eq!(
+        send(&app, Method::DELETE, &path, TEAM_A, "").await.status(),
+        204
+    );
+}
+
 /// A name's history needs `read` on it: the auditor reads it (with the
 /// token's name as `by`), a team token reads its own names only, and no
 /// token is 401.

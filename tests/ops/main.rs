@@ -9,6 +9,7 @@ mod helpers;
 
 mod harness;
 
+mod claims;
 mod cli;
 mod holder;
 mod logs;

@@ -30,6 +30,9 @@ check "the shared lock's status lists both readers" '"held":true,"mode":"shared"
 check "a lease takes 6 permits of 8" '"limit":8,"permits":6'
 check "4 more permits are refused" '"type":"/problems/semaphore-full".*"used":6,"limit":8'
 check "the semaphore's status counts permits" '"holders":1,"used":6,"limit":8,"leases":\[{"owner":"big-build",[^]]*"permits":6}'
+check "a claim is refused whole, naming the name in its way" '"type":"/problems/claim-refused".*"names":\["deploy-prod"\]'
+check "the refused claim left db free" '"name":"db","held":false'
+check "a claim holds every name" '"leases":\[{"name":"db",.*"name":"migrations",.*"limit":3'
 if grep -q '"id"' <<<"$(grep '"held"' <<<"$out")"; then
   fail "status shows a lease id"
 else

@@ -1,0 +1,287 @@
+//! `baton run --lock A --lock B --semaphore POOL:LIMIT`: one claim of
+//! several names (`POST /claims`), all of them held or none, waited for
+//! until `--wait` and retried while the service answers 5xx. Once held, the
+//! claim is refreshed and released through `/claims/{id}` exactly as one
+//! lease is through its path (see [`super::run`]).
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::args::RunArgs;
+use super::duration::{human, millis};
+use super::exit::{signal_status, Failure, NOT_ACQUIRED, REFUSED, UNAVAILABLE, USAGE};
+use super::http::{json, unreadable, Service};
+use super::messages::{say, signal_name, warn};
+use super::run::Acquired;
+use super::signals::Signals;
+use crate::domain::{ClaimId, Limit, Name};
+use crate::wire::{ClaimBody, ClaimLock, ClaimRequest, ClaimSemaphore};
+
+/// How long 5xx answers or no answer are retried in a row.
+const RETRY_FOR: Duration = Duration::from_secs(60);
+
+/// The variable that holds the claim id (a secret) in COMMAND's environment.
+pub const CLAIM_ID: &str = "BATON_CLAIM_ID";
+/// The variable that lists the claim's leases as JSON, without their ids:
+/// `[{"kind", "name", "fencing_token"}]`.
+pub const CLAIM_LEASES: &str = "BATON_CLAIM_LEASES";
+
+/// A claim that `baton run` asks for.
+pub struct Claim {
+    locks: Vec<Name>,
+    semaphores: Vec<(Name, Limit)>,
+    shared: bool,
+    ttl: Duration,
+    wait: Duration,
+    owner: String,
+}
+
+impl Claim {
+    /// The claim the `--lock` and `--semaphore` options of `args` ask for.
+    ///
+    /// # Errors
+    /// A name the service would refuse, or a `--semaphore` without its
+    /// `:LIMIT` (64).
+    pub fn new(args: &RunArgs, ttl: Duration) -> Result<Self, Failure> {
+        let name =
+            |raw: &str| Name::parse(raw).map_err(|err| Failure::usage(format!("NAME {err}")));
+        let locks = args
+            .locks
+            .iter()
+            .map(|raw| name(raw))
+            .collect::<Result<_, _>>()?;
+        let semaphores = args
+            .semaphores
+            .iter()
+            .map(|raw| {
+                // The last `:` parts the limit from the name (names may hold `:`).
+                let (raw_name, raw_limit) = raw.rsplit_once(':').ok_or_else(|| {
+                    Failure::usage(format!(
+                        "--semaphore {raw}: write it NAME:LIMIT, e.g. build-farm:4"
+                    ))
+                })?;
+                let limit = raw_limit
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|n| Limit::new(n).ok())
+                    .ok_or_else(|| {
+                        Failure::usage(format!(
+                            "--semaphore {raw}: LIMIT must be a number from 1 to {}",
+                            Limit::MAX
+                        ))
+                    })?;
+                Ok((name(raw_name)?, limit))
+            })
+            .collect::<Result<_, Failure>>()?;
+        let owner = super::owner::clean(&args.lease.owner.clone().unwrap_or_else(|| {
+            super::owner::default_owner(|k| std::env::var(k).ok(), super::owner::host_name)
+        }));
+        Ok(Self {
+            locks,
+            semaphores,
+            shared: args.lease.shared,
+            ttl,
+            wait: args.lease.wait,
+            owner,
+        })
+    }
+
+    /// What it holds, for messages: `lock 'a', lock 'b', semaphore 'pool'`.
+    fn label(&self) -> String {
+        let locks = self.locks.iter().map(|name| format!("lock '{name}'"));
+        let semaphores = self
+            .semaphores
+            .iter()
+            .map(|(name, _)| format!("semaphore '{name}'"));
+        locks.chain(semaphores).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The body of a request that waits up to `wait`.
+    fn body(&self, wait: Duration) -> serde_json::Value {
+        json(&ClaimRequest {
+            locks: self
+                .locks
+                .iter()
+                .map(|name| ClaimLock {
+                    name: name.to_string(),
+                    shared: self.shared.then_some(true),
+                })
+                .collect(),
+            semaphores: self
+                .semaphores
+                .iter()
+                .map(|(name, limit)| ClaimSemaphore {
+                    name: name.to_string(),
+                    limit: Some(u64::from(limit.get())),
+                    permits: None,
+                })
+                .collect(),
+            ttl_ms: Some(millis(self.ttl)),
+            wait_ms: Some(millis(wait)),
+            owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
+            priority: None,
+        })
+    }
+
+    /// Waits for every name until `--wait` runs out: the claim, held.
+    ///
+    /// # Errors
+    /// Not acquired within `--wait` (75), refused (64, 77), the service
+    /// unreachable or failing (69), a signal (128+N).
+    pub async fn acquire(
+        &self,
+        service: &Service,
+        signals: &mut Signals,
+        started: Duration,
+    ) -> Result<Acquired, Failure> {
+        let label = self.label();
+        let deadline = Instant::now() + self.wait;
+        let mut step: Option<Duration> = None;
+        let mut failing_since: Option<Instant> = None;
+        let mut backoff = Duration::from_secs(1);
+        if !self.wait.is_zero() {
+            say(format!("claiming {label}: all of them, or none"));
+        }
+        loop {
+            let mut wait = deadline.saturating_duration_since(Instant::now());
+            if let Some(step) = step {
+                wait = wait.min(step);
+            }
+            let body = self.body(wait);
+            let sent = super::clock::now();
+            let outcome = tokio::select! {
+                outcome = service.call(Method::POST, "/claims", Some(&body), wait + Duration::from_secs(30)) => outcome,
+                signal = signals.recv() => return Err(Failure::new(
+                    signal_status(signal),
+                    format!("got {} while waiting for {label}; giving up", signal_name(signal)),
+                )),
+            };
+            let why = match outcome {
+                Ok(answer) if answer.status == 201 => {
+                    let claim = ClaimBody::from_json(&answer.body)
+                        .map_err(|err| unreadable("claim", &err))?;
+                    if ClaimId::parse(&claim.id).is_err() {
+                        return Err(Failure::new(
+                            UNAVAILABLE,
+                            "the service answered 201 without a claim id; is it a baton service?",
+                        ));
+                    }
+                    let received = super::clock::now();
+                    say(format!(
+                        "acquired {label} after {}",
+                        human(received.saturating_sub(started))
+                    ));
+                    return Ok(self.acquired(&claim, sent, received));
+                }
+                Ok(answer) if answer.status == 409 => {
+                    failing_since = None;
+                    if Instant::now() < deadline {
+                        continue;
+                    }
+                    let detail = answer.problem().map(|p| p.detail).unwrap_or_default();
+                    return Err(Failure::new(
+                        NOT_ACQUIRED,
+                        format!(
+                            "could not claim {label} within {}: {detail}",
+                            human(self.wait)
+                        ),
+                    ));
+                }
+                Ok(answer) if matches!(answer.status, 400 | 422) => {
+                    if let Some(max) = answer.problem().and_then(|p| p.max_wait_ms) {
+                        if max > 0 && max < millis(wait) {
+                            step = Some(Duration::from_millis(max));
+                            continue;
+                        }
+                    }
+                    return Err(Failure::new(
+                        USAGE,
+                        format!("the service rejected the claim: {}", answer.describe()),
+                    ));
+                }
+                Ok(answer) if matches!(answer.status, 401 | 403) => {
+                    return Err(Failure::new(
+                        REFUSED,
+                        format!(
+                            "the service refused the claim: {} (check --token or BATON_TOKEN)",
+                            answer.describe()
+                        ),
+                    ));
+                }
+                Ok(answer) if answer.status == 429 || answer.status >= 500 => answer.describe(),
+                Ok(answer) => {
+                    return Err(Failure::new(
+                        UNAVAILABLE,
+                        format!(
+                            "unexpected answer from {}/claims: {} (is it a baton that takes claims? check --url or BATON_URL)",
+                            service.url(),
+                            answer.describe()
+                        ),
+                    ));
+                }
+                Err(why) if service.is_not_there(&why) => {
+                    return Err(Failure::new(
+                        UNAVAILABLE,
+                        format!("{why} (check --url or BATON_URL)"),
+                    ));
+                }
+                Err(why) => why.why,
+            };
+            let now = Instant::now();
+            let since = *failing_since.get_or_insert(now);
+            if now >= deadline || now - since >= RETRY_FOR {
+                return Err(Failure::new(
+                    UNAVAILABLE,
+                    format!("{why}; gave up after {}", human(now - since)),
+                ));
+            }
+            warn(format!("{why}; retrying in {}", human(backoff)));
+            tokio::select! {
+                () = tokio::time::sleep(backoff.min(deadline - now)) => {}
+                signal = signals.recv() => return Err(Failure::new(
+                    signal_status(signal),
+                    format!("got {} while waiting for {label}; giving up", signal_name(signal)),
+                )),
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(8));
+        }
+    }
+
+    /// The claim as `baton run` holds it: refreshed and released through
+    /// `/claims/{id}`, and the variables COMMAND gets.
+    fn acquired(&self, claim: &ClaimBody, sent: Duration, received: Duration) -> Acquired {
+        let leases: Vec<_> = self
+            .locks
+            .iter()
+            .map(|name| ("lock", name))
+            .chain(self.semaphores.iter().map(|(name, _)| ("semaphore", name)))
+            .filter_map(|(kind, name)| {
+                let lease = claim.leases.iter().find(|lease| {
+                    let (lease_kind, lease_name) = match lease {
+                        crate::wire::LeaseBody::Lock(l) => ("lock", &l.name),
+                        crate::wire::LeaseBody::Semaphore(s) => ("semaphore", &s.name),
+                    };
+                    lease_kind == kind && lease_name == name.as_str()
+                })?;
+                Some(json!({"kind": kind, "name": name.as_str(), "fencing_token": lease.fencing_token()}))
+            })
+            .collect();
+        Acquired {
+            path: format!("/claims/{}", claim.id),
+            label: self.label(),
+            env: vec![
+                (CLAIM_ID.to_owned(), claim.id.clone()),
+                (
+                    CLAIM_LEASES.to_owned(),
+                    serde_json::Value::from(leases).to_string(),
+                ),
+            ],
+            sent,
+            received,
+            follows: false,
+        }
+    }
+}
