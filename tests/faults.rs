@@ -648,3 +648,73 @@ async fn waiters_of_two_instances_all_rejoin_a_line_whose_queue_key_was_lost() {
         );
     }
 }
+
+/// A freeze whose window ends while the instance its waiters wait on is
+/// paused (SIGSTOP): nothing is granted inside the window (the holder left
+/// inside it), and once the instance runs again the line is served in the
+/// order it joined.
+#[tokio::test]
+async fn a_freeze_that_ends_while_its_instance_is_paused_serves_the_line_in_order_afterwards() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/semaphores/thaw";
+    let (status, holder) = pair
+        .post(&a, path, r#"{"limit": 1, "ttl_ms": 60000}"#)
+        .await;
+    assert_eq!(status, 201);
+    let until = SystemTime::now() + Duration::from_millis(3_500);
+    let body = serde_json::json!({
+        "match": "thaw",
+        "until": humantime::format_rfc3339_millis(until).to_string(),
+    });
+    let (status, made) = pair.post(&b, "/freezes", &body.to_string()).await;
+    assert_eq!(status, 201, "{made}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pair.post(&a, path, r#"{"limit": 5}"#).await.0 != 423 {
+        assert!(Instant::now() < deadline, "A never applied the freeze");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let wait = r#"{"limit": 3, "ttl_ms": 60000, "wait_ms": 30000}"#;
+    let mut waiters = Vec::new();
+    for n in 1..=3 {
+        waiters.push(pair.waiter(&a, path, wait));
+        pair.until_waiting(path, n).await;
+    }
+    // The holder leaves inside the window: nobody may be granted.
+    assert_eq!(
+        pair.delete(&a, &lease_path("semaphores", &holder)).await,
+        204
+    );
+
+    // A sleeps across the end of the window.
+    let pause_at = until - Duration::from_millis(1_000);
+    if let Ok(left) = pause_at.duration_since(SystemTime::now()) {
+        tokio::time::sleep(left).await;
+    }
+    pair.a.pause();
+    while SystemTime::now() < until - Duration::from_millis(100) {
+        let (_, status) = pair.get(&b, path).await;
+        assert_eq!(status["holders"], 0, "granted inside the window: {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    pair.a.resume();
+
+    let mut tokens = Vec::new();
+    for waiter in waiters {
+        let waited = waiter.await.expect("waiter").expect("an answer");
+        assert_eq!(waited.status, 201, "{}", waited.body);
+        let granted = expires_at(&waited.body)
+            - Duration::from_millis(waited.body["ttl_ms"].as_u64().expect("ttl_ms"));
+        assert!(
+            granted >= until,
+            "granted inside the window: {}",
+            waited.body
+        );
+        tokens.push(waited.body["fencing_token"].as_u64().expect("token"));
+    }
+    assert!(
+        tokens.windows(2).all(|t| t[0] < t[1]),
+        "served out of line order: {tokens:?}"
+    );
+}

@@ -10,6 +10,7 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, FromArgMatches, Subcommand, ValueEnum};
 
 use super::duration;
+use super::freezes::{FreezeArgs, FreezesArgs, UnfreezeArgs};
 use crate::config::{self, Invocation, Settings};
 use crate::domain::Kind;
 
@@ -54,6 +55,16 @@ pub enum ClientCommand {
     /// List the held locks (with --limit: the semaphores with holders)
     #[command(after_help = CALL_AFTER_HELP)]
     List(ListArgs),
+    /// Freeze a name or a prefix ('deploy-*'): nothing is granted on it while
+    /// the freeze holds; waiters keep their place (admin token)
+    #[command(after_help = FREEZE_AFTER_HELP)]
+    Freeze(Box<FreezeArgs>),
+    /// Delete a freeze: the line is served in order again (admin token)
+    #[command(after_help = FREEZE_AFTER_HELP)]
+    Unfreeze(UnfreezeArgs),
+    /// List the freezes, with those active now and when the next start
+    #[command(after_help = FREEZE_AFTER_HELP)]
+    Freezes(FreezesArgs),
     /// Show who held a lock or semaphore, from when to when, and how each lease ended
     #[command(after_help = CALL_AFTER_HELP)]
     History(HistoryArgs),
@@ -156,6 +167,16 @@ const CALL_AFTER_HELP: &str = concat!(
   77    the service refused the token (401, 403)
   79    superseded: a newer --newest-wins request took this one's place in line"
 );
+
+const FREEZE_AFTER_HELP: &str = "The service is BATON_URL (or --url), the token BATON_TOKEN.
+A freeze is one-off (--for DURATION, or --until TIME [--from TIME], RFC 3339) or
+recurring (--start CRON --end CRON [--timezone ZONE], five-field cron as GitLab's
+deploy freezes write them, e.g. --start '0 23 * * 5' --end '0 7 * * 1').
+
+Exit status:
+  64    bad usage, or the service found the request invalid (400)
+  69    the service could not be reached, or answered 5xx
+  77    the service refused the token (401, 403)";
 
 /// Where the service is, and the token to show it.
 #[derive(Args, Debug, Clone)]

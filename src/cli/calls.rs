@@ -332,6 +332,7 @@ pub(super) fn failure(answer: &Answer, target: &Target) -> Failure {
             Failure::new(SUPERSEDED, format!("superseded: {described}"))
         }
         (409, _) => Failure::new(NOT_ACQUIRED, format!("{target} is taken: {described}")),
+        (423, _) => Failure::new(NOT_ACQUIRED, format!("{target} is frozen: {described}")),
         _ => Failure::new(
             UNAVAILABLE,
             format!("unexpected answer: {described} (check --url or BATON_URL)"),

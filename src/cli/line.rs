@@ -72,6 +72,7 @@ impl Request {
             wait_ms: Some(millis(wait)),
             owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
             newest_wins: self.newest_wins.then_some(true),
+            override_reason: None,
             priority: self.priority.filter(|p| *p > 0).map(u64::from),
             ask_yield: None,
         };
@@ -199,6 +200,31 @@ pub async fn acquire(
                             human(request.wait)
                         )
                     },
+                ));
+            }
+            Ok(answer) if answer.status == 423 => {
+                // Frozen when its wait ended (or it did not wait).
+                failing_since = None;
+                if Instant::now() < deadline && now - sent < wait / 2 {
+                    nap(
+                        Duration::from_secs(1).min(deadline.saturating_duration_since(now)),
+                        signals,
+                        target,
+                    )
+                    .await?;
+                    continue;
+                }
+                let until = answer
+                    .problem()
+                    .and_then(|p| p.until.map(|until| (until, p.reason)))
+                    .map(|(until, reason)| match reason {
+                        Some(reason) => format!(" until {until} ({reason})"),
+                        None => format!(" until {until}"),
+                    })
+                    .unwrap_or_default();
+                return Err(Failure::new(
+                    NOT_ACQUIRED,
+                    format!("{target} is frozen{until}; not acquired"),
                 ));
             }
             Ok(answer) if matches!(answer.status, 400 | 422) => {
@@ -342,8 +368,12 @@ async fn progress(service: &Service, request: &Request, sent: Instant, started: 
                 .flatten();
             if let Some(status) = status {
                 let now = Instant::now();
+                let frozen = super::freezes::frozen_now(service, &request.target)
+                    .await
+                    .map(|frozen| format!("{frozen}; "))
+                    .unwrap_or_default();
                 say(format!(
-                    "waiting for {}: {}; waited {} of {}",
+                    "waiting for {}: {frozen}{}; waited {} of {}",
                     request.target,
                     describe_line(&status, request, now - sent),
                     human(now - started),

@@ -1,5 +1,6 @@
 //! The client: `baton run`, `acquire`, `refresh`, `release`, `status`,
-//! `yield`, `list`, `healthcheck`, `completions` and `man`, beside the service's own
+//! `yield`, `list`, `freeze`, `unfreeze`, `freezes`, `healthcheck`,
+//! `completions` and `man`, beside the service's own
 //! command line. It talks to a baton service over HTTP only; nothing of the
 //! server runs in a client process.
 //!
@@ -16,6 +17,7 @@ mod docs;
 mod duration;
 mod exit;
 mod follow;
+mod freezes;
 mod group;
 mod guard;
 mod healthcheck;
@@ -70,6 +72,9 @@ pub fn main(command: ClientCommand) -> ExitCode {
             ClientCommand::Yield(args) => ask_yield::ask_yield(args).await.map(|()| 0),
             ClientCommand::Status(args) => calls::status(args).await.map(|()| 0),
             ClientCommand::List(args) => calls::list(args).await.map(|()| 0),
+            ClientCommand::Freeze(args) => freezes::freeze(*args).await.map(|()| 0),
+            ClientCommand::Unfreeze(args) => freezes::unfreeze(args).await.map(|()| 0),
+            ClientCommand::Freezes(args) => freezes::list(args).await.map(|()| 0),
             ClientCommand::History(args) => history::history(args).await.map(|()| 0),
             ClientCommand::Healthcheck(args) => {
                 if healthcheck::healthy(&args.listen).await {

@@ -1,6 +1,6 @@
 //! What an acquisition asks for, whichever the kind.
 
-use super::{Owner, Priority, TokenName, Ttl, WaitTime};
+use super::{Owner, Priority, Reason, TokenName, Ttl, WaitTime};
 
 /// The parts of an acquisition that locks and semaphores share.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,4 +21,8 @@ pub struct AcquireRequest {
     /// The name of the token it was made with (`by` in audit lines and,
     /// with the lease, in history); `None` on a service without tokens.
     pub by: Option<TokenName>,
+    /// `override`: the reason an administrator gave to be granted through a
+    /// freeze (the route checks the token may); `None` for everyone else.
+    /// Boxed: rare, and a waiting request keeps its request for its whole wait.
+    pub override_reason: Option<Box<Reason>>,
 }

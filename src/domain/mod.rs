@@ -4,6 +4,7 @@
 mod acquire;
 mod claim;
 mod demand;
+mod freeze;
 mod grant;
 mod kind;
 mod lease_id;
@@ -14,12 +15,14 @@ mod owner;
 mod printable;
 mod priority;
 mod reason;
+mod schedule;
 mod scope;
 mod token_name;
 
 pub use acquire::AcquireRequest;
 pub use claim::{ClaimId, ClaimPart, ClaimParts, CLAIM_NAMES};
 pub use demand::{Demand, Permits};
+pub use freeze::{Freeze, FreezeId};
 pub use grant::Grant;
 pub use kind::Kind;
 pub use lease_id::LeaseId;
@@ -30,6 +33,7 @@ pub use owner::{Owner, MAX_OWNER_LEN};
 pub use printable::{printable_pattern, Printable};
 pub use priority::Priority;
 pub use reason::Reason;
+pub use schedule::{Recurring, Schedule, Window};
 pub use scope::Scope;
 pub use token_name::{TokenName, MAX_TOKEN_NAME_LEN};
 

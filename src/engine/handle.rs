@@ -14,6 +14,8 @@ use super::connection::{Store, StoreConfig};
 use super::error::Error;
 use super::events::{Audience, Events};
 use super::following::Followers;
+use super::freeze_book::FreezeBook;
+use super::freezes::{follow, Freezes};
 use super::functions::invoker::Invoker;
 use super::functions::library::{history_terms, LIBRARY};
 use super::keys::Keys;
@@ -95,11 +97,22 @@ impl Engine {
             shutdown.clone(),
             &tasks,
         );
+        let book = Arc::new(FreezeBook::default());
+        let (freeze_pubsub, freeze_notices) = store.pubsub(shutdown.clone());
         let invoker = Arc::new(Invoker::new(
             store,
             keys,
             audience,
             history_terms(settings.history_max, settings.history_days),
+            book,
+        ));
+        tasks.spawn(follow(
+            Freezes {
+                invoker: invoker.clone(),
+            },
+            freeze_pubsub,
+            freeze_notices,
+            shutdown.clone(),
         ));
         let waiters = Registry::start(
             invoker.clone(),
@@ -129,6 +142,13 @@ impl Engine {
         engine.0.tasks.spawn(check_eviction(engine.clone()));
         engine.0.tasks.spawn(load_library(engine.clone()));
         Ok(engine)
+    }
+
+    /// The freezes: in Redis, and as this instance holds them.
+    pub fn freezes(&self) -> Freezes {
+        Freezes {
+            invoker: self.0.invoker.clone(),
+        }
     }
 
     /// The change events of every instance, for watchers.

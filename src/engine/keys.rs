@@ -70,6 +70,23 @@ impl Keys {
         &self.events
     }
 
+    /// The index of the freezes (`prefix{freezes}:index`): outside every
+    /// name's slot, beside the freezes' own keys.
+    pub fn freeze_index(&self) -> String {
+        format!("{}{{freezes}}:index", self.prefix)
+    }
+
+    /// The key of the freeze `id`, in the index's slot.
+    pub fn freeze(&self, id: &crate::domain::FreezeId) -> String {
+        format!("{}{{freezes}}:{id}", self.prefix)
+    }
+
+    /// The channel on which every instance hears that the freezes changed
+    /// (classic pub/sub: on a cluster, heard on every node).
+    pub fn freezes_channel(&self) -> String {
+        format!("{}freezes", self.prefix)
+    }
+
     /// A SCAN pattern matching the owners hashes of the names of `kind` that
     /// start with `prefix` (glob characters in either match only themselves).
     pub fn scan_pattern(&self, kind: Kind, prefix: &NamePrefix) -> String {

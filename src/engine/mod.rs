@@ -6,7 +6,9 @@
 //! Its rooms, from the bottom up (each uses only those below it):
 //!
 //! - `error.rs`, `model.rs`, `keys.rs`: what the core reports and answers
-//!   with, and the name of every Redis key and channel.
+//!   with, and the name of every Redis key and channel; `freeze_book.rs`:
+//!   this instance's copy of the freezes, which every call of a name asks
+//!   for the window it carries.
 //! - `connection/`: the connection to Redis in each deployment, its calls and
 //!   its subscriptions.
 //! - [`events`]: change events, fanned out to this instance's watchers, and
@@ -17,7 +19,8 @@
 //! - [`following`]: the holders' own streams on this instance, told of
 //!   their leases by the name's channel while someone follows.
 //! - `waiters/`: this instance's waiters, what each hears, and the tasks
-//!   that keep them alive in the line.
+//!   that keep them alive in the line; `freezes/`: the freezes in Redis,
+//!   and the task that keeps this instance's copy in step.
 //! - `handle.rs`: the [`Engine`]: one instance's core, its start and stop.
 //! - `leases/`: the operations of both kinds ([`Leases`]): acquiring (at
 //!   once or by waiting in line), refresh, check, release, force-release,
@@ -30,6 +33,8 @@ mod connection;
 mod error;
 pub mod events;
 pub mod following;
+mod freeze_book;
+mod freezes;
 mod functions;
 mod handle;
 mod keys;
@@ -39,11 +44,13 @@ mod waiters;
 
 pub use claims::{Claim, ClaimProgress, ClaimRefused, Claims, Refreshed};
 pub use error::Error;
+pub use freeze_book::{wall_clock_ms, FreezeBook, NameFreeze};
+pub use freezes::{Freezes, Put};
 pub use functions::library::{call_context, function_name, history_terms, library_code};
 pub use handle::{Engine, JOINS_AT_ONCE, READS_AT_ONCE};
 pub use keys::Keys;
 pub use leases::{Acquiring, InLine, Leases, Page, PageCursor, PageLimit, Shown, Waiting};
 pub use model::{
-    Busy, History, HistoryCursor, HistoryEntry, HistoryLimit, Holder, Lease, LeaseEnd, Place,
-    Refusal, Status, Waiter,
+    Busy, FrozenBy, History, HistoryCursor, HistoryEntry, HistoryLimit, Holder, Lease, LeaseEnd,
+    Place, Refusal, Status, Waiter,
 };

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use crate::domain::{Demand, Invalid, LeaseId, Limit, Name, Owner, Priority, TokenName, Ttl};
+use crate::domain::{
+    Demand, FreezeId, Invalid, LeaseId, Limit, Name, Owner, Priority, Reason, TokenName, Ttl,
+};
 
 /// A live lease, as its holder sees it.
 #[derive(Debug, Clone)]
@@ -28,6 +30,18 @@ pub enum Refusal {
     Busy(Busy),
     /// A newer `newest_wins` request took this waiter's place in line.
     Superseded { owner: Option<Owner> },
+    /// A freeze holds the name (and the request did not override it).
+    Frozen(FrozenBy),
+}
+
+/// The freeze that held a name when an acquisition was refused.
+#[derive(Debug, Clone)]
+pub struct FrozenBy {
+    /// The freeze whose window holds (unknown when it was deleted meanwhile).
+    pub freeze_id: Option<FreezeId>,
+    pub reason: Option<Reason>,
+    /// When the window ends (ms since the Unix epoch).
+    pub until_ms: i64,
 }
 
 /// The name was held (a semaphore: full) when the wait ended.

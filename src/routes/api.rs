@@ -7,7 +7,7 @@ use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use super::{claims, events, health, history, holder, kind, AppState, RequireToken};
+use super::{claims, events, freezes, health, history, holder, kind, AppState, RequireToken};
 use crate::domain::Kind;
 use crate::wire::ProblemType;
 
@@ -21,6 +21,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         })
         .merge(tagged(claims::router(), "claims"))
         .merge(tagged(events::router(), "watching"))
+        .merge(tagged(freezes::router(), "freezes"))
         .merge(tagged(holder::router(), "holders"))
         .merge(tagged(history::router(), "history"))
         .layer(RequireToken);

@@ -141,6 +141,7 @@ fn asked(body: ClaimRequest, max_wait_ms: u64) -> Result<(ClaimParts, AcquireReq
         newest_wins: None,
         priority: body.priority,
         ask_yield: None,
+        override_reason: None,
     };
     let request = acquire_request(fields, max_wait_ms)?;
     Ok((parts, request))
@@ -305,6 +306,13 @@ fn refused(refused: ClaimRefused) -> AppError {
             (AppError::busy(kind, &name, busy).problem().detail, next)
         }
         Some(Refusal::Superseded { .. }) => (format!("{kind} '{name}' was superseded"), None),
+        Some(Refusal::Frozen(frozen)) => {
+            let thaw = u64::try_from(frozen.until_ms - crate::engine::wall_clock_ms()).ok();
+            (
+                AppError::frozen(&name, frozen).problem().detail,
+                thaw.map(std::time::Duration::from_millis),
+            )
+        }
         None => (
             format!("the lease of {kind} '{name}' was lost while the claim waited"),
             None,

@@ -8,6 +8,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::json::json_response;
+use super::lease::rfc3339_ms;
 use crate::access::Denied;
 use crate::domain::{Invalid, Kind};
 use crate::engine;
@@ -32,6 +33,8 @@ pub enum AppError {
     MethodNotAllowed,
     #[error("lease not found")]
     LeaseNotFound,
+    #[error("freeze not found")]
+    FreezeNotFound,
     /// Force-release of a lock or semaphore of which nothing is held.
     #[error("{0} not held")]
     NotHeld(Kind),
@@ -65,6 +68,15 @@ pub enum AppError {
         name: String,
         /// The newer request's owner label.
         owner: Option<String>,
+    },
+    /// A freeze holds the name.
+    #[error("frozen")]
+    Frozen {
+        name: String,
+        freeze_id: Option<String>,
+        reason: Option<String>,
+        /// When the window ends (ms since the Unix epoch).
+        until_ms: i64,
     },
     /// A claim that could not have every name within its wait.
     #[error("claim refused")]
@@ -126,6 +138,16 @@ impl AppError {
         }
     }
 
+    /// `name` is frozen by `frozen`.
+    pub fn frozen(name: &crate::domain::Name, frozen: engine::FrozenBy) -> Self {
+        Self::Frozen {
+            name: name.to_string(),
+            freeze_id: frozen.freeze_id.map(|id| id.to_string()),
+            reason: frozen.reason.map(|r| r.as_str().to_owned()),
+            until_ms: frozen.until_ms,
+        }
+    }
+
     /// Its problem type.
     pub fn problem_type(&self) -> ProblemType {
         match self {
@@ -135,10 +157,12 @@ impl AppError {
             Self::NotFound => ProblemType::NotFound,
             Self::MethodNotAllowed => ProblemType::MethodNotAllowed,
             Self::LeaseNotFound => ProblemType::LeaseNotFound,
+            Self::FreezeNotFound => ProblemType::FreezeNotFound,
             Self::NotHeld(kind) => ProblemType::not_held(*kind),
             Self::LockHeld { .. } => ProblemType::LockHeld,
             Self::SemaphoreFull { .. } => ProblemType::SemaphoreFull,
             Self::Superseded { .. } => ProblemType::Superseded,
+            Self::Frozen { .. } => ProblemType::Frozen,
             Self::ClaimRefused { .. } => ProblemType::ClaimRefused,
             Self::ClaimNotFound { .. } => ProblemType::ClaimNotFound,
             Self::PayloadTooLarge { .. } => ProblemType::PayloadTooLarge,
@@ -218,6 +242,21 @@ impl AppError {
                 );
                 problem.owner.clone_from(owner);
             }
+            Self::Frozen {
+                name,
+                freeze_id,
+                reason,
+                until_ms,
+            } => {
+                let until = rfc3339_ms(u64::try_from(*until_ms).unwrap_or(0));
+                problem.detail = match reason {
+                    Some(reason) => format!("'{name}' is frozen until {until}: {reason}"),
+                    None => format!("'{name}' is frozen until {until}"),
+                };
+                problem.reason.clone_from(reason);
+                problem.freeze_id.clone_from(freeze_id);
+                problem.until = Some(until);
+            }
             Self::ClaimRefused { names, detail, .. } => {
                 problem.detail = format!("{detail}; the claim holds none of its names");
                 problem.names = Some(names.iter().map(|(_, name)| name.clone()).collect());
@@ -260,6 +299,13 @@ impl AppError {
                     _ => None,
                 };
                 Some(expiry.map_or(1, |d| (d.as_millis().div_ceil(1000) as u64).max(1)))
+            }
+            RetryAfter::AtThaw => {
+                let Self::Frozen { until_ms, .. } = self else {
+                    return Some(1);
+                };
+                let left = until_ms.saturating_sub(crate::engine::wall_clock_ms());
+                Some(u64::try_from(left).unwrap_or(0).div_ceil(1000).max(1))
             }
         }
     }

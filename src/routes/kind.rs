@@ -20,6 +20,7 @@ use super::extract::{parse_json, read_body};
 use super::lease::{created, found, released, ttl, IdPath, NamePath};
 use super::listing::{parse_list_query, ListQuery};
 use super::{kind_doc, locks, progress, semaphores, AppError, AppState, Caller, Json, JsonBody};
+use crate::access::Denied;
 use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Scope, TokenName};
 use crate::engine::{Acquiring, Lease, Refusal, Status};
 use crate::http::Parked;
@@ -67,6 +68,9 @@ pub struct AcquireCall {
     pub name: Name,
     /// The name of the caller's token, for the lease's audit line and history.
     pub by: Option<TokenName>,
+    /// Whether the caller may administer the name: an `override` needs it
+    /// (else this refusal, 403).
+    pub admin: Result<(), Denied>,
     pub accepts_events: bool,
     /// What its log lines show, should it wait in line (see [`Parked`]).
     pub context: RequestContext,
@@ -90,12 +94,14 @@ impl FromRequest<AppState> for AcquireCall {
             let caller = Caller::of(&parts)?;
             caller.require(Scope::Write, &name)?;
             let by = caller.name().cloned();
+            let admin = caller.require(Scope::Admin, &name);
             let accepts_events = progress::accepts_events(&parts.headers);
             let context = RequestContext::of(&parts);
             let body = read_body(Request::from_parts(parts, body), &state).await?;
             Ok(Self {
                 name,
                 by,
+                admin,
                 accepts_events,
                 context,
                 body,
@@ -132,11 +138,16 @@ async fn acquire(
     let AcquireCall {
         name,
         by,
+        admin,
         accepts_events,
         context,
         body,
     } = call;
     let (demand, mut request) = asked(kind, &body, state.settings.max_wait_ms)?;
+    if request.override_reason.is_some() {
+        // Granted through a freeze: an administrator's decision.
+        admin?;
+    }
     request.by = by;
     drop(body);
     let (wait, priority) = (request.wait, request.priority);
@@ -195,6 +206,7 @@ fn answer(
             name: name.to_string(),
             owner: owner.map(Owner::into_string),
         }),
+        Err(Refusal::Frozen(frozen)) => Err(AppError::frozen(name, frozen)),
     }
 }
 

@@ -161,7 +161,8 @@ fn name_operations(kind: Kind, own: &KindDoc, paths: &mut Paths) {
         .description(
             "With `Accept: text/event-stream` and a `wait_ms`: server-sent progress events, \
              `queued` (`{\"position\", \"waiting\", \"holders\": [{\"owner\"?, \"expires_in_ms\"}]}`) \
-             on joining the line and whenever the position or the holders change, then one \
+             on joining the line and whenever the position or the holders change, `frozen` \
+             (`{\"until\", \"reason\"?, \"freeze_id\"}`) while a freeze holds the name, then one \
              `acquired` (the lease body) or `problem` (the problem body)",
         )
         .content(
@@ -181,7 +182,8 @@ fn name_operations(kind: Kind, own: &KindDoc, paths: &mut Paths) {
         .request_body(Some(own.acquire_body.clone()))
         .response("200", progress)
         .response("201", acquired)
-        .response("409", problem(ProblemType::busy(kind))),
+        .response("409", problem(ProblemType::busy(kind)))
+        .response("423", problem(ProblemType::Frozen)),
     );
     paths.add_path_operation(
         &path,

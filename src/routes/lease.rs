@@ -14,7 +14,9 @@ use serde::Serialize;
 use utoipa::IntoParams;
 
 use super::{AppError, Json};
-use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Priority, Ttl, WaitTime};
+use crate::domain::{
+    AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Priority, Reason, Ttl, WaitTime,
+};
 use crate::engine;
 use crate::wire::{AcquireFields, WaiterBody};
 
@@ -104,6 +106,7 @@ pub fn acquire_request(
         wait_ms,
         owner,
         newest_wins,
+        override_reason,
         priority,
         ask_yield,
     } = fields;
@@ -111,6 +114,9 @@ pub fn acquire_request(
     let wait = WaitTime::from_ms(wait_ms.unwrap_or(0), max_wait_ms)
         .map_err(|_| AppError::WaitTooLong { max_wait_ms })?;
     let owner = Owner::parse(owner).map_err(|e| AppError::field("owner", e))?;
+    let override_reason = Reason::parse(override_reason)
+        .map_err(|e| AppError::field("override", e))?
+        .map(Box::new);
     Ok(AcquireRequest {
         ttl,
         wait,
@@ -122,6 +128,7 @@ pub fn acquire_request(
             .map_err(|e| AppError::field("priority", e))?,
         // Not the body's to say: the handler sets it from the caller.
         by: None,
+        override_reason,
     })
 }
 

@@ -10,6 +10,7 @@ pub mod dashboard;
 mod error;
 pub mod events;
 mod extract;
+mod freezes;
 pub mod health;
 pub mod history;
 pub mod holder;

@@ -22,7 +22,7 @@ pub mod responses {
         )*};
     }
 
-    markers!(RedisUnavailable, TooManyStreams,);
+    markers!(RedisUnavailable, TooManyStreams, FreezeNotFound, Forbidden,);
 }
 
 /// `GET /problems/{slug}`: what a problem type means, as plain text.

@@ -1,7 +1,8 @@
 //! Acquisitions that report their progress. With `Accept: text/event-stream`
 //! and a `wait_ms`, `POST /locks/{name}` and `POST /semaphores/{name}` answer
 //! `200 text/event-stream` at once, send `queued` (position, waiting, holders)
-//! on joining the line and whenever the position or the holders change, then
+//! on joining the line and whenever the position or the holders change,
+//! `frozen` (until, reason, freeze_id) while a freeze holds the name, then
 //! exactly one `acquired` (the lease body) or `problem` (the problem body the
 //! plain request would have answered). Dropping the stream (the client went
 //! away) drops the acquisition, which leaves the line as a plain one does.
@@ -20,8 +21,9 @@ use tokio::sync::mpsc;
 use super::AppError;
 use crate::domain::{Demand, Kind, Name, Owner, Priority, WaitTime};
 use crate::engine::events::{WatchNotice, Watcher};
+use crate::engine::wall_clock_ms;
 use crate::engine::{Acquiring, Engine, InLine, Lease, Place, Refusal};
-use crate::wire::{Queued, QueuedBehind};
+use crate::wire::{FrozenLine, Queued, QueuedBehind};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`
 /// and a wait (without one there is nothing to report).
@@ -111,18 +113,81 @@ struct Progress {
     /// Its place in line, once it has joined.
     waiter: Option<InLine>,
     last: Option<(u64, u64, Vec<u64>)>,
+    /// Every change of the freezes this instance holds.
+    freezes: tokio::sync::watch::Receiver<u64>,
+    /// The end of the freeze window last told (`frozen`), while it holds.
+    frozen_until: Option<i64>,
     done: bool,
 }
 
 impl Progress {
+    /// A `frozen` event when a freeze started holding the name (or its end
+    /// moved) since the last one told; when it stopped, the next `queued`
+    /// is sent again.
+    fn frozen_change(&mut self) -> Option<Event> {
+        let now = wall_clock_ms();
+        let book = self.engine.freezes();
+        let frozen = book
+            .book()
+            .for_name(self.kind, self.name.as_str(), now)
+            .filter(|f| f.holds(now));
+        let until = frozen.as_ref().map(|f| f.window.end_ms);
+        if until == self.frozen_until {
+            return None;
+        }
+        self.frozen_until = until;
+        let Some(frozen) = frozen else {
+            self.last = None;
+            return None;
+        };
+        Some(json_event(
+            "frozen",
+            &FrozenLine {
+                until: super::lease::rfc3339_ms(u64::try_from(frozen.window.end_ms).unwrap_or(0)),
+                reason: frozen.reason.map(|r| r.as_str().to_owned()),
+                freeze_id: Some(frozen.freeze_id.to_string()),
+            },
+        ))
+    }
+
+    /// When a freeze of the name next starts or ends, as this instance knows it.
+    fn freeze_boundary(&self) -> Option<tokio::time::Instant> {
+        let now = wall_clock_ms();
+        let freeze = self
+            .engine
+            .freezes()
+            .book()
+            .for_name(self.kind, self.name.as_str(), now)?;
+        let at = if freeze.holds(now) {
+            freeze.window.end_ms
+        } else {
+            freeze.window.start_ms
+        };
+        let wait = u64::try_from(at - now + 1).ok()?;
+        Some(tokio::time::Instant::now() + std::time::Duration::from_millis(wait))
+    }
+
     async fn next(&mut self) -> Option<Event> {
         while !self.done {
+            if self.waiter.is_some() {
+                if let Some(event) = self.frozen_change() {
+                    return Some(event);
+                }
+            }
+            let boundary = self.freeze_boundary();
             tokio::select! {
                 biased;
                 outcome = &mut self.acquisition => {
                     self.done = true;
                     return Some(final_event(outcome));
                 }
+                r = self.freezes.changed() => {
+                    if r.is_err() {
+                        self.freezes = self.engine.freezes().book().changes();
+                    }
+                    continue;
+                }
+                () = sleep_until(boundary) => continue,
                 Some(waiter) = self.joins.recv() => {
                     self.waiter = Some(waiter);
                     // A rejoin is a new place: report it even if it looks the same.
@@ -155,6 +220,14 @@ impl Progress {
             }
         }
         None
+    }
+}
+
+/// Sleeps until `at`; forever without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -225,6 +298,8 @@ where
         name,
         waiter: None,
         last: None,
+        freezes: engine.freezes().book().changes(),
+        frozen_until: None,
         done: false,
     };
     let stream = futures_util::stream::unfold(progress, |mut progress| async move {

@@ -1,6 +1,6 @@
 //! The audit trail: one line for each change to a lease.
 
-use crate::domain::{Kind, Name, Owner, TokenName};
+use crate::domain::{Kind, Name, Owner, Reason, TokenName};
 
 /// One audit line at `info` (target `baton::audit`) for a change to the
 /// lease of `name` with `fencing_token`, held by `owner`: `event` is
@@ -18,6 +18,29 @@ pub fn audit(
     by: Option<&TokenName>,
 ) {
     line(event, kind, name, owner, Some(fencing_token), None, by);
+}
+
+/// The audit line of a lease granted through a freeze (`override`): as
+/// [`audit`]'s `acquired`, with the reason the administrator gave.
+pub fn audit_override(
+    kind: Kind,
+    name: &Name,
+    owner: Option<&Owner>,
+    fencing_token: u64,
+    by: Option<&TokenName>,
+    reason: &Reason,
+) {
+    tracing::info!(
+        target: "baton::audit",
+        event = "acquired",
+        kind = kind.as_str(),
+        name = name.as_str(),
+        owner = owner.map(Owner::as_str),
+        fencing_token,
+        by = by.map(TokenName::as_str),
+        r#override = reason.as_str(),
+        "audit"
+    );
 }
 
 /// One audit line for `more_leases` leases of `name` that `event` ended

@@ -9,7 +9,7 @@ mod outage;
 mod plain;
 mod request;
 
-pub use self::audit::{audit, audit_more};
+pub use self::audit::{audit, audit_more, audit_override};
 pub use self::logs::init_logging;
 pub use self::metrics::{
     init_metrics, record_acquisition, record_event_stream, record_expired,

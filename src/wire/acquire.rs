@@ -11,6 +11,8 @@ pub struct AcquireFields {
     pub wait_ms: Option<u64>,
     pub owner: Option<String>,
     pub newest_wins: Option<bool>,
+    /// `override`: an administrator's reason to be granted through a freeze.
+    pub override_reason: Option<String>,
     pub priority: Option<u64>,
     pub ask_yield: Option<bool>,
 }
@@ -40,6 +42,12 @@ macro_rules! acquire_body {
             #[serde(skip_serializing_if = "Option::is_none")]
             #[schema(default = false)]
             pub newest_wins: Option<bool>,
+            /// With an admin token: granted through a freeze that holds the
+            /// name (in line order, as usual), for the reason given, which
+            /// the audit line carries. Without one: 403.
+            #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
+            #[schema(schema_with = field::override_reason)]
+            pub override_reason: Option<String>,
             // Its place in line (`field::priority` says it).
             #[serde(skip_serializing_if = "Option::is_none")]
             #[schema(schema_with = field::priority)]
@@ -60,6 +68,7 @@ macro_rules! acquire_body {
                     wait_ms: fields.wait_ms,
                     owner: fields.owner,
                     newest_wins: fields.newest_wins,
+                    override_reason: fields.override_reason,
                     priority: fields.priority,
                     ask_yield: fields.ask_yield,
                     ..Self::default()
@@ -74,6 +83,7 @@ macro_rules! acquire_body {
                     wait_ms: body.wait_ms,
                     owner: body.owner,
                     newest_wins: body.newest_wins,
+                    override_reason: body.override_reason,
                     priority: body.priority,
                     ask_yield: body.ask_yield,
                 }

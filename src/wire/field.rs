@@ -105,3 +105,16 @@ pub fn owner() -> Object {
         )))
         .build()
 }
+
+/// `override`: an administrator's reason to be granted through a freeze.
+pub fn override_reason() -> Object {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .max_length(Some(MAX_OWNER_LEN))
+        .pattern(Some(printable_pattern()))
+        .description(Some(format!(
+            "With an admin token: the reason to be granted through a freeze (at most \
+             {MAX_OWNER_LEN} printable characters); 403 with any other token."
+        )))
+        .build()
+}

@@ -18,6 +18,7 @@
 mod acquire;
 mod claim;
 mod field;
+mod freeze;
 mod history;
 mod holder;
 mod lease;
@@ -28,11 +29,12 @@ mod status;
 
 pub use acquire::{AcquireFields, AcquireLock, AcquireSemaphore};
 pub use claim::{ClaimBody, ClaimLock, ClaimName, ClaimQueued, ClaimRequest, ClaimSemaphore};
+pub use freeze::{FreezeBody, FreezeList, FreezeRequest};
 pub use history::{HistoryBody, HistoryEntryBody, LeaseEndBody};
 pub use holder::{HolderEventBody, YieldAnswer, YieldRequest};
 pub use lease::{LeaseBody, LockLeaseBody, Refresh, SemaphoreLeaseBody};
 pub use problem::{Facts, Problem, ProblemType, RetryAfter};
-pub use progress::{Queued, QueuedBehind};
+pub use progress::{FrozenLine, Queued, QueuedBehind};
 pub use status::{
     Listing, LockHolderBody, LockStatusBody, Mode, SemaphoreStatusBody, SlotBody, StatusBody,
     WaiterBody,

@@ -23,12 +23,14 @@ pub enum ProblemType {
     Forbidden,
     NotFound,
     LeaseNotFound,
+    FreezeNotFound,
     LockNotHeld,
     SemaphoreNotHeld,
     MethodNotAllowed,
     LockHeld,
     SemaphoreFull,
     Superseded,
+    Frozen,
     ClaimRefused,
     ClaimNotFound,
     PayloadTooLarge,
@@ -50,6 +52,8 @@ pub enum RetryAfter {
     /// When the lease in the way expires (at least one second); one second
     /// when that is not known.
     AtExpiry,
+    /// When the freeze's window ends (at least one second).
+    AtThaw,
 }
 
 /// What a problem type is.
@@ -74,12 +78,14 @@ impl ProblemType {
         Self::Forbidden,
         Self::NotFound,
         Self::LeaseNotFound,
+        Self::FreezeNotFound,
         Self::LockNotHeld,
         Self::SemaphoreNotHeld,
         Self::MethodNotAllowed,
         Self::LockHeld,
         Self::SemaphoreFull,
         Self::Superseded,
+        Self::Frozen,
         Self::ClaimRefused,
         Self::ClaimNotFound,
         Self::PayloadTooLarge,
@@ -94,7 +100,7 @@ impl ProblemType {
     /// The one place where a problem type is described.
     #[allow(clippy::too_many_lines)]
     pub fn facts(self) -> Facts {
-        use RetryAfter::{AtExpiry, Never, Seconds};
+        use RetryAfter::{AtExpiry, AtThaw, Never, Seconds};
         let (slug, status, title, description, detail, example, retry) = match self {
             Self::InvalidRequest => (
                 "invalid-request", 400, "Invalid request",
@@ -125,6 +131,11 @@ impl ProblemType {
                 "No live lease with this id: it expired, was released, was force-released, or never belonged to this name. Nothing was changed.",
                 "no live lease with this id: it expired, was released, or is not this name's",
                 json!({}), Never,
+            ),
+            Self::FreezeNotFound => (
+                "freeze-not-found", 404, "Freeze not found",
+                "No freeze with this id: it was deleted, its one-off window ended, or it never was.",
+                "no freeze with this id", json!({}), Never,
             ),
             Self::LockNotHeld => (
                 "lock-not-held", 404, "Lock not held", "The lock is not held by anyone.",
@@ -159,6 +170,15 @@ impl ProblemType {
                 "a newer request for 'deploy-prod' asked for newest_wins; this one left the line",
                 json!({"owner": "https://ci.example.com/jobs/43"}),
                 Never,
+            ),
+            Self::Frozen => (
+                "frozen",
+                423,
+                "Frozen",
+                "A freeze holds this name (`POST /freezes`): nothing is granted on it until its window ends. `reason` and `freeze_id` name the freeze, `until` (RFC 3339) is when the window ends, and `Retry-After` says the same in seconds. A request with `wait_ms` joins the line instead and keeps its place; an admin token's `override` is granted through the freeze.",
+                "'deploy-prod' is frozen until 2026-11-30T07:00:00.000Z: release weekend",
+                json!({"reason": "release weekend", "freeze_id": "3b2c0f6e-4f7c-4f43-9a51-7d0c2e1b9a10", "until": "2026-11-30T07:00:00.000Z"}),
+                AtThaw,
             ),
             Self::ClaimRefused => (
                 "claim-refused", 409, "Claim refused",
@@ -345,6 +365,16 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^(read|write|admin)$")]
     pub scope: Option<String>,
+    /// `frozen`: the freeze's reason, if it gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// `frozen`: the id of the freeze that holds the name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freeze_id: Option<String>,
+    /// `frozen`: when the freeze's window ends (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    pub until: Option<String>,
     /// `claim-refused`: the names in the claim's way; `claim-not-found`
     /// after a refresh: the names whose leases were gone.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -377,6 +407,9 @@ impl Problem {
             waiting: None,
             max_wait_ms: None,
             scope: None,
+            reason: None,
+            freeze_id: None,
+            until: None,
             names: None,
         }
     }
@@ -430,11 +463,11 @@ mod tests {
         assert_eq!(read.problem_type(), Some(ProblemType::LockHeld));
         // Every member may be absent, and one of the wrong type is ignored.
         let odd = Problem::from_json(&json!({
-            "type": "https://example.com/problems/frozen", "status": "423",
+            "type": "https://example.com/problems/teapot", "status": "418",
             "mode": "intent", "holders": 2, "extra": true
         }))
         .unwrap();
-        assert_eq!((odd.slug(), odd.problem_type()), (Some("frozen"), None));
+        assert_eq!((odd.slug(), odd.problem_type()), (Some("teapot"), None));
         assert_eq!((odd.status, odd.detail.as_str()), (0, ""));
         assert_eq!((odd.mode, odd.holders), (None, Some(2)));
         let none = Problem::from_json(&json!({})).unwrap();

@@ -1,6 +1,7 @@
 //! The events of an acquisition that reports its progress (`Accept:
 //! text/event-stream` and a `wait_ms`): `queued` while it waits, then
-//! `acquired` (a lease body) or `problem` (a problem body).
+//! `acquired` (a lease body) or `problem` (a problem body); `frozen` while a
+//! freeze holds the name.
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +22,17 @@ pub struct Queued {
     pub permits: Option<u64>,
     #[serde(default)]
     pub holders: Vec<QueuedBehind>,
+}
+
+/// `frozen` data: a freeze holds the name, and the waiter keeps its place
+/// until `until` (RFC 3339), when the line is served in order.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct FrozenLine {
+    pub until: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freeze_id: Option<String>,
 }
 
 /// A holder in the way of a `queued` waiter.

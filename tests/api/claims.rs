@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::helpers::{lease_path, problem, settings_for, unique_prefix, RedisServer, TestApp};
 use crate::shared::{answer_of, status_of, two_instances};
-use crate::topology::{cluster_settings, shared_cluster};
+use crate::topology::{cluster_settings, sentinel_settings, shared_cluster, shared_sentinels};
 
 /// Commands per uncontended claim of two names, taken and released.
 const CLAIM_OF_TWO_COMMANDS: u64 = 22;
@@ -515,4 +515,12 @@ async fn an_uncontended_claim_of_two_names_costs_a_fixed_number_of_commands() {
     // history), and four for the record: its SET when taken; two GETs (the
     // caller's scopes, then the release) and its DEL when released.
     assert_eq!(fewest, CLAIM_OF_TWO_COMMANDS, "commands per claim cycle");
+}
+
+#[tokio::test]
+async fn overlapping_claims_on_sentinel() {
+    let settings = sentinel_settings(shared_sentinels());
+    let a = TestApp::spawn_with(settings.clone()).await;
+    let b = TestApp::spawn_with(settings).await;
+    overlapping_claims([a, b], ["s-1", "s-2", "s-3", "s-4"], 8).await;
 }

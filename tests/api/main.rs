@@ -6,6 +6,7 @@ mod auth;
 mod claims;
 mod errors;
 mod formats;
+mod freezes;
 mod history;
 mod holder_stream;
 mod listing;

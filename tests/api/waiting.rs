@@ -552,6 +552,7 @@ async fn a_superseded_waiter_that_missed_the_message_learns_it_when_it_asks_agai
     );
     eval.arg(format!("{}events", app.prefix))
         .arg(baton::engine::call_context(
+            "",
             baton::domain::Kind::Lock,
             "PUBLISH",
             "another-instance",

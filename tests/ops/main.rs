@@ -11,6 +11,7 @@ mod harness;
 
 mod claims;
 mod cli;
+mod freezes;
 mod holder;
 mod logs;
 mod metrics;

@@ -26,12 +26,22 @@
 --       refused, with the live leases and their weight, the requests in line,
 --       and the time left and owner of the lease in its way (in_the_way(),
 --       core/views.lua; -1 and "" when none)
+--   {3}
+--       frozen: the call's freeze holds (core/admission.lua), the request
+--       does not queue and does not override it; nothing was read or written
 --   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
+--
+-- While frozen, a request that queues joins the line (or finds its place or
+-- the lease an earlier call made) and is granted nothing unless it
+-- overrides the freeze; the fast path is not taken.
 --
 -- A request that has not queued acquires only when it fits beside the live
 -- leases and every waiter (newcomer_fits(), exact at any length of the
 -- line), so it never overtakes a queued waiter.
 local waiter, join = ARGV[3], ARGV[4] == '1'
+if FROZEN and not join and held_back(string.match(waiter, '^[^\n]*\n[^\n]*\n(.*)$')) then
+  return finish({3})
+end
 -- A call that may queue may be one of several with its waiter (a retry after
 -- a lost reply, a re-check, or a first call that reaches Redis after its
 -- retry): it looks up what its id may hold. One that does not queue is the
@@ -42,7 +52,7 @@ if join then
 end
 local read = read_fields(mine)
 
-if read[1] and read[4] ~= '1' and newest_wins ~= '1' then
+if read[1] and read[4] ~= '1' and newest_wins ~= '1' and not FROZEN then
   -- The fast path: the owners hash exists, nobody waits and leases is empty
   -- (core/leases.lua), so the name has at most its solo lease. (Not for a
   -- newest_wins waiter: it may have been superseded, which only the line's
@@ -132,7 +142,7 @@ if queued then
   redis.call('ZADD', K_BYINST, '0', instance .. '|' .. waiter)
   return finish({0, 0, 0, 0, (time_left(first, false)), '', 1})
 end
-if newcomer_fits(used, weight, limit, priority) then
+if not held_back(w.override) and newcomer_fits(used, weight, limit, priority) then
   -- Written with its full expiry; the caller answers it from this reply.
   local token, full = grant_newcomer(waiter, w, used)
   return finish({1, token, full})

@@ -42,6 +42,8 @@ pub(in crate::engine) enum Attempt {
     },
     /// Busy, and not queued (`Join::No`): how busy.
     Refused(Occupancy),
+    /// A freeze holds the name, by Redis's clock (`Join::No`, no override).
+    Frozen,
 }
 
 impl Function for Acquire<'_> {
@@ -62,6 +64,7 @@ impl Function for Acquire<'_> {
             2 => Ok(Attempt::Superseded {
                 owner: reply.owner()?,
             }),
+            3 => Ok(Attempt::Frozen),
             0 => {
                 let state = reply.occupancy()?;
                 Ok(if reply.flag()? {

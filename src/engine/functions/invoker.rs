@@ -1,8 +1,8 @@
 //! This instance as the caller of the library (the invoker): every call of
 //! a function is made here, with what every call passes besides its own
 //! arguments (the name's owners hash, the events channel while anyone
-//! listens, the call's context) and its reply read by the function's own
-//! decoder.
+//! listens, the call's context, with the freeze this instance knows for the
+//! name) and its reply read by the function's own decoder.
 
 use std::sync::Arc;
 
@@ -15,6 +15,7 @@ use crate::domain::{Kind, Name};
 use crate::engine::connection::Store;
 use crate::engine::error::Error;
 use crate::engine::events::Audience;
+use crate::engine::freeze_book::{wall_clock_ms, FreezeBook};
 use crate::engine::keys::Keys;
 
 /// Who calls the library and how: the connection, the key layout, this
@@ -27,6 +28,9 @@ pub(in crate::engine) struct Invoker {
     instance: String,
     /// Whether calls publish change events (`ARGV[1]`).
     audience: Arc<Audience>,
+    /// The freezes, as this instance holds them: a call that may grant
+    /// carries the name's (in its context).
+    book: Arc<FreezeBook>,
     /// The history's terms every call carries in its context.
     history: String,
 }
@@ -39,6 +43,7 @@ impl Invoker {
         keys: Keys,
         audience: Arc<Audience>,
         history: String,
+        book: Arc<FreezeBook>,
     ) -> Self {
         Self {
             store,
@@ -46,7 +51,13 @@ impl Invoker {
             instance: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned(),
             audience,
             history,
+            book,
         }
+    }
+
+    /// The freezes as this instance holds them.
+    pub(in crate::engine) fn book(&self) -> &Arc<FreezeBook> {
+        &self.book
     }
 
     pub(in crate::engine) fn store(&self) -> &Store {
@@ -84,6 +95,11 @@ impl Invoker {
                 ""
             })
             .arg(call_context(
+                &self
+                    .book
+                    .for_name(kind, name.as_str(), wall_clock_ms())
+                    .map(|freeze| freeze.context_field())
+                    .unwrap_or_default(),
                 kind,
                 self.store.shard_publish_command(),
                 &self.instance,
@@ -93,6 +109,26 @@ impl Invoker {
             ));
         function.args(&mut call);
         call
+    }
+
+    /// Runs a function that is no name's (the list of freezes) on its one
+    /// key, with the two arguments every call takes empty.
+    ///
+    /// # Errors
+    /// Redis unavailable, or a reply that is not the function's.
+    pub(in crate::engine) async fn run_on<F: Function>(
+        &self,
+        key: &str,
+        function: &F,
+    ) -> Result<F::Reply, Error> {
+        let mut call = redis::cmd("FCALL");
+        call.arg(LIBRARY.function(F::OP))
+            .arg(1)
+            .arg(key)
+            .arg("")
+            .arg("");
+        function.args(&mut call);
+        decode::<F>(self.store.fcall(&call).await?)
     }
 
     /// Runs a function that does not serve the line.

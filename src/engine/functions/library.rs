@@ -34,13 +34,14 @@ pub(in crate::engine) enum Op {
     ForceRelease,
     KeepAlive,
     Place,
+    Freezes,
     Follow,
     AskYield,
     History,
 }
 
 impl Op {
-    const ALL: [Self; 11] = [
+    const ALL: [Self; 12] = [
         Self::Acquire,
         Self::Release,
         Self::Refresh,
@@ -49,6 +50,7 @@ impl Op {
         Self::ForceRelease,
         Self::KeepAlive,
         Self::Place,
+        Self::Freezes,
         Self::Follow,
         Self::AskYield,
         Self::History,
@@ -65,6 +67,7 @@ impl Op {
             Self::ForceRelease => "force_release",
             Self::KeepAlive => "keep_alive",
             Self::Place => "place",
+            Self::Freezes => "freezes",
             Self::Follow => "follow",
             Self::AskYield => "ask_yield",
             Self::History => "history",
@@ -81,6 +84,7 @@ impl Op {
             Self::ForceRelease => include_str!("force_release.lua"),
             Self::KeepAlive => include_str!("keep_alive.lua"),
             Self::Place => include_str!("place.lua"),
+            Self::Freezes => include_str!("freezes.lua"),
             Self::Follow => include_str!("follow.lua"),
             Self::AskYield => include_str!("ask_yield.lua"),
             Self::History => include_str!("history.lua"),
@@ -211,10 +215,12 @@ pub fn function_name(op: &str) -> Option<&'static str> {
 }
 
 /// The context every call passes as its second argument (`core/state.lua`):
-/// kind, publish command, instance, the name's channel, the history's terms
-/// (`MAX|MS`, [`history_terms`]) and the name, one field a line (a name
-/// holds no newline: it is printable).
+/// the freeze the instance knows for the name (`start_ms|until_ms`, or ""
+/// for none), kind, publish command, instance, the name's channel, the
+/// history's terms (`MAX|MS`, [`history_terms`]) and the name, one field a
+/// line (a name holds no newline: it is printable).
 pub fn call_context(
+    freeze: &str,
     kind: Kind,
     publish: &str,
     instance: &str,
@@ -223,6 +229,7 @@ pub fn call_context(
     name: &Name,
 ) -> String {
     [
+        freeze,
         kind.as_str(),
         publish,
         instance,

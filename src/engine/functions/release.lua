@@ -103,7 +103,7 @@ if waiter ~= '' then
       -- now, as a request that never queued would. Written with its full
       -- expiry; the caller answers it from this reply.
       used = used_now_first()
-      if newcomer_fits(used, weight, w.limit, priority) then
+      if not held_back(w.override) and newcomer_fits(used, weight, w.limit, priority) then
         redis.call('ZREM', K_BYINST, instance .. '|' .. waiter)
         local token, full = grant_newcomer(waiter, w, used)
         return finish({3, token, full})

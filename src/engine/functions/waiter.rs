@@ -2,7 +2,7 @@
 //! `unpack_waiter()`): this is its one encoder. Its fields are fixed for the
 //! whole wait, so the same request always names the same member of the line.
 
-use crate::domain::{Demand, LeaseId, Owner, Priority, TokenName, Ttl};
+use crate::domain::{Demand, LeaseId, Owner, Priority, Reason, TokenName, Ttl};
 
 /// One acquisition's place in line, as Redis keeps it.
 #[derive(Debug, Clone, Copy)]
@@ -22,17 +22,19 @@ pub(in crate::engine) struct LineEntry<'a> {
     pub owner: Option<&'a Owner>,
     /// The name of the token that made the request (history's `by`).
     pub by: Option<&'a TokenName>,
+    /// The reason an administrator gave to be granted through a freeze.
+    pub override_reason: Option<&'a Reason>,
 }
 
 impl LineEntry<'_> {
     /// `id|tag|instance|ttl_ms|limit|weight|newest|priority|owner`, then
     /// `by` and the override reason, each after a newline: the owner is the
     /// last `|`-field, so it may hold `|`, and none of the three text fields
-    /// holds a newline (they are printable). The override reason is always
-    /// "" here: freezes (issue 33) fill it.
+    /// holds a newline (they are printable). A waiter with an override
+    /// reason is granted through a freeze (`core/admission.lua`).
     pub(in crate::engine) fn encode(&self) -> String {
         format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}|{}\n{}\n",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}\n{}\n{}",
             self.id.expose(),
             self.tag,
             self.instance,
@@ -43,6 +45,7 @@ impl LineEntry<'_> {
             self.priority,
             self.owner.map_or("", Owner::as_str),
             self.by.map_or("", TokenName::as_str),
+            self.override_reason.map_or("", Reason::as_str),
         )
     }
 }
@@ -71,6 +74,7 @@ mod tests {
             priority: Priority::new(7).expect("priority"),
             owner,
             by,
+            override_reason: None,
         }
     }
 
@@ -83,6 +87,23 @@ mod tests {
             entry(id, Some(&owner), Some(&by)).encode(),
             format!(
                 "{}|42|0123456789abcdef|30000|3|2|1|7|ci|job 7\nteam|a\n",
+                id.expose()
+            )
+        );
+    }
+
+    #[test]
+    fn an_override_is_the_last_text_field() {
+        let id = LeaseId::new();
+        let reason = Reason::parse(Some("hotfix | incident 7".into()))
+            .expect("reason")
+            .expect("given");
+        let mut waiter = entry(id, None, None);
+        waiter.override_reason = Some(&reason);
+        assert_eq!(
+            waiter.encode(),
+            format!(
+                "{}|42|0123456789abcdef|30000|3|2|1|7|\n\nhotfix | incident 7",
                 id.expose()
             )
         );

@@ -9,12 +9,13 @@ use tokio::time::Instant;
 use super::operations::Leases;
 use crate::domain::{AcquireRequest, Demand, LeaseId, Name, TokenName};
 use crate::engine::error::Error;
+use crate::engine::freeze_book::wall_clock_ms;
 use crate::engine::functions::acquire::Attempt;
 use crate::engine::functions::release::{End, Ended};
 use crate::engine::functions::waiter::LineEntry;
-use crate::engine::model::{Busy, Lease, Refusal};
+use crate::engine::model::{Busy, FrozenBy, Lease, Occupancy, Refusal};
 use crate::engine::waiters::new_tag;
-use crate::telemetry::{audit, record_acquisition};
+use crate::telemetry::{audit, audit_override, record_acquisition};
 
 /// A granted lease as the holder is told it: its token and when it ends.
 pub(super) type Granted = (u64, u64);
@@ -71,6 +72,7 @@ impl Acquisition {
             priority: self.request.priority,
             owner: self.request.owner.as_ref(),
             by: self.request.by.as_ref(),
+            override_reason: self.request.override_reason.as_deref(),
         }
     }
 
@@ -85,6 +87,12 @@ impl Acquisition {
             } => Ok((token, expires_at_ms)),
             Attempt::Superseded { owner } => Err(Refusal::Superseded { owner }),
             Attempt::Refused(state) => Err(Refusal::Busy(Busy::new(state, self.demand))),
+            Attempt::Frozen => Err(Refusal::Frozen(self.frozen_by().unwrap_or(FrozenBy {
+                // Deleted since (the window was sent with the call).
+                freeze_id: None,
+                reason: None,
+                until_ms: wall_clock_ms() + 1000,
+            }))),
             // Only asked of a call that did not queue.
             Attempt::Queued { next_expiry_in } => Err(Refusal::Busy(Busy {
                 holders: 0,
@@ -94,6 +102,43 @@ impl Acquisition {
                 owner: None,
                 next_expiry_in,
             })),
+        }
+    }
+
+    /// The freeze that holds its name now, as this instance knows it, unless
+    /// the request overrides freezes.
+    pub(super) fn frozen_by(&self) -> Option<FrozenBy> {
+        if self.request.override_reason.is_some() {
+            return None;
+        }
+        let book = self.leases.engine.invoker().book();
+        let now = wall_clock_ms();
+        let freeze = book
+            .for_name(self.leases.kind, self.name.as_str(), now)
+            .filter(|f| f.holds(now))?;
+        Some(FrozenBy {
+            freeze_id: Some(freeze.freeze_id),
+            reason: freeze.reason,
+            until_ms: freeze.window.end_ms,
+        })
+    }
+
+    /// Refused at once: a freeze holds the name (as this instance knows it).
+    pub(super) async fn refuse_frozen(self) -> Result<Result<Lease, Refusal>, Error> {
+        let frozen = self.frozen_by().unwrap_or(FrozenBy {
+            freeze_id: None,
+            reason: None,
+            until_ms: wall_clock_ms() + 1000,
+        });
+        self.settle(0, Ok(Err(Refusal::Frozen(frozen)))).await
+    }
+
+    /// A wait that ended with the name `state` busy: frozen, when a freeze
+    /// holds it now (the request was held back by it), else busy.
+    pub(super) fn refused(&self, state: Occupancy) -> Refusal {
+        match self.frozen_by() {
+            Some(frozen) => Refusal::Frozen(frozen),
+            None => Refusal::Busy(Busy::new(state, self.demand)),
         }
     }
 
@@ -128,14 +173,24 @@ impl Acquisition {
         record_acquisition(kind, outcome.is_ok(), attempts, self.started.elapsed());
         let request = &self.request;
         if let Ok((token, _)) = &outcome {
-            audit(
-                "acquired",
-                kind,
-                name,
-                request.owner.as_ref(),
-                *token,
-                self.by(),
-            );
+            match &request.override_reason {
+                None => audit(
+                    "acquired",
+                    kind,
+                    name,
+                    request.owner.as_ref(),
+                    *token,
+                    self.by(),
+                ),
+                Some(reason) => audit_override(
+                    kind,
+                    name,
+                    request.owner.as_ref(),
+                    *token,
+                    self.by(),
+                    reason,
+                ),
+            }
         }
         Ok(outcome.map(|(token, expires_at_ms)| Lease {
             name: name.clone(),

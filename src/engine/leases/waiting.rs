@@ -8,7 +8,7 @@ use super::progress::InLine;
 use crate::engine::error::Error;
 use crate::engine::functions::acquire::{Attempt, Join};
 use crate::engine::functions::release::{End, Ended};
-use crate::engine::model::{Busy, Lease, Refusal};
+use crate::engine::model::{Lease, Refusal};
 use crate::engine::waiters::{Registration, WaiterNotice};
 
 /// A request waiting in line: what it keeps while it waits, and nothing more.
@@ -129,9 +129,7 @@ impl Waiting {
                 token,
                 expires_at_ms,
             } => Ok((token, expires_at_ms)),
-            Ended::Left(state) | Ended::Nothing(state) => {
-                Err(Refusal::Busy(Busy::new(state, acquisition.demand)))
-            }
+            Ended::Left(state) | Ended::Nothing(state) => Err(acquisition.refused(state)),
             Ended::Released { .. } => {
                 return Err(Error::Protocol("a give-up released a lease".into()))
             }

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::registry::Registry;
 use crate::engine::connection::{PubSubNotice, PubSubNotices};
+use crate::engine::freeze_book::wall_clock_ms;
 use crate::engine::functions::keep_alive::KeepAlive;
 use crate::engine::functions::message::LineMessage;
 
@@ -110,6 +111,11 @@ impl Registry {
                     if let Some(expires_in) = beat.next_expiry_in {
                         self.wake_at(&channel, expires_in);
                     }
+                    if let Some(thaw_in) = self.thaw_in(kind, &name) {
+                        // The line is served when the freeze ends, not up
+                        // to a second later (Redis judges the window again).
+                        self.wake_at(&channel, thaw_in);
+                    }
                 }
                 Err(err) => {
                     tracing::debug!(%err, "keep-alive failed; retrying");
@@ -121,6 +127,21 @@ impl Registry {
                 }
             }
         }
+    }
+
+    /// How long until the freeze that holds the `kind` named `name` ends, as
+    /// this instance knows it; `None` when none holds it.
+    fn thaw_in(&self, kind: crate::domain::Kind, name: &crate::domain::Name) -> Option<Duration> {
+        let now = wall_clock_ms();
+        let freeze = self
+            .invoker
+            .book()
+            .for_name(kind, name.as_str(), now)
+            .filter(|f| f.holds(now))?;
+        // A little after, for the clocks of this instance and Redis.
+        u64::try_from(freeze.window.end_ms - now + 10)
+            .ok()
+            .map(Duration::from_millis)
     }
 
     /// Hands the messages of the names' channels to the registry; when messages

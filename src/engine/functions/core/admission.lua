@@ -74,6 +74,19 @@ local function fits(used, ahead, weight, limit)
   return used + ahead + weight <= limit
 end
 
+-- Freezes: while the call's freeze holds (FROZEN, state.lua: Redis's clock
+-- inside the window the caller's instance sent), nothing is granted but to a
+-- request that overrides it (its waiter's `override`, an administrator's
+-- reason). Those held back keep their place in line and weigh nothing ahead
+-- of an override meanwhile (serve_line()), so overrides are served in line
+-- order among themselves; when the window ends, the next call that serves
+-- the line (a keep-alive of an instance with waiters, about every second)
+-- serves everyone in line order. A name no freeze matches carries none:
+-- FROZEN is false and nothing here costs a command.
+local function held_back(override)
+  return FROZEN and override == ''
+end
+
 -- Grants to every waiter that fits, in line order, `used` being the weight
 -- of the live leases: the waiter fits when fits(used, the weight of those
 -- still waiting ahead of it, its weight, its limit). A waiter whose
@@ -92,12 +105,14 @@ local function serve_line(used, kept)
     return used
   end
   local position, ahead, looked, granted, batch = 0, 0, 0, 0, 1
+  -- The weight of those held back by a freeze (held_back()).
+  local skipped = 0
   while looked < SCAN_BATCH do
     local head = redis.call('ZRANGE', K_QUEUE, num(position), num(position + batch - 1),
       'WITHSCORES')
     if #head == 0 then
       QUEUE_EMPTY, AHEAD_ALL = position == 0, true
-      set_queued(position, ahead, AHEAD_RANKED)
+      set_queued(position, ahead + skipped, AHEAD_RANKED)
       break
     end
     local full = false
@@ -110,6 +125,17 @@ local function serve_line(used, kept)
       if not alive(instance) then
         remove_waiter(waiter, instance, weight, w.newest, priority)
         event('left', w.owner)
+      elseif held_back(w.override) then
+        -- Keeps its place; weighs nothing ahead of an override (but the
+        -- line's sums count it, and a newcomer of a priority above 0, an
+        -- override then, counts it ahead: the safe side).
+        position, skipped = position + 1, skipped + weight
+        if priority > 0 then
+          AHEAD_RANKED = AHEAD_RANKED or {}
+          local r = AHEAD_RANKED[priority] or {0, 0}
+          r[1], r[2] = r[1] + 1, r[2] + weight
+          AHEAD_RANKED[priority] = r
+        end
       elseif fits(used, ahead, weight, w.limit) then
         remove_waiter(waiter, instance, weight, w.newest, priority)
         local mine = instance == ME

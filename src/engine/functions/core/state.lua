@@ -71,7 +71,11 @@
 --           there (its instances learn of a new listener at once, and check
 --           every second)
 --   ARGV[2] the call's context, its fields separated by newlines (which no
---           name holds): the kind ("lock" or "semaphore", for events), the
+--           name holds): the freeze the caller's instance knows for the name
+--           ("start_ms|until_ms": the window that holds now, or the next one,
+--           as the instance's list of freezes has it; "" for none, so that a
+--           name no freeze matches costs nothing more: admission.lua), the
+--           kind ("lock" or "semaphore", for events), the
 --           command that publishes on the name's channel ("SPUBLISH" on a
 --           cluster: the channel's shard only; "PUBLISH" elsewhere), the
 --           caller's instance id, the name's channel
@@ -173,6 +177,10 @@ local ALIVE
 -- What serve_line() found: the line empty (QUEUE_EMPTY); the weight of the
 -- waiters it left in line (AHEAD), which is all of them when AHEAD_ALL.
 local QUEUE_EMPTY, AHEAD, AHEAD_ALL
+-- Whether Redis's clock lies inside the window of the freeze the call
+-- carries (ARGV[2]'s first field): nothing is granted then but to a waiter
+-- that overrides it (held_back(), admission.lua).
+local FROZEN
 -- And for a newcomer of a priority above 0: the waiters it left in line by
 -- priority (nil: none above 0; else priority -> {count, weight}), and the
 -- lowest priority it looked at (10: none).
@@ -190,6 +198,9 @@ local function begin(keys, args)
   QUEUED_N, QUEUED_W, QUEUED_DIRTY, LOST = 0, 0, false, nil
   RANKED, RANKED_DIRTY = nil, false
   QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE = false, 0, false, nil
+  -- (Anchored: a call without a freeze fails at the first character.)
+  local from, till = string.match(CONTEXT, '^(%d+)|(%d+)\n')
+  FROZEN = from ~= nil and now_ms >= tonumber(from) and now_ms < tonumber(till)
   AHEAD_RANKED, LOWEST = nil, 10
   FOLLOWED = false
 end
@@ -206,7 +217,7 @@ local function terms()
   end
   local history
   KIND, NAME_PUBLISH, ME, NAME_CHANNEL, history, NAME =
-    string.match(CONTEXT, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+    string.match(CONTEXT, '^[^\n]*\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
   local max, ms = string.match(history, '^(%d+)|(%d+)$')
   HISTORY_MAX_ARG, HISTORY_MAX, HISTORY_MS = max, tonumber(max), tonumber(ms)
   K_HISTORY = string.sub(K_OWNERS, 1, -8) .. ':history'

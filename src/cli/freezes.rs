@@ -1,0 +1,278 @@
+//! `baton freeze`, `baton unfreeze` and `baton freezes`: making, deleting and
+//! listing freezes from a shell (making and deleting take an admin token);
+//! and what `baton run` says of a freeze while it waits.
+
+use std::time::{Duration, SystemTime};
+
+use clap::Args;
+use reqwest::Method;
+
+use super::args::{Connection, Output};
+use super::calls::call;
+use super::duration;
+use super::exit::{Failure, REFUSED, UNAVAILABLE, USAGE};
+use super::http::{json, unreadable, Answer, Service, Target};
+use super::messages::show;
+use crate::domain::{Kind, NamePattern};
+use crate::wire::{FreezeBody, FreezeList, FreezeRequest};
+
+/// `baton freeze`
+#[derive(Args, Debug, Clone)]
+pub struct FreezeArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// A one-off freeze of this long, from now (e.g. 2h, 3d is 72h)
+    #[arg(long = "for", value_name = "DURATION", value_parser = duration::parse,
+        conflicts_with_all = ["until", "start"])]
+    pub for_: Option<Duration>,
+
+    /// A one-off freeze until this time (RFC 3339, e.g. 2026-12-27T08:00:00Z)
+    #[arg(long, value_name = "TIME", conflicts_with = "start")]
+    pub until: Option<String>,
+
+    /// With --until: from this time instead of now (RFC 3339)
+    #[arg(long, value_name = "TIME", requires = "until")]
+    pub from: Option<String>,
+
+    /// A recurring freeze: a five-field cron expression for each start (e.g. '0 23 * * 5')
+    #[arg(long, value_name = "CRON", requires = "end")]
+    pub start: Option<String>,
+
+    /// A recurring freeze: a five-field cron expression for each end (e.g. '0 7 * * 1')
+    #[arg(long, value_name = "CRON", requires = "start")]
+    pub end: Option<String>,
+
+    /// The IANA time zone of --start and --end (default UTC)
+    #[arg(long, value_name = "ZONE", requires = "start")]
+    pub timezone: Option<String>,
+
+    /// Only locks, or only semaphores (default: both)
+    #[arg(long, value_parser = ["lock", "semaphore"])]
+    pub kind: Option<String>,
+
+    /// Why, shown to everyone it refuses
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+
+    /// How to print the freeze
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+
+    /// The name to freeze, or a prefix ending in '*' (quote it: 'deploy-*')
+    #[arg(value_name = "MATCH")]
+    pub pattern: String,
+}
+
+/// `baton unfreeze`
+#[derive(Args, Debug, Clone)]
+pub struct UnfreezeArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// The freeze's id, as `baton freeze` or `baton freezes` printed it
+    pub id: String,
+}
+
+/// `baton freezes`
+#[derive(Args, Debug, Clone)]
+pub struct FreezesArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// How to print the list
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+}
+
+/// `baton freeze`: makes the freeze and prints it.
+///
+/// # Errors
+/// Bad usage or a 400 (64), refused (77), the service unreachable (69).
+pub async fn freeze(args: FreezeArgs) -> Result<(), Failure> {
+    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
+    let until = match (args.for_, &args.until, &args.start) {
+        (Some(length), _, _) => {
+            Some(humantime::format_rfc3339_millis(SystemTime::now() + length).to_string())
+        }
+        (None, Some(until), _) => Some(until.clone()),
+        (None, None, Some(_)) => None,
+        (None, None, None) => {
+            return Err(Failure::usage(
+                "say how long: --for DURATION, --until TIME, or --start CRON --end CRON",
+            ))
+        }
+    };
+    let request = FreezeRequest {
+        pattern: Some(args.pattern.clone()),
+        kind: match args.kind.as_deref() {
+            Some("semaphore") => Some(Kind::Semaphore),
+            Some(_) => Some(Kind::Lock),
+            None => None,
+        },
+        reason: args.reason.clone(),
+        from: args.from.clone(),
+        until,
+        freeze_start: args.start.clone(),
+        freeze_end: args.end.clone(),
+        cron_timezone: args.timezone.clone(),
+    };
+    let answer = call(&service, Method::POST, "/freezes", Some(&json(&request))).await?;
+    if answer.status != 201 {
+        return Err(failure(&answer));
+    }
+    match args.output {
+        Output::Json => show(format!("{}\n", answer.body)),
+        Output::Text => {
+            let freeze: FreezeBody = read(&answer)?;
+            show(format!("froze {}\n", describe(&freeze)))
+        }
+    }
+}
+
+/// `baton unfreeze`: deletes the freeze.
+///
+/// # Errors
+/// No such freeze (64), refused (77), the service unreachable (69).
+pub async fn unfreeze(args: UnfreezeArgs) -> Result<(), Failure> {
+    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
+    let id = crate::domain::FreezeId::parse(&args.id).map_err(|_| {
+        Failure::usage("ID must be a freeze id (a UUID), as `baton freezes` prints it")
+    })?;
+    let answer = call(&service, Method::DELETE, &format!("/freezes/{id}"), None).await?;
+    match answer.status {
+        204 => show(format!("deleted freeze {id}\n")),
+        404 => Err(Failure::new(USAGE, format!("no freeze {id}"))),
+        _ => Err(failure(&answer)),
+    }
+}
+
+/// `baton freezes`: every freeze, one a line.
+///
+/// # Errors
+/// Refused (77), the service unreachable (69).
+pub async fn list(args: FreezesArgs) -> Result<(), Failure> {
+    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
+    let answer = call(&service, Method::GET, "/freezes", None).await?;
+    if answer.status != 200 {
+        return Err(failure(&answer));
+    }
+    match args.output {
+        Output::Json => show(format!("{}\n", answer.body)),
+        Output::Text => {
+            let list: FreezeList = read(&answer)?;
+            if list.freezes.is_empty() {
+                return show("no freezes\n");
+            }
+            let lines: String = list
+                .freezes
+                .iter()
+                .map(|f| format!("{}\n", describe(f)))
+                .collect();
+            show(lines)
+        }
+    }
+}
+
+/// What holds `target` now among the freezes the service lists, for people:
+/// `frozen until TIME (reason)`; `None` when none does (or the list cannot be
+/// read: a `baton run` waits on all the same).
+pub async fn frozen_now(service: &Service, target: &Target) -> Option<String> {
+    let answer = service
+        .call(Method::GET, "/freezes", None, Duration::from_secs(5))
+        .await
+        .ok()?;
+    let list: FreezeList = serde_json::from_value(answer.body).ok()?;
+    let name = target.name.to_string();
+    list.freezes
+        .iter()
+        .filter(|f| f.active && f.kind.is_none_or(|k| k == target.kind))
+        .filter(|f| NamePattern::parse(&f.pattern).is_ok_and(|p| p.matches(&name)))
+        .filter_map(|f| f.ends_at.as_ref().map(|until| (until, &f.reason)))
+        .max_by(|a, b| a.0.cmp(b.0))
+        .map(|(until, reason)| match reason {
+            Some(reason) => format!("frozen until {until} ({reason})"),
+            None => format!("frozen until {until}"),
+        })
+}
+
+/// One freeze, for people.
+fn describe(freeze: &FreezeBody) -> String {
+    let kind = freeze
+        .kind
+        .map(|k| format!(" ({}s only)", k.as_str()))
+        .unwrap_or_default();
+    let window = match (&freeze.until, &freeze.freeze_start, &freeze.freeze_end) {
+        (Some(until), _, _) => format!(
+            "from {} until {until}",
+            freeze.from.as_deref().unwrap_or("now")
+        ),
+        (None, Some(start), Some(end)) => format!(
+            "from '{start}' to '{end}' ({})",
+            freeze.cron_timezone.as_deref().unwrap_or("UTC")
+        ),
+        _ => String::new(),
+    };
+    let state = match (&freeze.ends_at, &freeze.next_start) {
+        (Some(ends), _) if freeze.active => format!("; active until {ends}"),
+        (_, Some(next)) => format!("; next from {next}"),
+        _ => String::new(),
+    };
+    let reason = freeze
+        .reason
+        .as_ref()
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
+    format!(
+        "{} {}{kind} {window}{state}{reason}",
+        freeze.id, freeze.pattern
+    )
+}
+
+fn read<T: serde::de::DeserializeOwned>(answer: &Answer) -> Result<T, Failure> {
+    serde_json::from_value(answer.body.clone()).map_err(|err| unreadable("freeze", &err))
+}
+
+/// What an answer that is not a success means, as an exit status.
+fn failure(answer: &Answer) -> Failure {
+    let described = answer.describe();
+    match answer.status {
+        400 | 422 => Failure::new(
+            USAGE,
+            format!("the service rejected the freeze: {described}"),
+        ),
+        401 | 403 => Failure::new(
+            REFUSED,
+            format!(
+                "the service refused the request: {described} (freezes take an admin token: \
+                 check --token or BATON_TOKEN)"
+            ),
+        ),
+        _ => Failure::new(
+            UNAVAILABLE,
+            format!("unexpected answer: {described} (check --url or BATON_URL)"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_freeze_reads_for_people() {
+        let freeze: FreezeBody = serde_json::from_value(serde_json::json!({
+            "id": "3b2c0f6e-4f7c-4f43-9a51-7d0c2e1b9a10", "match": "deploy-*",
+            "freeze_start": "0 23 * * 5", "freeze_end": "0 7 * * 1",
+            "cron_timezone": "Europe/Berlin", "active": true,
+            "ends_at": "2026-11-30T06:00:00.000Z", "created_at": "2026-11-20T10:00:00.000Z",
+            "reason": "weekend"
+        }))
+        .unwrap();
+        assert_eq!(
+            describe(&freeze),
+            "3b2c0f6e-4f7c-4f43-9a51-7d0c2e1b9a10 deploy-* from '0 23 * * 5' to '0 7 * * 1' \
+             (Europe/Berlin); active until 2026-11-30T06:00:00.000Z: weekend"
+        );
+    }
+}

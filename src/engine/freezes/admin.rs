@@ -1,0 +1,108 @@
+//! Making, reading and deleting freezes: one call of `freezes.lua` each;
+//! this instance applies its own change at once, the others when they hear
+//! of it.
+
+use std::sync::Arc;
+
+use crate::domain::{Freeze, FreezeId};
+use crate::engine::error::Error;
+use crate::engine::freeze_book::FreezeBook;
+use crate::engine::functions::freezes::{ChangeFreezes, Changed, ListFreezes};
+use crate::engine::functions::invoker::Invoker;
+
+/// The freezes in Redis, and this instance's copy of them; cheap to clone.
+#[derive(Clone)]
+pub struct Freezes {
+    pub(in crate::engine) invoker: Arc<Invoker>,
+}
+
+/// What making a freeze came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    Made,
+    /// Its window is over already, by Redis's clock.
+    Over,
+    /// The list holds as many freezes as it may (1,000).
+    Full,
+}
+
+impl Freezes {
+    /// This instance's copy of the list.
+    pub fn book(&self) -> &Arc<FreezeBook> {
+        self.invoker.book()
+    }
+
+    /// Every freeze, as Redis has it now.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn list(&self) -> Result<Vec<Freeze>, Error> {
+        let index = self.invoker.keys().freeze_index();
+        self.invoker.run_on(&index, &ListFreezes).await
+    }
+
+    /// The freeze `id`, as Redis has it now.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn get(&self, id: FreezeId) -> Result<Option<Freeze>, Error> {
+        Ok(self.list().await?.into_iter().find(|f| f.id == id))
+    }
+
+    /// Reads the list into this instance's copy.
+    ///
+    /// # Errors
+    /// Redis unavailable (the copy stays as it was).
+    pub async fn reload(&self) -> Result<(), Error> {
+        let freezes = self.list().await?;
+        self.book().replace(freezes);
+        Ok(())
+    }
+
+    /// Makes `freeze`; every instance hears of it.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn put(&self, freeze: &Freeze) -> Result<Put, Error> {
+        let keys = self.invoker.keys();
+        let change = ChangeFreezes::Put {
+            key: keys.freeze(&freeze.id),
+            freeze,
+            channel: keys.freezes_channel(),
+        };
+        let put = match self.invoker.run_on(&keys.freeze_index(), &change).await? {
+            Changed::Done => Put::Made,
+            Changed::Nothing => Put::Over,
+            Changed::Full => Put::Full,
+        };
+        if put == Put::Made {
+            self.apply_here().await;
+        }
+        Ok(put)
+    }
+
+    /// Deletes the freeze `id`: `false` when there is none.
+    ///
+    /// # Errors
+    /// Redis unavailable.
+    pub async fn delete(&self, id: FreezeId) -> Result<bool, Error> {
+        let keys = self.invoker.keys();
+        let change = ChangeFreezes::Delete {
+            key: keys.freeze(&id),
+            channel: keys.freezes_channel(),
+        };
+        let deleted = self.invoker.run_on(&keys.freeze_index(), &change).await? == Changed::Done;
+        if deleted {
+            self.apply_here().await;
+        }
+        Ok(deleted)
+    }
+
+    /// This instance applies a change it made at once (its message may come
+    /// later); when Redis does not answer now, the next reload does it.
+    async fn apply_here(&self) {
+        if let Err(err) = self.reload().await {
+            tracing::debug!(%err, "reading the freezes after a change failed");
+        }
+    }
+}

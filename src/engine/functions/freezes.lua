@@ -1,0 +1,91 @@
+-- The list of freezes, kept apart from every name's keys: this is not a
+-- name's function (core/state.lua's begin() takes Redis's clock for it, and
+-- nothing else of the lease core is used). Each instance holds the list in
+-- memory and reads it whole only when told of a change (and every few
+-- seconds, as a safety net), so no acquisition reads it.
+--
+-- KEYS[1]  the index: "prefix{freezes}:index", zset: the key of each freeze
+--          -> when that key expires (ms; "+inf" for a recurring freeze, which
+--          lives until it is deleted). Each freeze is a string key beside it
+--          ("prefix{freezes}:ID", one hash tag: one cluster slot, apart from
+--          every name's), its JSON as functions/freezes.rs writes it.
+--          The index expires with its last one-off freeze, or lives while it
+--          names a recurring one (written only by an administrator).
+-- ARGV[1..2] "" (no events channel, no context)
+-- ARGV[3]  "list", "put" or "delete"
+-- ARGV[4]  put, delete: the freeze's key
+-- ARGV[5]  put: the freeze, as JSON
+-- ARGV[6]  put: when its key expires (ms, Redis's clock); "0": never
+-- ARGV[7]  put, delete: the channel every instance hears changes on
+--
+-- Replies
+--   list:   {n, key, json, key, json, ...}: every freeze whose key is still
+--           there (an expired one-off leaves the index here)
+--   put:    {1} written; {0} its window is over already (nothing written);
+--           {-1} the list is full (MAX_FREEZES; nothing written)
+--   delete: {1} deleted; {0} no such freeze
+local MAX_FREEZES = 1000
+local index, mode = KEYS[1], ARGV[3]
+
+-- The index lives as long as its longest-lived freeze.
+local function keep_index()
+  local last = redis.call('ZRANGE', index, '-1', '-1', 'WITHSCORES')
+  if #last == 0 then
+    return
+  end
+  if last[2] == 'inf' then
+    redis.call('PERSIST', index)
+  else
+    redis.call('PEXPIREAT', index, last[2])
+  end
+end
+
+if mode == 'list' then
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', num(now_ms))
+  local keys = redis.call('ZRANGE', index, '0', '-1')
+  local reply = {0}
+  if #keys == 0 then
+    return reply
+  end
+  local values = redis.call('MGET', unpack(keys))
+  for i, key in ipairs(keys) do
+    if values[i] then
+      reply[#reply + 1], reply[#reply + 2] = key, values[i]
+    else
+      redis.call('ZREM', index, key)
+    end
+  end
+  reply[1] = (#reply - 1) / 2
+  return reply
+end
+
+local key, channel = ARGV[4], ARGV[7]
+if mode == 'put' then
+  local expires = tonumber(ARGV[6])
+  if expires ~= 0 and expires <= now_ms then
+    return {0}
+  end
+  if redis.call('ZCARD', index) >= MAX_FREEZES and not redis.call('ZSCORE', index, key) then
+    return {-1}
+  end
+  if expires == 0 then
+    redis.call('SET', key, ARGV[5])
+    redis.call('ZADD', index, '+inf', key)
+  else
+    redis.call('SET', key, ARGV[5], 'PXAT', num(expires))
+    redis.call('ZADD', index, num(expires), key)
+  end
+  keep_index()
+  redis.call('PUBLISH', channel, 'put')
+  return {1}
+end
+
+-- delete
+local listed = redis.call('ZREM', index, key)
+local existed = redis.call('DEL', key)
+if listed == 0 and existed == 0 then
+  return {0}
+end
+keep_index()
+redis.call('PUBLISH', channel, 'delete')
+return {existed}

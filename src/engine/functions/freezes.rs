@@ -1,0 +1,224 @@
+//! `freezes.lua`: the list of freezes in Redis (list, put, delete), and the
+//! one format a freeze is kept in there (JSON, read back into a
+//! [`Freeze`] once, when an instance loads the list).
+
+use redis::Cmd;
+use serde::{Deserialize, Serialize};
+
+use super::cursor::Cursor;
+use super::library::{Function, Op};
+use crate::domain::{
+    Freeze, FreezeId, Kind, NamePattern, Reason, Recurring, Schedule, TokenName, Window,
+};
+use crate::engine::error::Error;
+
+/// The list call: every freeze in Redis.
+pub(in crate::engine) struct ListFreezes;
+
+/// A change to the list, told to every instance on `channel`.
+pub(in crate::engine) enum ChangeFreezes<'a> {
+    /// Writes `freeze` under `key`.
+    Put {
+        key: String,
+        freeze: &'a Freeze,
+        channel: String,
+    },
+    /// Deletes the freeze under `key`.
+    Delete { key: String, channel: String },
+}
+
+/// What a change came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::engine) enum Changed {
+    Done,
+    /// Put: its window is over already; delete: no such freeze.
+    Nothing,
+    /// Put: the list holds its maximum of freezes.
+    Full,
+}
+
+impl Function for ListFreezes {
+    const OP: Op = Op::Freezes;
+    type Reply = Vec<Freeze>;
+
+    fn args(&self, call: &mut Cmd) {
+        call.arg("list");
+    }
+
+    /// `n, (key, json) x n`; a freeze that no longer reads as one is left
+    /// out, and logged.
+    fn decode(reply: &mut Cursor) -> Result<Vec<Freeze>, Error> {
+        let n = reply.count()?;
+        let mut freezes = Vec::with_capacity(n);
+        for _ in 0..n {
+            let key = reply.text()?;
+            let json = reply.text()?;
+            match Stored::from_json(&json).and_then(Stored::into_freeze) {
+                Ok(freeze) => freezes.push(freeze),
+                Err(why) => {
+                    tracing::warn!(key, why, "a freeze in Redis does not read as one; ignored");
+                }
+            }
+        }
+        freezes.sort_by_key(|f| f.created_ms);
+        Ok(freezes)
+    }
+}
+
+impl Function for ChangeFreezes<'_> {
+    const OP: Op = Op::Freezes;
+    type Reply = Changed;
+
+    fn args(&self, call: &mut Cmd) {
+        match self {
+            Self::Put {
+                key,
+                freeze,
+                channel,
+            } => {
+                call.arg("put")
+                    .arg(key)
+                    .arg(Stored::of(freeze).to_json())
+                    .arg(freeze.schedule.expires_at_ms().unwrap_or(0).max(0))
+                    .arg(channel);
+            }
+            Self::Delete { key, channel } => {
+                call.arg("delete").arg(key).arg("").arg(0).arg(channel);
+            }
+        }
+    }
+
+    fn decode(reply: &mut Cursor) -> Result<Changed, Error> {
+        match reply.int()? {
+            1 => Ok(Changed::Done),
+            0 => Ok(Changed::Nothing),
+            -1 => Ok(Changed::Full),
+            code => Err(Error::Protocol(format!("freezes replied {code}"))),
+        }
+    }
+}
+
+/// A freeze as Redis keeps it: its fields as the API names them, times in
+/// milliseconds.
+#[derive(Debug, Serialize, Deserialize)]
+struct Stored {
+    id: String,
+    #[serde(rename = "match")]
+    pattern: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kind: Option<Kind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    from_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    until_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    freeze_start: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    freeze_end: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cron_timezone: Option<String>,
+    created_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    by: Option<String>,
+}
+
+impl Stored {
+    fn of(freeze: &Freeze) -> Self {
+        let mut stored = Self {
+            id: freeze.id.to_string(),
+            pattern: freeze.pattern.to_string(),
+            kind: freeze.kind,
+            reason: freeze.reason.as_ref().map(|r| r.as_str().to_owned()),
+            from_ms: None,
+            until_ms: None,
+            freeze_start: None,
+            freeze_end: None,
+            cron_timezone: None,
+            created_ms: freeze.created_ms,
+            by: freeze.by.as_ref().map(|b| b.as_str().to_owned()),
+        };
+        match &freeze.schedule {
+            Schedule::OneOff(window) => {
+                stored.from_ms = Some(window.start_ms);
+                stored.until_ms = Some(window.end_ms);
+            }
+            Schedule::Recurring(recurring) => {
+                stored.freeze_start = Some(recurring.start().to_owned());
+                stored.freeze_end = Some(recurring.end().to_owned());
+                stored.cron_timezone = Some(recurring.zone().to_owned());
+            }
+        }
+        stored
+    }
+
+    fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    fn from_json(json: &str) -> Result<Self, String> {
+        serde_json::from_str(json).map_err(|e| e.to_string())
+    }
+
+    fn into_freeze(self) -> Result<Freeze, String> {
+        let schedule = match (
+            self.from_ms,
+            self.until_ms,
+            &self.freeze_start,
+            &self.freeze_end,
+        ) {
+            (Some(start_ms), Some(end_ms), None, None) => {
+                Schedule::OneOff(Window { start_ms, end_ms })
+            }
+            (None, None, Some(start), Some(end)) => Schedule::Recurring(Box::new(
+                Recurring::parse(start, end, self.cron_timezone.as_deref())
+                    .map_err(|(field, why)| format!("{field}: {why}"))?,
+            )),
+            _ => return Err("neither a one-off nor a recurring window".into()),
+        };
+        Ok(Freeze {
+            id: FreezeId::parse(&self.id).map_err(|e| e.0)?,
+            pattern: NamePattern::parse(&self.pattern).map_err(|e| e.0)?,
+            kind: self.kind,
+            reason: Reason::parse(self.reason).map_err(|e| e.0)?,
+            schedule,
+            created_ms: self.created_ms,
+            by: self
+                .by
+                .as_deref()
+                .map(TokenName::parse)
+                .transpose()
+                .map_err(|e| e.0)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_freeze_reads_back_as_it_was_kept() {
+        let freeze = Freeze {
+            id: FreezeId::new(),
+            pattern: NamePattern::parse("deploy-*").unwrap(),
+            kind: Some(Kind::Lock),
+            reason: Reason::parse(Some("weekend".into())).unwrap(),
+            schedule: Schedule::Recurring(Box::new(
+                Recurring::parse("0 23 * * 5", "0 7 * * 1", Some("Europe/Berlin")).unwrap(),
+            )),
+            created_ms: 42,
+            by: Some(TokenName::parse("ops").unwrap()),
+        };
+        let json = Stored::of(&freeze).to_json();
+        let back = Stored::from_json(&json)
+            .and_then(Stored::into_freeze)
+            .unwrap();
+        assert_eq!(back.id, freeze.id);
+        assert_eq!(back.pattern, freeze.pattern);
+        assert_eq!(back.kind, freeze.kind);
+        assert_eq!(back.reason, freeze.reason);
+        assert_eq!(Stored::of(&back).to_json(), json);
+    }
+}
