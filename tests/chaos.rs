@@ -63,6 +63,9 @@ const LONG_HOLD_UP_TO: Duration = Duration::from_millis(5000);
 /// instance's waiters pruned, to see them rejoin (or not) the line.
 const LOCK_WAITS_MS: [u64; 2] = [8000, 20_000];
 const SEMAPHORE_WAIT_MS: u64 = 3000;
+/// The priorities of the lock requests: mostly 0, some 1 or 2, which go
+/// ahead of the lower ones in line.
+const PRIORITIES: [u8; 4] = [0, 0, 1, 2];
 
 fn workloads() -> Vec<Workload> {
     let hold = |id: usize| {
@@ -74,6 +77,9 @@ fn workloads() -> Vec<Workload> {
     };
     let lock = |id: usize| Workload {
         refreshes: true,
+        // The holders of the lock force-released follow their leases.
+        follows: LOCKS[id % LOCKS.len()] == FORCED,
+        priorities: PRIORITIES.to_vec(),
         waits: LOCK_WAITS_MS.to_vec(),
         ..Workload::new(
             LOCKS[id % LOCKS.len()],
@@ -131,6 +137,8 @@ fn rules() -> Rules {
             Path::Release,
             Path::NewestWins,
             Path::ForceRelease,
+            Path::Priority,
+            Path::Followed,
         ],
         ..Rules::default()
     }
@@ -293,6 +301,12 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
             from,
             to: SystemTime::now(),
         });
+        // After the first (long) pause, a quiet while in which its
+        // instance's waiters must be back in line, in order.
+        let paused = faults.iter().filter(|f| f.kind == FaultKind::InstancePause);
+        if kind == FaultKind::InstancePause && paused.count() == 1 {
+            tokio::time::sleep(Duration::from_secs(8)).await;
+        }
     }
     // Settle, so the last fault's waiters are judged too.
     tokio::time::sleep(support::checker::SETTLE + Duration::from_secs(2)).await;
@@ -463,6 +477,7 @@ mod synthetic {
             ttl_ms,
             wait_ms,
             newest_wins: false,
+            priority: 0,
         })
     }
 
@@ -825,6 +840,21 @@ fn the_checker_blames_the_line_only_when_its_head_surely_fits() {
         "{:?}",
         faulted.violations
     );
+    // A higher priority goes ahead: right; a lower one does not.
+    let prioritized = |first: u8, second: u8| {
+        let mut calls = line(5000);
+        for (i, priority) in [(1, first), (2, second)] {
+            if let Op::Acquire(a) = &mut calls[i][0].op {
+                a.priority = priority;
+            }
+        }
+        checked(calls, vec![])
+    };
+    let higher = prioritized(0, 1);
+    assert_eq!(higher.count(Rule::Overtaken), 0, "{:?}", higher.violations);
+    assert_eq!(higher.paths.get(&Path::Priority).map(|p| p.0), Some(1));
+    let lower = prioritized(2, 1);
+    assert_eq!(lower.count(Rule::Overtaken), 1, "{:?}", lower.violations);
 }
 
 /// Point 1 of issue 30: a waiter stuck mid-run, between faults that leave
@@ -1036,6 +1066,26 @@ fn the_checker_excuses_missing_answers_and_503s_only_by_their_faults() {
         "{:?}",
         force_explains.violations
     );
+    // A force-release sent before the grant, unanswered (its instance
+    // paused): it may run when the instance resumes, after the grant.
+    let late = call(
+        9,
+        LOCK,
+        1,
+        Op::ForceRelease,
+        (0, 10),
+        Answer::None { reached: true },
+    );
+    let paused = fault(Target::Instance(1), FaultKind::InstancePause, 0, 3000);
+    let mut later = hold(LOCK, exclusive, 1, 100, 100, 5000);
+    later[1].answer = status(404, "lease-not-found");
+    let late_force = checked(vec![later, vec![late]], vec![paused]);
+    assert_eq!(
+        late_force.count(Rule::LeaseLost),
+        0,
+        "{:?}",
+        late_force.violations
+    );
     let loss = vec![fault(
         Target::Redis,
         FaultKind::RedisRestart { data_lost: true },
@@ -1102,6 +1152,7 @@ fn the_checker_demands_every_path_under_faults() {
             ttl_ms: TTL,
             wait_ms: 4000,
             newest_wins: true,
+            priority: 0,
         });
         vec![call(
             60,
@@ -1244,5 +1295,38 @@ fn the_checker_holds_the_client_to_what_it_was_told() {
         lost_reply.violations.is_empty(),
         "{:?}",
         lost_reply.violations
+    );
+}
+
+/// The holder's own stream: `released` only after its holder released,
+/// `lost` for an expiry only once the lease was told to end.
+#[test]
+fn the_checker_holds_a_lease_s_stream_to_what_happened() {
+    use support::history::{Followed, StreamEvent};
+    let judged = |kind: &str, reason: Option<&str>, at_ms: u64| {
+        let mut history = history(vec![hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 5000)], vec![]);
+        let event = |kind: &str, reason: Option<&str>, at_ms| StreamEvent {
+            at: at(at_ms),
+            kind: kind.into(),
+            reason: reason.map(str::to_owned),
+        };
+        history.follows.push(Followed {
+            client: 1,
+            name: LOCK.into(),
+            lease: 1,
+            opened: at(20),
+            status: 200,
+            events: vec![event("held", None, 30), event(kind, reason, at_ms)],
+        });
+        judge(&history, &Rules::default())
+    };
+    let released = judged("released", None, 5010);
+    assert!(released.violations.is_empty(), "{:?}", released.violations);
+    assert_eq!(released.paths.get(&Path::Followed).map(|p| p.0), Some(1));
+    assert_eq!(judged("released", None, 4000).count(Rule::Stream), 1);
+    assert_eq!(judged("lost", Some("expired"), 3000).count(Rule::Stream), 1);
+    assert_eq!(
+        judged("lost", Some("force-released"), 3000).count(Rule::Stream),
+        1
     );
 }

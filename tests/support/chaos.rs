@@ -13,7 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use history::{Acquire, Answer, Ask, Call, History, Op};
+use history::{Acquire, Answer, Ask, Call, Followed, History, Op, StreamEvent};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -212,6 +212,10 @@ pub struct Workload {
     /// Its acquisitions' `wait_ms`, each picked from these.
     pub waits: Vec<u64>,
     pub newest_wins: bool,
+    /// Its acquisitions' `priority`, each picked from these.
+    pub priorities: Vec<u8>,
+    /// Whether it follows each lease's own stream while it holds it.
+    pub follows: bool,
     /// How long a client holds a lease before releasing it, at most (the
     /// least is 0).
     pub hold_up_to: Duration,
@@ -232,6 +236,8 @@ impl Workload {
             ttl_ms,
             waits: vec![wait_ms],
             newest_wins: false,
+            priorities: vec![0],
+            follows: false,
             hold_up_to,
             refreshes: false,
             rest_up_to: Duration::ZERO,
@@ -423,12 +429,17 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
         if work.newest_wins {
             body["newest_wins"] = true.into();
         }
+        let priority = work.priorities[(rng.next() % work.priorities.len() as u64) as usize];
+        if priority > 0 {
+            body["priority"] = priority.into();
+        }
         add_ask(ask, &mut body, &mut rng);
         let acquire = Acquire {
             ask,
             ttl_ms: work.ttl_ms,
             wait_ms,
             newest_wins: work.newest_wins,
+            priority,
         };
         // Past the wait an answer is due at once; a few seconds more for a
         // busy machine.
@@ -443,19 +454,28 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
+        let acquired = SystemTime::now();
         let lease_path = format!("{kind}/{name}/{lease_id}");
+        if work.follows {
+            let url = format!("{}/{lease_path}/events", bases[turn % bases.len()]);
+            let (http, record, name) = (http.clone(), record.clone(), name.to_owned());
+            tokio::spawn(follow(http, url, (id, name, token), record));
+        }
         // The critical section, with a refresh in a third of them: to a
         // ttl shorter (a third to half) or longer (up to twice) than asked.
         let mut hold_up_to = work.hold_up_to.as_millis() as u64;
         tokio::time::sleep(rng.ms(0, hold_up_to / 2)).await;
+        let mut rest = rng.ms(0, hold_up_to / 2);
         if work.refreshes && rng.next() % 3 == 0 {
-            let ttl_ms = if rng.next() % 2 == 0 {
-                rng.ms(work.ttl_ms / 3, work.ttl_ms / 2).as_millis() as u64
-            } else {
+            let extend = rng.next() % 2 == 0;
+            let ttl_ms = if extend {
                 rng.ms(work.ttl_ms + 1000, 2 * work.ttl_ms).as_millis() as u64
+            } else {
+                rng.ms(work.ttl_ms / 3, work.ttl_ms / 2).as_millis() as u64
             };
             // The rest of the hold fits the new ttl.
             hold_up_to = hold_up_to.min(ttl_ms / 2);
+            rest = rng.ms(0, hold_up_to / 2);
             let instance = (turn + 1) % bases.len();
             let request = http
                 .patch(format!("{}/{lease_path}", bases[instance]))
@@ -466,9 +486,16 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
             };
             let who = (id, name, instance);
             let timeout = Duration::from_millis(2500);
-            record_call(&record, who, op, request, timeout, Some(ask)).await;
+            let (answer, _) = record_call(&record, who, op, request, timeout, Some(ask)).await;
+            // An extended lease is held past the expiry it had before, as
+            // only the extension allows.
+            if let (true, Answer::Lease { .. }) = (extend, answer) {
+                let before = acquired + Duration::from_millis(work.ttl_ms);
+                let past = before.duration_since(SystemTime::now()).unwrap_or_default();
+                rest = past + rng.ms(300, 1000);
+            }
         }
-        tokio::time::sleep(rng.ms(0, hold_up_to / 2)).await;
+        tokio::time::sleep(rest).await;
         // Release, through either instance, until one is answered 204 or
         // 404 (a 503 or no answer: again).
         for attempt in 0..30 {
@@ -491,6 +518,61 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
         }
         tokio::time::sleep(rng.ms(0, work.rest_up_to.as_millis() as u64)).await;
     }
+}
+
+/// Follows a lease's own stream at `url` until its last event (or 30 s),
+/// and records what it heard.
+async fn follow(
+    http: reqwest::Client,
+    url: String,
+    (client, name, lease): (usize, String, u64),
+    record: Recorder,
+) {
+    let opened = SystemTime::now();
+    let mut followed = Followed {
+        client,
+        name,
+        lease,
+        opened,
+        status: 0,
+        events: Vec::new(),
+    };
+    let sent = http
+        .get(url)
+        .header("accept", "text/event-stream")
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await;
+    if let Ok(mut response) = sent {
+        followed.status = response.status().as_u16();
+        let (mut buffer, mut event) = (String::new(), None::<String>);
+        while let Ok(Some(chunk)) = response.chunk().await {
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find('\n') {
+                let line = buffer[..end].trim_end_matches('\r').to_owned();
+                buffer.drain(..=end);
+                if let Some(kind) = line.strip_prefix("event:") {
+                    event = Some(kind.trim().to_owned());
+                } else if let (Some(data), Some(kind)) = (line.strip_prefix("data:"), &event) {
+                    let data: Value = serde_json::from_str(data.trim()).unwrap_or(Value::Null);
+                    followed.events.push(StreamEvent {
+                        at: SystemTime::now(),
+                        kind: kind.clone(),
+                        reason: data["reason"].as_str().map(str::to_owned),
+                    });
+                    event = None;
+                }
+            }
+            if followed
+                .events
+                .last()
+                .is_some_and(|e| e.kind == "released" || e.kind == "lost")
+            {
+                break;
+            }
+        }
+    }
+    record.lock().unwrap().follows.push(followed);
 }
 
 /// An admin: force-releases `name` (a lock) through the instances in turn,

@@ -96,6 +96,8 @@ pub enum Rule {
     DataLoss,
     /// A required path never taken under faults.
     Path,
+    /// A lease's own stream that says other than what happened to it.
+    Stream,
 }
 
 /// One violation: the rule and what happened.
@@ -132,6 +134,11 @@ pub enum Path {
     NewestWins,
     /// A force-release answered 204.
     ForceRelease,
+    /// A request of higher priority granted ahead of a lower one sent before
+    /// it.
+    Priority,
+    /// A lease's own stream followed to its last event.
+    Followed,
 }
 
 /// What a kind of run must show.
@@ -243,6 +250,7 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
         line(history, name, &holds, &explained, &mut verdict);
     }
     data_loss(history, &mut verdict);
+    streams(history, &explained, &mut verdict);
     for path in &rules.required {
         if verdict
             .paths
@@ -547,7 +555,7 @@ fn holds(
                         .any(|l| overlaps(*l, (hold.start, next.answered)))
                     && !forces.iter().any(|f| {
                         f.name == hold.name
-                            && overlaps((f.sent, f.answered), (hold.requested, next.answered))
+                            && overlaps((f.sent, effect_until(f)), (hold.requested, next.answered))
                     })
             };
             match (&next.op, &next.answer) {
@@ -619,14 +627,28 @@ fn holds(
             hold.told_until = hold.told_until.min(first);
         }
         // A force-release that may have run after the grant (which came
-        // between the request and its 201) ends the hold.
+        // between the request and its 201) ends the hold, unless the lease
+        // answered its holder after it (a refresh or a release that found
+        // it): the force-release ran before the grant.
+        let alive_after = |at: SystemTime| {
+            own.iter().any(|c| {
+                c.sent > at
+                    && matches!(c.op, Op::Refresh { lease, .. } | Op::Release { lease } if lease == *token)
+                    && matches!(
+                        c.answer,
+                        Answer::Lease { .. } | Answer::Status { status: 204, .. }
+                    )
+            })
+        };
         for force in forces.iter().filter(|f| f.name == hold.name) {
             if force.sent < hold.told_until
-                && force.answered > hold.requested
+                && effect_until(force) > hold.requested
                 && !matches!(force.answer, Answer::None { reached: false })
+                && !alive_after(effect_until(force))
             {
                 hold.told_until = hold.told_until.min(force.sent.max(hold.start));
-                if force.answer.status() == Some(204) && force.answered > hold.start {
+                // Surely after the grant: it ended the lease for the room too.
+                if force.answer.status() == Some(204) && force.sent > hold.start {
                     hold.may_until = hold.may_until.min(force.answered);
                 }
             }
@@ -640,6 +662,16 @@ fn holds(
         verdict.holds.push(hold);
     }
     lost
+}
+
+/// Until when a call may still take effect: its answer, or for one
+/// unanswered or answered 503 a while after (a paused instance serves it
+/// when it resumes, a stalled Redis runs it when it wakes).
+fn effect_until(call: &Call) -> SystemTime {
+    match call.answer {
+        Answer::None { .. } | Answer::Status { status: 503, .. } => call.answered + LEAVE,
+        _ => call.answered,
+    }
 }
 
 /// How much of a name `holds` take, by `until` (told or may), at each time
@@ -892,6 +924,10 @@ fn overtaken(
     if newest_wins {
         return;
     }
+    let priority = |c: &Call| match c.op {
+        Op::Acquire(a) => a.priority,
+        _ => 0,
+    };
     let waited = |c: &Call| {
         matches!(c.op, Op::Acquire(a) if a.wait_ms > 0)
             && matches!(
@@ -903,15 +939,24 @@ fn overtaken(
         .iter()
         .filter(|(c, _)| matches!(c.answer, Answer::Lease { .. }))
     {
-        if unjudged
+        let faulted = unjudged
             .iter()
-            .any(|u| overlaps(*u, (b.sent, b.answered + Duration::from_millis(1))))
-        {
+            .any(|u| overlaps(*u, (b.sent, b.answered + Duration::from_millis(1))));
+        let passed = |a: &Call| {
+            waited(a) && a.sent + ORDER_SLACK < b.sent && a.answered > b.answered + ORDER_SLACK
+        };
+        // Ahead of a lower priority sent before it: the line's order.
+        if acquisitions.iter().any(|(a, _)| {
+            waited(a) && a.sent < b.sent && a.answered > b.answered && priority(a) < priority(b)
+        }) {
+            verdict.took(Path::Priority, faulted);
+        }
+        if faulted {
             continue;
         }
-        let ahead = acquisitions.iter().find(|(a, _)| {
-            waited(a) && a.sent + ORDER_SLACK < b.sent && a.answered > b.answered + ORDER_SLACK
-        });
+        let ahead = acquisitions
+            .iter()
+            .find(|(a, _)| passed(a) && priority(a) >= priority(b));
         if let Some((a, a_ask)) = ahead {
             verdict.flag(
                 Rule::Overtaken,
@@ -1011,6 +1056,78 @@ fn room(
         }
     }
     stretches
+}
+
+/// Each lease's own stream against what happened to the lease: `held`
+/// first, nothing after its last event, `released` only after its holder
+/// sent a release, `lost` for a force-release only after one was sent, for
+/// an expiry only once the lease's told expiry had passed.
+fn streams(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mut Verdict) {
+    for followed in &history.follows {
+        let Some(hold) = verdict
+            .holds
+            .iter()
+            .find(|h| h.name == followed.name && h.token == followed.lease)
+            .cloned()
+        else {
+            continue;
+        };
+        let what = format!("{}: the stream of token {}", hold.name, hold.token);
+        let events = &followed.events;
+        if let Some(first) = events.first() {
+            if first.kind != "held" {
+                verdict.flag(Rule::Stream, format!("{what} began with {}", first.kind));
+            }
+        }
+        let last = events
+            .iter()
+            .position(|e| e.kind == "released" || e.kind == "lost");
+        let Some(last) = last else {
+            continue;
+        };
+        if last + 1 < events.len() {
+            verdict.flag(
+                Rule::Stream,
+                format!("{what} went on after {}", events[last].kind),
+            );
+        }
+        let event = &events[last];
+        let faulted = explained
+            .iter()
+            .any(|e| overlaps(*e, (followed.opened, event.at)));
+        verdict.took(Path::Followed, faulted);
+        let sent_before = |op: &dyn Fn(&Call) -> bool| {
+            history
+                .calls
+                .iter()
+                .any(|c| c.name == hold.name && c.sent < event.at && op(c))
+        };
+        let released = sent_before(&|c| c.op == Op::Release { lease: hold.token });
+        let forced = sent_before(&|c| c.op == Op::ForceRelease);
+        let wrong = match (event.kind.as_str(), event.reason.as_deref()) {
+            ("released", _) => !released,
+            ("lost", Some("force-released")) => !forced,
+            // Expired: not before the holder was told it would (unless a
+            // release or force-release may have ended it first, or Redis
+            // lost it).
+            ("lost", Some("expired")) => event.at < hold.told_until && !released && !forced,
+            ("lost", Some("superseded")) => true,
+            _ => true,
+        };
+        if wrong {
+            verdict.flag(
+                Rule::Stream,
+                format!(
+                    "{what} ended {} {:?} at {} (201 at {}, told until {})",
+                    event.kind,
+                    event.reason,
+                    when(event.at),
+                    when(hold.start),
+                    when(hold.told_until)
+                ),
+            );
+        }
+    }
 }
 
 /// Redis without persistence must have lost its data at least once; with

@@ -112,6 +112,8 @@ pub struct Acquire {
     pub ttl_ms: u64,
     pub wait_ms: u64,
     pub newest_wins: bool,
+    /// Its place in the line's order: higher is served first (0 to 9).
+    pub priority: u8,
 }
 
 /// What a call asked.
@@ -186,6 +188,30 @@ pub struct Call {
     pub answer: Answer,
 }
 
+/// One event of a lease's own stream, as its holder heard it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamEvent {
+    pub at: SystemTime,
+    /// `held`, `refreshed`, `expiring`, `released`, `lost`, ...
+    pub kind: String,
+    /// A `lost` event's reason.
+    pub reason: Option<String>,
+}
+
+/// A lease's own stream (`GET .../{id}/events`), followed by its holder
+/// from its 201 until the stream ended.
+#[derive(Debug, Clone)]
+pub struct Followed {
+    pub client: usize,
+    pub name: String,
+    /// The lease's fencing token.
+    pub lease: u64,
+    pub opened: SystemTime,
+    /// The stream's status (0: no answer).
+    pub status: u16,
+    pub events: Vec<StreamEvent>,
+}
+
 /// A whole run.
 #[derive(Debug, Clone)]
 pub struct History {
@@ -193,6 +219,8 @@ pub struct History {
     pub ended: SystemTime,
     pub calls: Vec<Call>,
     pub faults: Vec<Fault>,
+    /// The leases' own streams that holders followed.
+    pub follows: Vec<Followed>,
     /// Whether Redis keeps its data across a restart (`None`: no restarts
     /// in this kind of run).
     pub persistent: Option<bool>,
@@ -208,6 +236,7 @@ impl History {
             ended: started,
             calls: Vec::new(),
             faults: Vec::new(),
+            follows: Vec::new(),
             persistent: None,
             redis_ahead_ms: 0,
         }
