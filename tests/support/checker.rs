@@ -653,8 +653,10 @@ fn holds(
                 }
             }
         }
+        // A loss of Redis's data ends it, unless it answered its holder
+        // after (it was granted once Redis was back).
         for &(from, to) in &data_lost {
-            if from < hold.may_until && to > hold.requested {
+            if from < hold.may_until && to > hold.requested && !alive_after(to) {
                 hold.told_until = hold.told_until.min(from.max(hold.start));
                 hold.may_until = hold.may_until.min(to);
             }
