@@ -548,8 +548,11 @@ fn holds(
             if lease != *token || next.sent >= hold.told_until {
                 continue;
             }
+            // (A call answered after the lease's expiry, e.g. held up in a
+            // paused instance, may have come too late.)
             let lost_here = |hold: &Hold| {
                 pending.is_none()
+                    && next.answered < hold.told_until
                     && !data_lost
                         .iter()
                         .any(|l| overlaps(*l, (hold.start, next.answered)))
