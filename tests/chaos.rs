@@ -1092,11 +1092,26 @@ fn the_checker_excuses_missing_answers_and_503s_only_by_their_faults() {
         3000,
         3700,
     )];
-    let loss_explains = checked(vec![lost()], loss);
+    let loss_explains = checked(vec![lost()], loss.clone());
     assert!(
         loss_explains.violations.is_empty(),
         "{:?}",
         loss_explains.violations
+    );
+    // Granted once Redis was back (its release found it): the loss did not
+    // end it, and a second holder beside it is an overlap.
+    let survived = checked(
+        vec![
+            hold(LOCK, exclusive, 1, 2000, 4000, 6000),
+            hold(LOCK, exclusive, 2, 4400, 4500, 5000),
+        ],
+        loss,
+    );
+    assert_eq!(
+        survived.count(Rule::Capacity),
+        1,
+        "{:?}",
+        survived.violations
     );
 }
 

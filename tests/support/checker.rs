@@ -548,8 +548,11 @@ fn holds(
             if lease != *token || next.sent >= hold.told_until {
                 continue;
             }
+            // (A call answered after the lease's expiry, e.g. held up in a
+            // paused instance, may have come too late.)
             let lost_here = |hold: &Hold| {
                 pending.is_none()
+                    && next.answered < hold.told_until
                     && !data_lost
                         .iter()
                         .any(|l| overlaps(*l, (hold.start, next.answered)))
@@ -653,8 +656,10 @@ fn holds(
                 }
             }
         }
+        // A loss of Redis's data ends it, unless it answered its holder
+        // after (it was granted once Redis was back).
         for &(from, to) in &data_lost {
-            if from < hold.may_until && to > hold.requested {
+            if from < hold.may_until && to > hold.requested && !alive_after(to) {
                 hold.told_until = hold.told_until.min(from.max(hold.start));
                 hold.may_until = hold.may_until.min(to);
             }
