@@ -26,7 +26,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use helpers::RedisServer;
 use support::checker::{judge, Path, Rules, Verdict};
-use support::history::{Fault, FaultKind, History, Target};
+use support::claims::{claim_loop, ClaimWork};
+use support::history::{Answer, Ask, Fault, FaultKind, History, Target};
 use support::{
     client_loop, force_release_loop, redis_ahead_ms, Asks, Instance, Rng, Run, Workload,
 };
@@ -66,6 +67,32 @@ const SEMAPHORE_WAIT_MS: u64 = 3000;
 /// The priorities of the lock requests: mostly 0, some 1 or 2, which go
 /// ahead of the lower ones in line.
 const PRIORITIES: [u8; 4] = [0, 0, 1, 2];
+/// The names claims take two or three at a time (names of their own: a
+/// claim's wait is judged by its own rule, not by its names' lines).
+const CLAIM_LOCKS: [&str; 3] = ["claim-x", "claim-y", "claim-z"];
+const CLAIM_SEMAPHORE: &str = "claim-pool";
+const CLAIM_LIMIT: u32 = 2;
+const CLAIM_CLIENTS: usize = 4;
+/// Claims wait 1 s or 3 s: short enough that some are refused.
+const CLAIM_WAITS_MS: [u64; 2] = [1000, 3000];
+
+fn claim_work() -> ClaimWork {
+    let mut names: Vec<(String, Ask)> = CLAIM_LOCKS
+        .iter()
+        .map(|name| ((*name).to_owned(), Ask::EXCLUSIVE))
+        .collect();
+    let pool = Ask::Permits {
+        permits: CLAIM_LIMIT,
+        limit: CLAIM_LIMIT,
+    };
+    names.push((CLAIM_SEMAPHORE.to_owned(), pool));
+    ClaimWork {
+        names,
+        ttl_ms: TTL_MS,
+        waits: CLAIM_WAITS_MS.to_vec(),
+        hold_up_to: HOLD_UP_TO,
+    }
+}
 
 fn workloads() -> Vec<Workload> {
     let hold = |id: usize| {
@@ -139,6 +166,8 @@ fn rules() -> Rules {
             Path::ForceRelease,
             Path::Priority,
             Path::Followed,
+            Path::Claim,
+            Path::ClaimRefused,
         ],
         ..Rules::default()
     }
@@ -203,6 +232,9 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
         .enumerate()
         .map(|(id, work)| tokio::spawn(client_loop(id, work, shared.clone())))
         .collect();
+    for id in admin + 1..=admin + CLAIM_CLIENTS {
+        clients.push(tokio::spawn(claim_loop(id, claim_work(), shared.clone())));
+    }
     let every = Duration::from_secs(3);
     let admin = force_release_loop(admin, FORCED.to_owned(), every, shared);
     clients.push(tokio::spawn(admin));
@@ -353,13 +385,25 @@ pub fn report(label: &str, history: &History, verdict: &Verdict) {
             support::history::Op::ForceRelease => "force-release",
         };
         let answer = match &call.answer {
-            support::history::Answer::Lease { .. } => "lease".to_owned(),
+            Answer::Lease { .. } => "lease".to_owned(),
             other => other.to_string(),
         };
         *answers.entry(format!("{op}: {answer}")).or_default() += 1;
     }
     for (answer, n) in &answers {
         println!("  answer {answer}: {n}");
+    }
+    let mut claims: BTreeMap<String, u64> = BTreeMap::new();
+    for claim in &history.claims {
+        let answer = match &claim.answer {
+            Answer::Status { status: 201, .. } => "201".to_owned(),
+            other => other.to_string(),
+        };
+        *claims.entry(answer).or_default() += 1;
+    }
+    println!("claims: {}", history.claims.len());
+    for (answer, n) in &claims {
+        println!("  claim {answer}: {n}");
     }
     println!("violations: {}", verdict.violations.len());
     for v in verdict.violations.iter().take(20) {
@@ -1344,4 +1388,71 @@ fn the_checker_holds_a_lease_s_stream_to_what_happened() {
         judged("lost", Some("force-released"), 3000).count(Rule::Stream),
         1
     );
+}
+
+/// Issue 35: no claim left waiting past its `wait_ms` while all its names
+/// were free. A claim of two locks (sent at 0, waiting 5 s, refused at 5 s):
+/// flagged when the second lock's only hold ended at 1 s (both free 4 s), not
+/// when that hold lasted the whole wait, nor when a fault explains the free
+/// time; its leases, when granted, are judged as holds (a claim granted
+/// beside a holder is an overlap).
+#[test]
+fn the_checker_flags_a_claim_refused_while_its_names_were_free() {
+    let (x, y) = ("claim-x", "claim-y");
+    let claim = |answer: Answer, (sent, answered): (u64, u64)| support::history::Claim {
+        client: 50,
+        instance: 0,
+        names: vec![(x.to_owned(), Ask::EXCLUSIVE), (y.to_owned(), Ask::EXCLUSIVE)],
+        ttl_ms: TTL,
+        wait_ms: answered - sent,
+        sent: at(sent),
+        answered: at(answered),
+        answer,
+    };
+    let refused = || claim(status(409, "claim-refused"), (0, 5000));
+    let judged = |y_released: u64, faults: Vec<Fault>| {
+        let mut history = history(
+            vec![hold(y, Ask::EXCLUSIVE, 1, 0, 10, y_released)],
+            faults,
+        );
+        history.claims.push(refused());
+        judge(&history, &Rules::default())
+    };
+    let free = judged(1000, Vec::new());
+    assert_eq!(free.count(Rule::ClaimWaited), 1, "{:?}", free.violations);
+    assert_eq!(free.violations.len(), 1, "{:?}", free.violations);
+    let busy = judged(6000, Vec::new());
+    assert!(busy.violations.is_empty(), "{:?}", busy.violations);
+    let pause = vec![fault(
+        Target::Instance(0),
+        FaultKind::InstancePause,
+        500,
+        2000,
+    )];
+    let explained = judged(1000, pause);
+    assert!(explained.violations.is_empty(), "{:?}", explained.violations);
+    // Granted: its two leases are holds; one beside another holder of x is
+    // more than x's capacity.
+    let granted = |token: u64, name: &str| {
+        vec![
+            grant(50, name, Ask::EXCLUSIVE, token, (0, 200), 0),
+            release(50, name, token, (1000, 1001), status(204, "")),
+        ]
+    };
+    let judged = |other: u64| {
+        let mut history = history(
+            vec![
+                granted(10, x),
+                granted(11, y),
+                hold(x, Ask::EXCLUSIVE, 20, other, other + 10, other + 500),
+            ],
+            Vec::new(),
+        );
+        history.claims.push(claim(status(201, ""), (0, 200)));
+        judge(&history, &Rules::default())
+    };
+    let overlap = judged(300);
+    assert_eq!(overlap.count(Rule::Capacity), 1, "{:?}", overlap.violations);
+    let after = judged(1500);
+    assert!(after.violations.is_empty(), "{:?}", after.violations);
 }

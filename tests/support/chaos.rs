@@ -6,6 +6,8 @@
 
 #[path = "checker.rs"]
 pub mod checker;
+#[path = "claims.rs"]
+pub mod claims;
 #[path = "history.rs"]
 pub mod history;
 

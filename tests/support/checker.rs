@@ -31,6 +31,10 @@
 //!   overlapped the call; a 503 only during or right after such a fault
 //!   ([`UNAVAILABLE_AFTER`]); a 404 for a lease its holder was told it held
 //!   only after a force-release or a loss of Redis's data;
+//! - claims: none refused (409 `claim-refused`) after every one of its
+//!   names was free, away from faults, for more than [`CLAIM_FREE`] before
+//!   its wait ran out; its answer as for any call (no answer and 503 only
+//!   around a fault); its leases are holds like any other;
 //! - the run: Redis without persistence lost its data at least once (and
 //!   with persistence never); every required [`Path`] was taken during a
 //!   fault.
@@ -67,6 +71,10 @@ pub const CLOCK_TOLERANCE: Duration = Duration::from_millis(100);
 /// it; a 201 this much earlier than another's came before it.
 pub const ORDER_SLACK: Duration = Duration::from_millis(1500);
 
+/// A claim refused after all its names were free this long in all, away
+/// from faults, while it waited, was left waiting with room.
+pub const CLAIM_FREE: Duration = Duration::from_secs(1);
+
 /// What a violation broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Rule {
@@ -98,6 +106,8 @@ pub enum Rule {
     Path,
     /// A lease's own stream that says other than what happened to it.
     Stream,
+    /// A claim refused although all its names were free while it waited.
+    ClaimWaited,
 }
 
 /// One violation: the rule and what happened.
@@ -139,6 +149,10 @@ pub enum Path {
     Priority,
     /// A lease's own stream followed to its last event.
     Followed,
+    /// A claim answered 201.
+    Claim,
+    /// A claim refused (409 `claim-refused`) after its wait.
+    ClaimRefused,
 }
 
 /// What a kind of run must show.
@@ -250,6 +264,7 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
         line(history, name, &holds, &explained, &mut verdict);
     }
     data_loss(history, &mut verdict);
+    claims(history, &explained, &mut verdict);
     streams(history, &explained, &mut verdict);
     for path in &rules.required {
         if verdict
@@ -1129,6 +1144,114 @@ fn streams(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &
                     when(event.at),
                     when(hold.start),
                     when(hold.told_until)
+                ),
+            );
+        }
+    }
+}
+
+/// Each claim's answer against the contract and the faults, and each one
+/// refused against its names: refused although all of them were free (no
+/// hold Redis may have had from its request on, no other acquisition or
+/// claim of it outstanding, no fault explaining the time) for more than
+/// [`CLAIM_FREE`] in all while it waited.
+fn claims(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mut Verdict) {
+    for claim in &history.claims {
+        let names: Vec<&str> = claim.names.iter().map(|(n, _)| n.as_str()).collect();
+        let what = || {
+            format!(
+                "claim of {} via instance {} (sent {}, answered {})",
+                names.join(", "),
+                claim.instance,
+                when(claim.sent),
+                when(claim.answered)
+            )
+        };
+        let span = (claim.sent, claim.answered);
+        let during = explained
+            .iter()
+            .any(|e| overlaps(*e, (claim.sent, claim.answered + Duration::from_millis(1))));
+        match &claim.answer {
+            Answer::None { .. } => {
+                if !faulted(history, claim.instance, span, NO_ANSWER_SLACK, NO_ANSWER_SLACK) {
+                    verdict.flag(
+                        Rule::NoAnswer,
+                        format!("{}: {} outside any fault of it or Redis", what(), claim.answer),
+                    );
+                }
+                continue;
+            }
+            Answer::Status { status: 503, .. } => {
+                let at = (claim.answered, claim.answered);
+                if !faulted(history, claim.instance, at, Duration::ZERO, UNAVAILABLE_AFTER) {
+                    verdict.flag(
+                        Rule::Unavailable,
+                        format!("{}: 503 away from any fault of it or Redis", what()),
+                    );
+                }
+                continue;
+            }
+            Answer::Status { status: 201, .. } => {
+                verdict.took(Path::Claim, during);
+                continue;
+            }
+            Answer::Status { status: 409, slug } if slug == "claim-refused" => {
+                verdict.took(Path::ClaimRefused, during);
+            }
+            other => {
+                verdict.flag(Rule::Unclear, format!("{}: {other}", what()));
+                continue;
+            }
+        }
+        // Refused: when was every name free?
+        let mut busy: Vec<(SystemTime, SystemTime)> = explained.to_vec();
+        for name in &names {
+            busy.extend(
+                verdict
+                    .holds
+                    .iter()
+                    .filter(|h| h.name == *name)
+                    .map(|h| (h.requested, h.may_until)),
+            );
+            busy.extend(
+                history
+                    .calls
+                    .iter()
+                    .filter(|c| c.name == *name && matches!(c.op, Op::Acquire(_)))
+                    .map(|c| (c.sent, effect_until(c))),
+            );
+            busy.extend(
+                history
+                    .claims
+                    .iter()
+                    .filter(|c| !std::ptr::eq(*c, claim))
+                    .filter(|c| c.names.iter().any(|(n, _)| n == name))
+                    .map(|c| match c.answer {
+                        Answer::None { .. } | Answer::Status { status: 503, .. } => {
+                            (c.sent, c.answered + LEAVE)
+                        }
+                        _ => (c.sent, c.answered),
+                    }),
+            );
+        }
+        let until = claim
+            .answered
+            .min(claim.sent + Duration::from_millis(claim.wait_ms));
+        let waited = [(claim.sent + QUEUED_AFTER, until)];
+        let free = subtract(&waited, &union(busy));
+        let total: Duration = free
+            .iter()
+            .map(|(from, to)| to.duration_since(*from).unwrap_or_default())
+            .sum();
+        if total > CLAIM_FREE {
+            verdict.flag(
+                Rule::ClaimWaited,
+                format!(
+                    "{}: refused after every name was free {} ms in all, away from faults ({} .. {})",
+                    what(),
+                    total.as_millis(),
+                    when(free[0].0),
+                    when(free[free.len() - 1].1)
                 ),
             );
         }

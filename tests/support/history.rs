@@ -212,12 +212,34 @@ pub struct Followed {
     pub events: Vec<StreamEvent>,
 }
 
+/// One `POST /claims`: the names it asked for and its answer. Each lease of
+/// a claim answered 201 is also recorded in [`History::calls`] as an
+/// acquisition of its name (with `wait_ms` 0: a claim's wait is judged here,
+/// not by its names' lines), and each `PATCH` or `DELETE` of the claim as a
+/// refresh or release of each lease, so its holds are judged like any other.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub client: usize,
+    pub instance: usize,
+    /// Each name and what the claim asked of it.
+    pub names: Vec<(String, Ask)>,
+    pub ttl_ms: u64,
+    pub wait_ms: u64,
+    pub sent: SystemTime,
+    pub answered: SystemTime,
+    /// The claim's own answer: 201 as `Status { status: 201, .. }` (its
+    /// leases are in the calls), else as for any call.
+    pub answer: Answer,
+}
+
 /// A whole run.
 #[derive(Debug, Clone)]
 pub struct History {
     pub started: SystemTime,
     pub ended: SystemTime,
     pub calls: Vec<Call>,
+    /// Every claim sent (its leases' calls are in `calls`).
+    pub claims: Vec<Claim>,
     pub faults: Vec<Fault>,
     /// The leases' own streams that holders followed.
     pub follows: Vec<Followed>,
@@ -235,6 +257,7 @@ impl History {
             started,
             ended: started,
             calls: Vec::new(),
+            claims: Vec::new(),
             faults: Vec::new(),
             follows: Vec::new(),
             persistent: None,
