@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Value};
 
 use super::history::{Acquire, Answer, Ask, Call, Claim, Op};
-use super::{Recorder, Rng, Run};
+use super::{Rng, Run};
 
 /// What one claim client does, over and over.
 #[derive(Debug, Clone)]
