@@ -27,6 +27,7 @@ use std::time::{Duration, Instant, SystemTime};
 use helpers::RedisServer;
 use support::checker::{judge, Path, Rules, Verdict};
 use support::claims::{claim_loop, ClaimWork};
+use support::freezes::freeze_once;
 use support::history::{Answer, Ask, Fault, FaultKind, History, Target};
 use support::{
     client_loop, force_release_loop, redis_ahead_ms, Asks, Instance, Rng, Run, Workload,
@@ -75,6 +76,10 @@ const CLAIM_LIMIT: u32 = 2;
 const CLAIM_CLIENTS: usize = 4;
 /// Claims wait 1 s or 3 s: short enough that some are refused.
 const CLAIM_WAITS_MS: [u64; 2] = [1000, 3000];
+
+/// The lock frozen once in each run, and for how long.
+const FROZEN: &str = "deploy-a";
+const FREEZE_FOR: Duration = Duration::from_secs(3);
 
 fn claim_work() -> ClaimWork {
     let mut names: Vec<(String, Ask)> = CLAIM_LOCKS
@@ -232,6 +237,9 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
         .enumerate()
         .map(|(id, work)| tokio::spawn(client_loop(id, work, shared.clone())))
         .collect();
+    // One freeze of a busy lock, a third into the run, for 3 s.
+    let freeze = freeze_once(FROZEN.to_owned(), length / 3, FREEZE_FOR, shared.clone());
+    clients.push(tokio::spawn(freeze));
     for id in admin + 1..=admin + CLAIM_CLIENTS {
         clients.push(tokio::spawn(claim_loop(id, claim_work(), shared.clone())));
     }
@@ -1402,7 +1410,10 @@ fn the_checker_flags_a_claim_refused_while_its_names_were_free() {
     let claim = |answer: Answer, (sent, answered): (u64, u64)| support::history::Claim {
         client: 50,
         instance: 0,
-        names: vec![(x.to_owned(), Ask::EXCLUSIVE), (y.to_owned(), Ask::EXCLUSIVE)],
+        names: vec![
+            (x.to_owned(), Ask::EXCLUSIVE),
+            (y.to_owned(), Ask::EXCLUSIVE),
+        ],
         ttl_ms: TTL,
         wait_ms: answered - sent,
         sent: at(sent),
@@ -1411,10 +1422,7 @@ fn the_checker_flags_a_claim_refused_while_its_names_were_free() {
     };
     let refused = || claim(status(409, "claim-refused"), (0, 5000));
     let judged = |y_released: u64, faults: Vec<Fault>| {
-        let mut history = history(
-            vec![hold(y, Ask::EXCLUSIVE, 1, 0, 10, y_released)],
-            faults,
-        );
+        let mut history = history(vec![hold(y, Ask::EXCLUSIVE, 1, 0, 10, y_released)], faults);
         history.claims.push(refused());
         judge(&history, &Rules::default())
     };
@@ -1430,7 +1438,11 @@ fn the_checker_flags_a_claim_refused_while_its_names_were_free() {
         2000,
     )];
     let explained = judged(1000, pause);
-    assert!(explained.violations.is_empty(), "{:?}", explained.violations);
+    assert!(
+        explained.violations.is_empty(),
+        "{:?}",
+        explained.violations
+    );
     // Granted: its two leases are holds; one beside another holder of x is
     // more than x's capacity.
     let granted = |token: u64, name: &str| {
@@ -1455,4 +1467,67 @@ fn the_checker_flags_a_claim_refused_while_its_names_were_free() {
     assert_eq!(overlap.count(Rule::Capacity), 1, "{:?}", overlap.violations);
     let after = judged(1500);
     assert!(after.violations.is_empty(), "{:?}", after.violations);
+}
+
+/// No grant inside a freeze window: a lock frozen from 1 s (its `POST`
+/// answered) to 6 s (its `DELETE` sent); a waiter granted at 4 s is flagged,
+/// one granted at 1.5 s (instances apply a freeze within a second) or at
+/// 6.5 s is not, nor one at 4 s when the freeze was never made (its `POST`
+/// unanswered) or a pause of its instance held its 201 up; the line is not
+/// judged while the name was frozen (a waiter held back is not stuck).
+#[test]
+fn the_checker_flags_a_grant_inside_a_freeze_window() {
+    let freeze = |made: bool| support::history::Freeze {
+        name: LOCK.to_owned(),
+        opened: (at(900), at(1000)),
+        made,
+        until: at(20_000),
+        closed: Some((at(6000), at(6100))),
+    };
+    let judged = |granted: u64, made: bool, faults: Vec<Fault>| {
+        let mut history = history(
+            vec![
+                hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 500),
+                waiter(LOCK, Ask::EXCLUSIVE, 2, 600, granted),
+            ],
+            faults,
+        );
+        history.freezes.push(freeze(made));
+        judge(&history, &Rules::default())
+    };
+    let inside = judged(4000, true, Vec::new());
+    assert_eq!(inside.count(Rule::Frozen), 1, "{:?}", inside.violations);
+    assert_eq!(inside.violations.len(), 1, "{:?}", inside.violations);
+    for (granted, made) in [(1500, true), (6500, true), (4000, false)] {
+        let verdict = judged(granted, made, Vec::new());
+        assert!(
+            verdict.violations.is_empty(),
+            "{granted} {made}: {:?}",
+            verdict.violations
+        );
+    }
+    let pause = vec![fault(
+        Target::Instance(0),
+        FaultKind::InstancePause,
+        2000,
+        3900,
+    )];
+    let paused = judged(4000, true, pause);
+    assert!(paused.violations.is_empty(), "{:?}", paused.violations);
+    // Without the freeze, the same waiter held back 5.5 s with room is stuck.
+    let mut history = history(
+        vec![
+            hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 500),
+            waiter(LOCK, Ask::EXCLUSIVE, 2, 600, 6500),
+        ],
+        Vec::new(),
+    );
+    assert_eq!(judge(&history, &Rules::default()).count(Rule::Stuck), 1);
+    history.freezes.push(freeze(true));
+    let held_back = judge(&history, &Rules::default());
+    assert!(
+        held_back.violations.is_empty(),
+        "{:?}",
+        held_back.violations
+    );
 }

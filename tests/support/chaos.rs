@@ -8,6 +8,8 @@
 pub mod checker;
 #[path = "claims.rs"]
 pub mod claims;
+#[path = "freezes.rs"]
+pub mod freezes;
 #[path = "history.rs"]
 pub mod history;
 

@@ -35,6 +35,12 @@
 //!   names was free, away from faults, for more than [`CLAIM_FREE`] before
 //!   its wait ran out; its answer as for any call (no answer and 503 only
 //!   around a fault); its leases are holds like any other;
+//! - freezes: no lease of a frozen name granted inside the freeze's window
+//!   (from [`FREEZE_SLACK`] after its `POST` was answered until its `DELETE`
+//!   was sent, as instances apply a freeze within a second), away from faults
+//!   of its instance or of Redis and from a loss of Redis's data; the lines of
+//!   a frozen name are not judged from the `POST` until [`SETTLE`] after the
+//!   window surely ended;
 //! - the run: Redis without persistence lost its data at least once (and
 //!   with persistence never); every required [`Path`] was taken during a
 //!   fault.
@@ -75,6 +81,10 @@ pub const ORDER_SLACK: Duration = Duration::from_millis(1500);
 /// from faults, while it waited, was left waiting with room.
 pub const CLAIM_FREE: Duration = Duration::from_secs(1);
 
+/// How long after a freeze was made (or before it is deleted) an instance
+/// may still not apply it: each reloads the freezes within a second.
+pub const FREEZE_SLACK: Duration = Duration::from_secs(1);
+
 /// What a violation broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Rule {
@@ -108,6 +118,8 @@ pub enum Rule {
     Stream,
     /// A claim refused although all its names were free while it waited.
     ClaimWaited,
+    /// A lease granted inside a freeze window of its name.
+    Frozen,
 }
 
 /// One violation: the rule and what happened.
@@ -153,6 +165,8 @@ pub enum Path {
     Claim,
     /// A claim refused (409 `claim-refused`) after its wait.
     ClaimRefused,
+    /// An acquisition answered 423 `frozen`.
+    Frozen,
 }
 
 /// What a kind of run must show.
@@ -265,6 +279,7 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
     }
     data_loss(history, &mut verdict);
     claims(history, &explained, &mut verdict);
+    frozen(history, &explained, &mut verdict);
     streams(history, &explained, &mut verdict);
     for path in &rules.required {
         if verdict
@@ -832,7 +847,14 @@ fn line(
             .map(|(c, _)| (c.sent, c.answered + LEAVE))
             .collect(),
     );
-    let unjudged = union(explained.iter().chain(&unknown).copied().collect());
+    let unjudged = union(
+        explained
+            .iter()
+            .chain(&unknown)
+            .chain(&frozen_windows(history, name))
+            .copied()
+            .collect(),
+    );
     let outstanding: Vec<(SystemTime, SystemTime, u64)> = acquisitions
         .iter()
         .map(|(c, a)| (c.sent, c.answered, a.weight()))
@@ -1173,17 +1195,33 @@ fn claims(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &m
             .any(|e| overlaps(*e, (claim.sent, claim.answered + Duration::from_millis(1))));
         match &claim.answer {
             Answer::None { .. } => {
-                if !faulted(history, claim.instance, span, NO_ANSWER_SLACK, NO_ANSWER_SLACK) {
+                if !faulted(
+                    history,
+                    claim.instance,
+                    span,
+                    NO_ANSWER_SLACK,
+                    NO_ANSWER_SLACK,
+                ) {
                     verdict.flag(
                         Rule::NoAnswer,
-                        format!("{}: {} outside any fault of it or Redis", what(), claim.answer),
+                        format!(
+                            "{}: {} outside any fault of it or Redis",
+                            what(),
+                            claim.answer
+                        ),
                     );
                 }
                 continue;
             }
             Answer::Status { status: 503, .. } => {
                 let at = (claim.answered, claim.answered);
-                if !faulted(history, claim.instance, at, Duration::ZERO, UNAVAILABLE_AFTER) {
+                if !faulted(
+                    history,
+                    claim.instance,
+                    at,
+                    Duration::ZERO,
+                    UNAVAILABLE_AFTER,
+                ) {
                     verdict.flag(
                         Rule::Unavailable,
                         format!("{}: 503 away from any fault of it or Redis", what()),
@@ -1254,6 +1292,79 @@ fn claims(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &m
                     when(free[free.len() - 1].1)
                 ),
             );
+        }
+    }
+}
+
+/// When `name` may have been frozen: from each freeze's `POST` until
+/// [`SETTLE`] after it surely ended (deleted, or its `until`).
+fn frozen_windows(history: &History, name: &str) -> Vec<(SystemTime, SystemTime)> {
+    history
+        .freezes
+        .iter()
+        .filter(|f| f.name == name)
+        .map(|f| {
+            let end = f
+                .closed
+                .map_or(f.until, |(_, answered)| answered.min(f.until));
+            (f.opened.0, end + FREEZE_SLACK + SETTLE)
+        })
+        .collect()
+}
+
+/// No grant of a frozen name inside its freeze's window (see the module
+/// doc); the 423s answered.
+fn frozen(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mut Verdict) {
+    for call in &history.calls {
+        if let (Op::Acquire(_), Answer::Status { status: 423, .. }) = (&call.op, &call.answer) {
+            let span = (call.sent, call.answered + Duration::from_millis(1));
+            let during = explained.iter().any(|e| overlaps(*e, span));
+            verdict.took(Path::Frozen, during);
+        }
+    }
+    let data_lost: Vec<(SystemTime, SystemTime)> = history
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::RedisRestart { data_lost: true })
+        .map(|f| (f.from, f.to))
+        .collect();
+    for freeze in history.freezes.iter().filter(|f| f.made) {
+        let from = freeze.opened.1 + FREEZE_SLACK;
+        let to = freeze
+            .closed
+            .map_or(freeze.until, |(sent, _)| sent.min(freeze.until));
+        for call in &history.calls {
+            let (Op::Acquire(_), Answer::Lease { token, .. }) = (&call.op, &call.answer) else {
+                continue;
+            };
+            // Granted at most a moment before its 201 arrived, unless a
+            // fault held the 201 up.
+            let granted_after = call.answered
+                - FREEZE_SLACK.min(call.answered.duration_since(call.sent).unwrap_or_default());
+            let inside = call.name == freeze.name && granted_after > from && call.answered < to;
+            let excused = faulted(
+                history,
+                call.instance,
+                (granted_after, call.answered),
+                FREEZE_SLACK,
+                Duration::ZERO,
+            ) || data_lost
+                .iter()
+                .any(|l| overlaps(*l, (freeze.opened.0, call.answered)));
+            if inside && !excused {
+                verdict.flag(
+                    Rule::Frozen,
+                    format!(
+                        "{}: token {token} granted via instance {} (sent {}, 201 {}) inside the freeze made {} and deleted {:?}",
+                        call.name,
+                        call.instance,
+                        when(call.sent),
+                        when(call.answered),
+                        when(freeze.opened.1),
+                        freeze.closed.map(|(sent, _)| when(sent).to_string())
+                    ),
+                );
+            }
         }
     }
 }

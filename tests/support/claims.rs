@@ -137,8 +137,9 @@ pub async fn claim_loop(id: usize, work: ClaimWork, run: Run) {
         for (name, ask) in &names {
             match ask {
                 Ask::Lock { shared } => locks.push(json!({"name": name, "shared": shared})),
-                Ask::Permits { permits, limit } => semaphores
-                    .push(json!({"name": name, "limit": limit, "permits": permits})),
+                Ask::Permits { permits, limit } => {
+                    semaphores.push(json!({"name": name, "limit": limit, "permits": permits}))
+                }
             }
         }
         let body = json!({"locks": locks, "semaphores": semaphores, "ttl_ms": work.ttl_ms,

@@ -232,6 +232,22 @@ pub struct Claim {
     pub answer: Answer,
 }
 
+/// A freeze of one name the test made (`POST /freezes`, with an `until` of
+/// its own) and deleted (`DELETE /freezes/{id}`) during a run.
+#[derive(Debug, Clone)]
+pub struct Freeze {
+    pub name: String,
+    /// When its `POST` was sent and answered.
+    pub opened: (SystemTime, SystemTime),
+    /// Whether the `POST` was answered 201 (else it may or may not exist).
+    pub made: bool,
+    /// The `until` it was made with: it ends then if not deleted before.
+    pub until: SystemTime,
+    /// When its `DELETE` was first sent and last answered, if one was
+    /// answered 204 or 404.
+    pub closed: Option<(SystemTime, SystemTime)>,
+}
+
 /// A whole run.
 #[derive(Debug, Clone)]
 pub struct History {
@@ -240,6 +256,8 @@ pub struct History {
     pub calls: Vec<Call>,
     /// Every claim sent (its leases' calls are in `calls`).
     pub claims: Vec<Claim>,
+    /// The freezes the test made.
+    pub freezes: Vec<Freeze>,
     pub faults: Vec<Fault>,
     /// The leases' own streams that holders followed.
     pub follows: Vec<Followed>,
@@ -258,6 +276,7 @@ impl History {
             ended: started,
             calls: Vec::new(),
             claims: Vec::new(),
+            freezes: Vec::new(),
             faults: Vec::new(),
             follows: Vec::new(),
             persistent: None,
