@@ -1,7 +1,8 @@
 //! Chaos test of what a 201 promises, judged over the whole run: two baton
 //! processes on one Redis, clients taking every path (locks shared or
 //! exclusive, a semaphore's permits, names used alone, refreshes that
-//! shorten and extend, `newest_wins`, force-release) through both, while the
+//! shorten and extend, `newest_wins`, force-release, claims of several
+//! names, a freeze opened and deleted) through both, while the
 //! test kills (SIGKILL), stops (SIGTERM) and pauses (SIGSTOP, 1-6 s) the
 //! baton processes, stalls Redis (DEBUG SLEEP, 1-4 s), and kills and
 //! restarts Redis. Every call and its answer is recorded into a history,
