@@ -1468,6 +1468,36 @@ fn the_checker_flags_a_claim_refused_while_its_names_were_free() {
     assert_eq!(overlap.count(Rule::Capacity), 1, "{:?}", overlap.violations);
     let after = judged(1500);
     assert!(after.violations.is_empty(), "{:?}", after.violations);
+    // A claim waiting across a loss of Redis's data (its first lease taken
+    // before, its 201 after): its release's 204 (which releases whatever is
+    // left) does not say that lease outlived the loss, so a holder after the
+    // loss is no overlap; a lease's own 204 would.
+    let across = |slug: &str| {
+        let mut history = history(
+            vec![
+                vec![
+                    grant(50, x, Ask::EXCLUSIVE, 10, (0, 3000), 0),
+                    release(50, x, 10, (4000, 4001), status(204, slug)),
+                ],
+                hold(x, Ask::EXCLUSIVE, 20, 2500, 2600, 3500),
+            ],
+            vec![fault(
+                Target::Redis,
+                FaultKind::RedisRestart { data_lost: true },
+                1000,
+                2000,
+            )],
+        );
+        history.claims.push(claim(status(201, ""), (0, 3000)));
+        judge(&history, &Rules::default())
+    };
+    let claim_released = across(support::history::CLAIM_RELEASED);
+    assert!(
+        claim_released.violations.is_empty(),
+        "{:?}",
+        claim_released.violations
+    );
+    assert_eq!(across("").count(Rule::Capacity), 1);
 }
 
 /// No grant inside a freeze window: a lock frozen from 1 s (its `POST`

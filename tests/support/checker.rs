@@ -48,7 +48,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, SystemTime};
 
-use super::history::{when, Answer, Ask, Call, FaultKind, History, Op, Target};
+use super::history::{when, Answer, Ask, Call, FaultKind, History, Op, Target, CLAIM_RELEASED};
 
 /// The end of a lease as told that the checks ignore.
 pub const EXPIRY_GRACE: Duration = Duration::from_millis(200);
@@ -667,10 +667,12 @@ fn holds(
             own.iter().any(|c| {
                 c.sent > at
                     && matches!(c.op, Op::Refresh { lease, .. } | Op::Release { lease } if lease == *token)
-                    && matches!(
-                        c.answer,
-                        Answer::Lease { .. } | Answer::Status { status: 204, .. }
-                    )
+                    && match &c.answer {
+                        Answer::Lease { .. } => true,
+                        // A claim's 204 releases whatever of it is left.
+                        Answer::Status { status: 204, slug } => slug != CLAIM_RELEASED,
+                        _ => false,
+                    }
             })
         };
         for force in forces.iter().filter(|f| f.name == hold.name) {

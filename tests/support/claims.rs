@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::history::{Acquire, Answer, Ask, Call, Claim, Op};
+use super::history::{Acquire, Answer, Ask, Call, Claim, Op, CLAIM_RELEASED};
 use super::{Rng, Run};
 
 /// What one claim client does, over and over.
@@ -244,6 +244,13 @@ pub async fn claim_loop(id: usize, work: ClaimWork, run: Run) {
                 .await;
             let (answer, _, _) = claim_answer(response, &names).await;
             let answered = SystemTime::now();
+            let recorded = match &answer {
+                Answer::Status { status: 204, .. } => Answer::Status {
+                    status: 204,
+                    slug: CLAIM_RELEASED.to_owned(),
+                },
+                other => other.clone(),
+            };
             {
                 let mut history = record.lock().unwrap();
                 for (name, token) in &tokens {
@@ -254,7 +261,7 @@ pub async fn claim_loop(id: usize, work: ClaimWork, run: Run) {
                         op: Op::Release { lease: *token },
                         sent,
                         answered,
-                        answer: answer.clone(),
+                        answer: recorded.clone(),
                     });
                 }
             }

@@ -212,6 +212,12 @@ pub struct Followed {
     pub events: Vec<StreamEvent>,
 }
 
+/// The slug a claim's `DELETE` answered 204 is recorded with, as the
+/// release of each of its leases: it ends the hold, but does not say that
+/// the lease was still held (a claim's 204 releases whatever of it is
+/// left, where a lease's own `DELETE` answers 404 for one gone).
+pub const CLAIM_RELEASED: &str = "claim-released";
+
 /// One `POST /claims`: the names it asked for and its answer. Each lease of
 /// a claim answered 201 is also recorded in [`History::calls`] as an
 /// acquisition of its name (with `wait_ms` 0: a claim's wait is judged here,
