@@ -410,6 +410,25 @@ pub fn report(label: &str, history: &History, verdict: &Verdict) {
         };
         *claims.entry(answer).or_default() += 1;
     }
+    for freeze in &history.freezes {
+        let to = freeze.closed.map_or(freeze.until, |(sent, _)| sent);
+        let during = |c: &&support::history::Call| {
+            c.name == freeze.name && c.answered > freeze.opened.1 && c.answered < to
+        };
+        let answers: Vec<String> = history
+            .calls
+            .iter()
+            .filter(during)
+            .filter(|c| matches!(c.op, support::history::Op::Acquire(_)))
+            .map(|c| c.answer.to_string())
+            .collect();
+        println!(
+            "freeze of {}: made {}, {} ms until its DELETE was sent, acquisitions answered meanwhile: {answers:?}",
+            freeze.name,
+            freeze.made,
+            to.duration_since(freeze.opened.1).unwrap_or_default().as_millis()
+        );
+    }
     println!("claims: {}", history.claims.len());
     for (answer, n) in &claims {
         println!("  claim {answer}: {n}");
