@@ -570,3 +570,54 @@ async fn with_wait_replicas_a_stopped_replica_or_too_few_replicas_answer_503_and
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// With `BATON_REDIS_WAIT_REPLICAS`, a refresh's new expiry is a promise
+/// like a grant's: while the replica is stopped the refresh is answered 503
+/// (the holder keeps the expiry it was told before, which the replica has),
+/// and once it resumes the refresh is answered 200, with the new expiry on
+/// the replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_wait_replicas_a_refresh_is_answered_only_once_the_replica_has_it() {
+    let pair = tokio::task::spawn_blocking(ReplicatedPair::start)
+        .await
+        .unwrap();
+    let app =
+        TestApp::spawn_with(waiting_for_replicas(&pair, 1, Duration::from_millis(1000))).await;
+    let lease = app.acquire_lock("extended", r#"{"ttl_ms": 60000}"#).await;
+    let path = lease_path("locks", &lease);
+
+    pair.replica.pause();
+    let refreshed = tokio::time::timeout(
+        Duration::from_secs(30),
+        app.patch(&path, r#"{"ttl_ms": 600000}"#),
+    )
+    .await
+    .expect("an answer while the replica is stopped");
+    problem(refreshed, 503, "redis-unavailable").await;
+    pair.replica.resume();
+
+    let refreshed = app.patch(&path, r#"{"ttl_ms": 600000}"#).await;
+    assert_eq!(refreshed.status(), 200);
+    let body: Value = refreshed.json().await.unwrap();
+    let promised = body["expires_at"].as_str().unwrap().to_owned();
+    // The replica has the new expiry: the lease's score there is at least
+    // nine minutes away (its ttl was 60 s before the refresh).
+    let key = format!("{}{{lock:extended}}:owners", app.prefix);
+    let mut replica = pair.replica.conn().unwrap();
+    let packed: Option<String> = redis::cmd("HGET")
+        .arg(&key)
+        .arg("solo")
+        .query(&mut replica)
+        .unwrap();
+    let (expires_ms, _) = packed
+        .as_deref()
+        .and_then(|p| p.split_once('|'))
+        .expect("the solo lease on the replica");
+    let now_ms: Vec<u64> = redis::cmd("TIME").query(&mut replica).unwrap();
+    let left = expires_ms.parse::<u64>().unwrap() - now_ms[0] * 1000;
+    assert!(
+        left > 540_000,
+        "{left} ms left on the replica, promised {promised}"
+    );
+    assert_eq!(app.delete(&path).await.status(), 204);
+}

@@ -147,6 +147,14 @@ impl Leases {
     ) -> Result<Option<Lease>, Error> {
         let stored = self.run(name, &Extend { id, ttl }).await?;
         let lease = stored.map(|stored| lease_of(name, id, stored));
+        if lease.is_some() {
+            // The new expiry is a promise like a grant's: with
+            // BATON_REDIS_WAIT_REPLICAS it is answered only once the replicas
+            // have it, else 503, and the holder keeps the expiry it was told
+            // before (which the replicas had when it was answered).
+            let mark = self.engine.keys().replication_mark(self.kind, name);
+            self.engine.store().wait_for_replicas(&mark).await?;
+        }
         if let Some(lease) = &lease {
             let owner = lease.owner.as_ref();
             audit("refreshed", self.kind, name, owner, lease.fencing_token, by);
