@@ -10,7 +10,6 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, FromArgMatches, Subcommand, ValueEnum};
 
 use super::duration;
-use super::freezes::{FreezeArgs, FreezesArgs, UnfreezeArgs};
 use crate::config::{self, Invocation, Settings};
 use crate::domain::Kind;
 
@@ -506,6 +505,75 @@ pub struct HealthcheckArgs {
     /// The address the service listens on (host:port)
     #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
+}
+
+/// `baton freeze`
+#[derive(Args, Debug, Clone)]
+pub struct FreezeArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// A one-off freeze of this long, from now (e.g. 2h, 3d is 72h)
+    #[arg(long = "for", value_name = "DURATION", value_parser = duration::parse,
+        conflicts_with_all = ["until", "start"])]
+    pub for_: Option<Duration>,
+
+    /// A one-off freeze until this time (RFC 3339, e.g. 2026-12-27T08:00:00Z)
+    #[arg(long, value_name = "TIME", conflicts_with = "start")]
+    pub until: Option<String>,
+
+    /// With --until: from this time instead of now (RFC 3339)
+    #[arg(long, value_name = "TIME", requires = "until")]
+    pub from: Option<String>,
+
+    /// A recurring freeze: a five-field cron expression for each start (e.g. '0 23 * * 5')
+    #[arg(long, value_name = "CRON", requires = "end")]
+    pub start: Option<String>,
+
+    /// A recurring freeze: a five-field cron expression for each end (e.g. '0 7 * * 1')
+    #[arg(long, value_name = "CRON", requires = "start")]
+    pub end: Option<String>,
+
+    /// The IANA time zone of --start and --end (default UTC)
+    #[arg(long, value_name = "ZONE", requires = "start")]
+    pub timezone: Option<String>,
+
+    /// Only locks, or only semaphores (default: both)
+    #[arg(long, value_parser = ["lock", "semaphore"])]
+    pub kind: Option<String>,
+
+    /// Why, shown to everyone it refuses
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+
+    /// How to print the freeze
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+
+    /// The name to freeze, or a prefix ending in '*' (quote it: 'deploy-*')
+    #[arg(value_name = "MATCH")]
+    pub pattern: String,
+}
+
+/// `baton unfreeze`
+#[derive(Args, Debug, Clone)]
+pub struct UnfreezeArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// The freeze's id, as `baton freeze` or `baton freezes` printed it
+    pub id: String,
+}
+
+/// `baton freezes`
+#[derive(Args, Debug, Clone)]
+pub struct FreezesArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// How to print the list
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
 }
 
 /// The whole command line: the service's settings, and the subcommands.

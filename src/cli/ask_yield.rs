@@ -4,8 +4,9 @@
 use reqwest::Method;
 
 use super::args::YieldArgs;
-use super::calls::{call, failure, kind_of};
+use super::calls::{failure, kind_of};
 use super::exit::Failure;
+use super::http::call;
 use super::http::{json, unreadable, Service, Target};
 use super::messages::say;
 use crate::domain::Kind;

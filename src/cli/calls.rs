@@ -15,16 +15,13 @@ use super::duration::{human, millis};
 use super::exit::{
     signal_status, Failure, LOST, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE,
 };
-use super::http::{json, unreadable, Answer, Service, Target};
+use super::http::{call, json, unreadable, Answer, Service, Target};
 use super::line::{self, Request};
 use super::messages::{print, say, show, NotPrinted};
 use super::signals::Signals;
 use super::variables::LeaseVariables;
 use crate::domain::Kind;
 use crate::wire::{LeaseBody, Listing, Mode, ProblemType, Refresh, StatusBody};
-
-/// How long one call may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a call on `name` is about: the semaphore with `--limit`; else the
 /// kind that the variables of a lease give for that very name (`baton
@@ -281,35 +278,6 @@ fn lease_path(target: &Target, id: &str) -> Result<String, Failure> {
         Failure::usage("ID must be the lease id that `baton acquire` printed (a UUID)")
     })?;
     Ok(target.lease_path(id))
-}
-
-/// One call, tried three times while a failure may pass (not when nothing
-/// serves at `--url`).
-pub(super) async fn call(
-    service: &Service,
-    method: Method,
-    path: &str,
-    body: Option<&Value>,
-) -> Result<Answer, Failure> {
-    let mut why = String::new();
-    for attempt in 1..=3 {
-        match service.call(method.clone(), path, body, CALL_TIMEOUT).await {
-            Ok(answer) if answer.status != 429 && answer.status < 500 => return Ok(answer),
-            Ok(answer) => why = answer.describe(),
-            // Nothing serves at --url: trying again will not change that.
-            Err(no_answer) if service.is_not_there(&no_answer) => {
-                return Err(Failure::new(
-                    UNAVAILABLE,
-                    format!("{no_answer} (check --url or BATON_URL)"),
-                ));
-            }
-            Err(no_answer) => why = no_answer.why,
-        }
-        if attempt < 3 {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    }
-    Err(Failure::new(UNAVAILABLE, why))
 }
 
 /// What an answer that is not a success means, as an exit status.

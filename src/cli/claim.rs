@@ -10,12 +10,12 @@ use reqwest::Method;
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::acquired::Acquired;
 use super::args::RunArgs;
 use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, NOT_ACQUIRED, REFUSED, UNAVAILABLE, USAGE};
 use super::http::{json, unreadable, Service};
 use super::messages::{say, signal_name, warn};
-use super::run::Acquired;
 use super::signals::Signals;
 use crate::domain::{ClaimId, Limit, Name};
 use crate::wire::{ClaimBody, ClaimLock, ClaimRequest, ClaimSemaphore};

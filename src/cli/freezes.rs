@@ -4,86 +4,14 @@
 
 use std::time::{Duration, SystemTime};
 
-use clap::Args;
 use reqwest::Method;
 
-use super::args::{Connection, Output};
-use super::calls::call;
-use super::duration;
+use super::args::{FreezeArgs, FreezesArgs, Output, UnfreezeArgs};
 use super::exit::{Failure, REFUSED, UNAVAILABLE, USAGE};
-use super::http::{json, unreadable, Answer, Service, Target};
+use super::http::{call, json, unreadable, Answer, Service, Target};
 use super::messages::show;
 use crate::domain::{Kind, NamePattern};
 use crate::wire::{FreezeBody, FreezeList, FreezeRequest};
-
-/// `baton freeze`
-#[derive(Args, Debug, Clone)]
-pub struct FreezeArgs {
-    #[command(flatten)]
-    pub connection: Connection,
-
-    /// A one-off freeze of this long, from now (e.g. 2h, 3d is 72h)
-    #[arg(long = "for", value_name = "DURATION", value_parser = duration::parse,
-        conflicts_with_all = ["until", "start"])]
-    pub for_: Option<Duration>,
-
-    /// A one-off freeze until this time (RFC 3339, e.g. 2026-12-27T08:00:00Z)
-    #[arg(long, value_name = "TIME", conflicts_with = "start")]
-    pub until: Option<String>,
-
-    /// With --until: from this time instead of now (RFC 3339)
-    #[arg(long, value_name = "TIME", requires = "until")]
-    pub from: Option<String>,
-
-    /// A recurring freeze: a five-field cron expression for each start (e.g. '0 23 * * 5')
-    #[arg(long, value_name = "CRON", requires = "end")]
-    pub start: Option<String>,
-
-    /// A recurring freeze: a five-field cron expression for each end (e.g. '0 7 * * 1')
-    #[arg(long, value_name = "CRON", requires = "start")]
-    pub end: Option<String>,
-
-    /// The IANA time zone of --start and --end (default UTC)
-    #[arg(long, value_name = "ZONE", requires = "start")]
-    pub timezone: Option<String>,
-
-    /// Only locks, or only semaphores (default: both)
-    #[arg(long, value_parser = ["lock", "semaphore"])]
-    pub kind: Option<String>,
-
-    /// Why, shown to everyone it refuses
-    #[arg(long, value_name = "TEXT")]
-    pub reason: Option<String>,
-
-    /// How to print the freeze
-    #[arg(long, value_enum, default_value_t)]
-    pub output: Output,
-
-    /// The name to freeze, or a prefix ending in '*' (quote it: 'deploy-*')
-    #[arg(value_name = "MATCH")]
-    pub pattern: String,
-}
-
-/// `baton unfreeze`
-#[derive(Args, Debug, Clone)]
-pub struct UnfreezeArgs {
-    #[command(flatten)]
-    pub connection: Connection,
-
-    /// The freeze's id, as `baton freeze` or `baton freezes` printed it
-    pub id: String,
-}
-
-/// `baton freezes`
-#[derive(Args, Debug, Clone)]
-pub struct FreezesArgs {
-    #[command(flatten)]
-    pub connection: Connection,
-
-    /// How to print the list
-    #[arg(long, value_enum, default_value_t)]
-    pub output: Output,
-}
 
 /// `baton freeze`: makes the freeze and prints it.
 ///

@@ -4,9 +4,10 @@
 use reqwest::Method;
 
 use super::args::{HistoryArgs, Output};
-use super::calls::{call, failure, kind_of};
+use super::calls::{failure, kind_of};
 use super::duration::human;
 use super::exit::Failure;
+use super::http::call;
 use super::http::{unreadable, Service, Target};
 use super::messages::show;
 use crate::domain::Kind;

@@ -251,6 +251,38 @@ impl Service {
     }
 }
 
+/// How long one call of [`call`] may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One call, tried three times while a failure may pass (not when nothing
+/// serves at `--url`).
+pub async fn call(
+    service: &Service,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<Answer, Failure> {
+    let mut why = String::new();
+    for attempt in 1..=3 {
+        match service.call(method.clone(), path, body, CALL_TIMEOUT).await {
+            Ok(answer) if answer.status != 429 && answer.status < 500 => return Ok(answer),
+            Ok(answer) => why = answer.describe(),
+            // Nothing serves at --url: trying again will not change that.
+            Err(no_answer) if service.is_not_there(&no_answer) => {
+                return Err(Failure::new(
+                    UNAVAILABLE,
+                    format!("{no_answer} (check --url or BATON_URL)"),
+                ));
+            }
+            Err(no_answer) => why = no_answer.why,
+        }
+        if attempt < 3 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    Err(Failure::new(UNAVAILABLE, why))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 //! that stops COMMAND should baton run be killed or stopped, `guard.rs`) and
 //! `__exec` (COMMAND, started once the guard knows its group, `launch.rs`).
 
+mod acquired;
 mod args;
 mod ask_yield;
 mod calls;

@@ -37,7 +37,7 @@ pub(super) async fn covered(
         return not_covered(&format!("{} is not a lease id", variables::ID));
     }
     let path = target.lease_path(&outer.id);
-    let answer = super::calls::call(service, Method::GET, &path, None).await?;
+    let answer = super::http::call(service, Method::GET, &path, None).await?;
     match answer.status {
         200 => {}
         404 => {

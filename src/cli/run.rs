@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use reqwest::Method;
 
+use super::acquired::Acquired;
 use super::args::RunArgs;
 use super::claim::Claim;
 use super::clock;
@@ -187,23 +188,6 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
 enum Acquiring {
     Lease(Request),
     Claim(Claim),
-}
-
-/// What a run holds, as the supervision of COMMAND needs it.
-pub(super) struct Acquired {
-    /// The lease's (or the claim's) path: PATCH refreshes it, DELETE
-    /// releases it (it holds the id: never shown).
-    pub path: String,
-    /// What it holds, for messages: `lock 'deploy'`.
-    pub label: String,
-    /// The variables COMMAND gets.
-    pub env: Vec<(String, String)>,
-    /// When the request that got it was sent, and when its answer came
-    /// ([`clock`] time): the grant happened in between.
-    pub sent: Duration,
-    pub received: Duration,
-    /// Whether it has a holder's stream (`{path}/events`) to follow.
-    pub follows: bool,
 }
 
 /// A lease (or a claim) being held while COMMAND runs.
