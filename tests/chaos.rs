@@ -260,18 +260,23 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
         assert_eq!(pong, "PONG");
     };
     let mut deck: Vec<u64> = Vec::new();
-    while started.elapsed() < length {
+    let restarted = |faults: &[Fault]| {
+        faults
+            .iter()
+            .any(|f| matches!(f.kind, FaultKind::RedisRestart { .. }))
+    };
+    // Without persistence, the run goes on until Redis was restarted (a
+    // long pause and its quiet while can take it past its length first).
+    while started.elapsed() < length || (persistence == Persistence::None && !restarted(&faults)) {
         tokio::time::sleep(rng.ms(1500, 6000)).await;
         alive(&mut instances, &redis, "before a fault");
         let from = SystemTime::now();
         let victim = (rng.next() % 2) as usize;
         // Without persistence, a restart (which loses the data) comes by
         // the middle of the run whatever the dice say.
-        let restarted = faults
-            .iter()
-            .any(|f| matches!(f.kind, FaultKind::RedisRestart { .. }));
-        let must_restart =
-            persistence == Persistence::None && !restarted && started.elapsed() >= length / 2;
+        let must_restart = persistence == Persistence::None
+            && !restarted(&faults)
+            && started.elapsed() >= length / 2;
         // Every kind comes once in each five faults, in a random order.
         if deck.is_empty() {
             deck = (0..5).collect();
