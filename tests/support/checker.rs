@@ -583,9 +583,11 @@ fn holds(
             let lost_here = |hold: &Hold| {
                 pending.is_none()
                     && next.answered < hold.told_until
+                    // (From the request: a claim waiting across the loss
+                    // may have taken the lease before it.)
                     && !data_lost
                         .iter()
-                        .any(|l| overlaps(*l, (hold.start, next.answered)))
+                        .any(|l| overlaps(*l, (hold.requested, next.answered)))
                     && !forces.iter().any(|f| {
                         f.name == hold.name
                             && overlaps((f.sent, effect_until(f)), (hold.requested, next.answered))
