@@ -1,7 +1,8 @@
 //! Chaos test of what a 201 promises, judged over the whole run: two baton
 //! processes on one Redis, clients taking every path (locks shared or
 //! exclusive, a semaphore's permits, names used alone, refreshes that
-//! shorten and extend, `newest_wins`, force-release) through both, while the
+//! shorten and extend, `newest_wins`, force-release, claims of several
+//! names, a freeze opened and deleted) through both, while the
 //! test kills (SIGKILL), stops (SIGTERM) and pauses (SIGSTOP, 1-6 s) the
 //! baton processes, stalls Redis (DEBUG SLEEP, 1-4 s), and kills and
 //! restarts Redis. Every call and its answer is recorded into a history,
@@ -26,7 +27,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use helpers::RedisServer;
 use support::checker::{judge, Path, Rules, Verdict};
-use support::history::{Fault, FaultKind, History, Target};
+use support::claims::{claim_loop, ClaimWork};
+use support::freezes::freeze_once;
+use support::history::{Answer, Ask, Fault, FaultKind, History, Target};
 use support::{
     client_loop, force_release_loop, redis_ahead_ms, Asks, Instance, Rng, Run, Workload,
 };
@@ -66,6 +69,36 @@ const SEMAPHORE_WAIT_MS: u64 = 3000;
 /// The priorities of the lock requests: mostly 0, some 1 or 2, which go
 /// ahead of the lower ones in line.
 const PRIORITIES: [u8; 4] = [0, 0, 1, 2];
+/// The names claims take two or three at a time (names of their own: a
+/// claim's wait is judged by its own rule, not by its names' lines).
+const CLAIM_LOCKS: [&str; 3] = ["claim-x", "claim-y", "claim-z"];
+const CLAIM_SEMAPHORE: &str = "claim-pool";
+const CLAIM_LIMIT: u32 = 2;
+const CLAIM_CLIENTS: usize = 4;
+/// Claims wait 1 s or 3 s: short enough that some are refused.
+const CLAIM_WAITS_MS: [u64; 2] = [1000, 3000];
+
+/// The lock frozen once in each run, and for how long.
+const FROZEN: &str = "deploy-a";
+const FREEZE_FOR: Duration = Duration::from_secs(3);
+
+fn claim_work() -> ClaimWork {
+    let mut names: Vec<(String, Ask)> = CLAIM_LOCKS
+        .iter()
+        .map(|name| ((*name).to_owned(), Ask::EXCLUSIVE))
+        .collect();
+    let pool = Ask::Permits {
+        permits: CLAIM_LIMIT,
+        limit: CLAIM_LIMIT,
+    };
+    names.push((CLAIM_SEMAPHORE.to_owned(), pool));
+    ClaimWork {
+        names,
+        ttl_ms: TTL_MS,
+        waits: CLAIM_WAITS_MS.to_vec(),
+        hold_up_to: HOLD_UP_TO,
+    }
+}
 
 fn workloads() -> Vec<Workload> {
     let hold = |id: usize| {
@@ -139,6 +172,8 @@ fn rules() -> Rules {
             Path::ForceRelease,
             Path::Priority,
             Path::Followed,
+            Path::Claim,
+            Path::ClaimRefused,
         ],
         ..Rules::default()
     }
@@ -203,6 +238,12 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
         .enumerate()
         .map(|(id, work)| tokio::spawn(client_loop(id, work, shared.clone())))
         .collect();
+    // One freeze of a busy lock, a third into the run, for 3 s.
+    let freeze = freeze_once(FROZEN.to_owned(), length / 3, FREEZE_FOR, shared.clone());
+    clients.push(tokio::spawn(freeze));
+    for id in admin + 1..=admin + CLAIM_CLIENTS {
+        clients.push(tokio::spawn(claim_loop(id, claim_work(), shared.clone())));
+    }
     let every = Duration::from_secs(3);
     let admin = force_release_loop(admin, FORCED.to_owned(), every, shared);
     clients.push(tokio::spawn(admin));
@@ -353,13 +394,44 @@ pub fn report(label: &str, history: &History, verdict: &Verdict) {
             support::history::Op::ForceRelease => "force-release",
         };
         let answer = match &call.answer {
-            support::history::Answer::Lease { .. } => "lease".to_owned(),
+            Answer::Lease { .. } => "lease".to_owned(),
             other => other.to_string(),
         };
         *answers.entry(format!("{op}: {answer}")).or_default() += 1;
     }
     for (answer, n) in &answers {
         println!("  answer {answer}: {n}");
+    }
+    let mut claims: BTreeMap<String, u64> = BTreeMap::new();
+    for claim in &history.claims {
+        let answer = match &claim.answer {
+            Answer::Status { status: 201, .. } => "201".to_owned(),
+            other => other.to_string(),
+        };
+        *claims.entry(answer).or_default() += 1;
+    }
+    for freeze in &history.freezes {
+        let to = freeze.closed.map_or(freeze.until, |(sent, _)| sent);
+        let during = |c: &&support::history::Call| {
+            c.name == freeze.name && c.answered > freeze.opened.1 && c.answered < to
+        };
+        let answers: Vec<String> = history
+            .calls
+            .iter()
+            .filter(during)
+            .filter(|c| matches!(c.op, support::history::Op::Acquire(_)))
+            .map(|c| c.answer.to_string())
+            .collect();
+        println!(
+            "freeze of {}: made {}, {} ms until its DELETE was sent, acquisitions answered meanwhile: {answers:?}",
+            freeze.name,
+            freeze.made,
+            to.duration_since(freeze.opened.1).unwrap_or_default().as_millis()
+        );
+    }
+    println!("claims: {}", history.claims.len());
+    for (answer, n) in &claims {
+        println!("  claim {answer}: {n}");
     }
     println!("violations: {}", verdict.violations.len());
     for v in verdict.violations.iter().take(20) {
@@ -1343,5 +1415,169 @@ fn the_checker_holds_a_lease_s_stream_to_what_happened() {
     assert_eq!(
         judged("lost", Some("force-released"), 3000).count(Rule::Stream),
         1
+    );
+}
+
+/// Issue 35: no claim left waiting past its `wait_ms` while all its names
+/// were free. A claim of two locks (sent at 0, waiting 5 s, refused at 5 s):
+/// flagged when the second lock's only hold ended at 1 s (both free 4 s), not
+/// when that hold lasted the whole wait, nor when a fault explains the free
+/// time; its leases, when granted, are judged as holds (a claim granted
+/// beside a holder is an overlap).
+#[test]
+fn the_checker_flags_a_claim_refused_while_its_names_were_free() {
+    let (x, y) = ("claim-x", "claim-y");
+    let claim = |answer: Answer, (sent, answered): (u64, u64)| support::history::Claim {
+        client: 50,
+        instance: 0,
+        names: vec![
+            (x.to_owned(), Ask::EXCLUSIVE),
+            (y.to_owned(), Ask::EXCLUSIVE),
+        ],
+        ttl_ms: TTL,
+        wait_ms: answered - sent,
+        sent: at(sent),
+        answered: at(answered),
+        answer,
+    };
+    let refused = || claim(status(409, "claim-refused"), (0, 5000));
+    let judged = |y_released: u64, faults: Vec<Fault>| {
+        let mut history = history(vec![hold(y, Ask::EXCLUSIVE, 1, 0, 10, y_released)], faults);
+        history.claims.push(refused());
+        judge(&history, &Rules::default())
+    };
+    let free = judged(1000, Vec::new());
+    assert_eq!(free.count(Rule::ClaimWaited), 1, "{:?}", free.violations);
+    assert_eq!(free.violations.len(), 1, "{:?}", free.violations);
+    let busy = judged(6000, Vec::new());
+    assert!(busy.violations.is_empty(), "{:?}", busy.violations);
+    let pause = vec![fault(
+        Target::Instance(0),
+        FaultKind::InstancePause,
+        500,
+        2000,
+    )];
+    let explained = judged(1000, pause);
+    assert!(
+        explained.violations.is_empty(),
+        "{:?}",
+        explained.violations
+    );
+    // Granted: its two leases are holds; one beside another holder of x is
+    // more than x's capacity.
+    let granted = |token: u64, name: &str| {
+        vec![
+            grant(50, name, Ask::EXCLUSIVE, token, (0, 200), 0),
+            release(50, name, token, (1000, 1001), status(204, "")),
+        ]
+    };
+    let judged = |other: u64| {
+        let mut history = history(
+            vec![
+                granted(10, x),
+                granted(11, y),
+                hold(x, Ask::EXCLUSIVE, 20, other, other + 10, other + 500),
+            ],
+            Vec::new(),
+        );
+        history.claims.push(claim(status(201, ""), (0, 200)));
+        judge(&history, &Rules::default())
+    };
+    let overlap = judged(300);
+    assert_eq!(overlap.count(Rule::Capacity), 1, "{:?}", overlap.violations);
+    let after = judged(1500);
+    assert!(after.violations.is_empty(), "{:?}", after.violations);
+    // A claim waiting across a loss of Redis's data (its first lease taken
+    // before, its 201 after): its release's 204 (which releases whatever is
+    // left) does not say that lease outlived the loss, so a holder after the
+    // loss is no overlap; a lease's own 204 would.
+    let across = |slug: &str| {
+        let mut history = history(
+            vec![
+                vec![
+                    grant(50, x, Ask::EXCLUSIVE, 10, (0, 3000), 0),
+                    release(50, x, 10, (4000, 4001), status(204, slug)),
+                ],
+                hold(x, Ask::EXCLUSIVE, 20, 2500, 2600, 3500),
+            ],
+            vec![fault(
+                Target::Redis,
+                FaultKind::RedisRestart { data_lost: true },
+                1000,
+                2000,
+            )],
+        );
+        history.claims.push(claim(status(201, ""), (0, 3000)));
+        judge(&history, &Rules::default())
+    };
+    let claim_released = across(support::history::CLAIM_RELEASED);
+    assert!(
+        claim_released.violations.is_empty(),
+        "{:?}",
+        claim_released.violations
+    );
+    assert_eq!(across("").count(Rule::Capacity), 1);
+}
+
+/// No grant inside a freeze window: a lock frozen from 1 s (its `POST`
+/// answered) to 6 s (its `DELETE` sent); a waiter granted at 4 s is flagged,
+/// one granted at 1.5 s (instances apply a freeze within a second) or at
+/// 6.5 s is not, nor one at 4 s when the freeze was never made (its `POST`
+/// unanswered) or a pause of its instance held its 201 up; the line is not
+/// judged while the name was frozen (a waiter held back is not stuck).
+#[test]
+fn the_checker_flags_a_grant_inside_a_freeze_window() {
+    let freeze = |made: bool| support::history::Freeze {
+        name: LOCK.to_owned(),
+        opened: (at(900), at(1000)),
+        made,
+        until: at(20_000),
+        closed: Some((at(6000), at(6100))),
+    };
+    let judged = |granted: u64, made: bool, faults: Vec<Fault>| {
+        let mut history = history(
+            vec![
+                hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 500),
+                waiter(LOCK, Ask::EXCLUSIVE, 2, 600, granted),
+            ],
+            faults,
+        );
+        history.freezes.push(freeze(made));
+        judge(&history, &Rules::default())
+    };
+    let inside = judged(4000, true, Vec::new());
+    assert_eq!(inside.count(Rule::Frozen), 1, "{:?}", inside.violations);
+    assert_eq!(inside.violations.len(), 1, "{:?}", inside.violations);
+    for (granted, made) in [(1500, true), (6500, true), (4000, false)] {
+        let verdict = judged(granted, made, Vec::new());
+        assert!(
+            verdict.violations.is_empty(),
+            "{granted} {made}: {:?}",
+            verdict.violations
+        );
+    }
+    let pause = vec![fault(
+        Target::Instance(0),
+        FaultKind::InstancePause,
+        2000,
+        3900,
+    )];
+    let paused = judged(4000, true, pause);
+    assert!(paused.violations.is_empty(), "{:?}", paused.violations);
+    // Without the freeze, the same waiter held back 5.5 s with room is stuck.
+    let mut history = history(
+        vec![
+            hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 500),
+            waiter(LOCK, Ask::EXCLUSIVE, 2, 600, 6500),
+        ],
+        Vec::new(),
+    );
+    assert_eq!(judge(&history, &Rules::default()).count(Rule::Stuck), 1);
+    history.freezes.push(freeze(true));
+    let held_back = judge(&history, &Rules::default());
+    assert!(
+        held_back.violations.is_empty(),
+        "{:?}",
+        held_back.violations
     );
 }

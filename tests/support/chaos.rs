@@ -6,6 +6,10 @@
 
 #[path = "checker.rs"]
 pub mod checker;
+#[path = "claims.rs"]
+pub mod claims;
+#[path = "freezes.rs"]
+pub mod freezes;
 #[path = "history.rs"]
 pub mod history;
 

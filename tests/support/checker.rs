@@ -31,6 +31,16 @@
 //!   overlapped the call; a 503 only during or right after such a fault
 //!   ([`UNAVAILABLE_AFTER`]); a 404 for a lease its holder was told it held
 //!   only after a force-release or a loss of Redis's data;
+//! - claims: none refused (409 `claim-refused`) after every one of its
+//!   names was free, away from faults, for more than [`CLAIM_FREE`] before
+//!   its wait ran out; its answer as for any call (no answer and 503 only
+//!   around a fault); its leases are holds like any other;
+//! - freezes: no lease of a frozen name granted inside the freeze's window
+//!   (from [`FREEZE_SLACK`] after its `POST` was answered until its `DELETE`
+//!   was sent, as instances apply a freeze within a second), away from faults
+//!   of its instance or of Redis and from a loss of Redis's data; the lines of
+//!   a frozen name are not judged from the `POST` until [`SETTLE`] after the
+//!   window surely ended;
 //! - the run: Redis without persistence lost its data at least once (and
 //!   with persistence never); every required [`Path`] was taken during a
 //!   fault.
@@ -38,7 +48,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, SystemTime};
 
-use super::history::{when, Answer, Ask, Call, FaultKind, History, Op, Target};
+use super::history::{when, Answer, Ask, Call, FaultKind, History, Op, Target, CLAIM_RELEASED};
 
 /// The end of a lease as told that the checks ignore.
 pub const EXPIRY_GRACE: Duration = Duration::from_millis(200);
@@ -66,6 +76,14 @@ pub const CLOCK_TOLERANCE: Duration = Duration::from_millis(100);
 /// A request sent this much later than another one reached the line after
 /// it; a 201 this much earlier than another's came before it.
 pub const ORDER_SLACK: Duration = Duration::from_millis(1500);
+
+/// A claim refused after all its names were free this long in all, away
+/// from faults, while it waited, was left waiting with room.
+pub const CLAIM_FREE: Duration = Duration::from_secs(1);
+
+/// How long after a freeze was made (or before it is deleted) an instance
+/// may still not apply it: each reloads the freezes within a second.
+pub const FREEZE_SLACK: Duration = Duration::from_secs(1);
 
 /// What a violation broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -98,6 +116,10 @@ pub enum Rule {
     Path,
     /// A lease's own stream that says other than what happened to it.
     Stream,
+    /// A claim refused although all its names were free while it waited.
+    ClaimWaited,
+    /// A lease granted inside a freeze window of its name.
+    Frozen,
 }
 
 /// One violation: the rule and what happened.
@@ -139,6 +161,12 @@ pub enum Path {
     Priority,
     /// A lease's own stream followed to its last event.
     Followed,
+    /// A claim answered 201.
+    Claim,
+    /// A claim refused (409 `claim-refused`) after its wait.
+    ClaimRefused,
+    /// An acquisition answered 423 `frozen`.
+    Frozen,
 }
 
 /// What a kind of run must show.
@@ -250,6 +278,8 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
         line(history, name, &holds, &explained, &mut verdict);
     }
     data_loss(history, &mut verdict);
+    claims(history, &explained, &mut verdict);
+    frozen(history, &explained, &mut verdict);
     streams(history, &explained, &mut verdict);
     for path in &rules.required {
         if verdict
@@ -637,10 +667,12 @@ fn holds(
             own.iter().any(|c| {
                 c.sent > at
                     && matches!(c.op, Op::Refresh { lease, .. } | Op::Release { lease } if lease == *token)
-                    && matches!(
-                        c.answer,
-                        Answer::Lease { .. } | Answer::Status { status: 204, .. }
-                    )
+                    && match &c.answer {
+                        Answer::Lease { .. } => true,
+                        // A claim's 204 releases whatever of it is left.
+                        Answer::Status { status: 204, slug } => slug != CLAIM_RELEASED,
+                        _ => false,
+                    }
             })
         };
         for force in forces.iter().filter(|f| f.name == hold.name) {
@@ -817,7 +849,14 @@ fn line(
             .map(|(c, _)| (c.sent, c.answered + LEAVE))
             .collect(),
     );
-    let unjudged = union(explained.iter().chain(&unknown).copied().collect());
+    let unjudged = union(
+        explained
+            .iter()
+            .chain(&unknown)
+            .chain(&frozen_windows(history, name))
+            .copied()
+            .collect(),
+    );
     let outstanding: Vec<(SystemTime, SystemTime, u64)> = acquisitions
         .iter()
         .map(|(c, a)| (c.sent, c.answered, a.weight()))
@@ -1131,6 +1170,203 @@ fn streams(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &
                     when(hold.told_until)
                 ),
             );
+        }
+    }
+}
+
+/// Each claim's answer against the contract and the faults, and each one
+/// refused against its names: refused although all of them were free (no
+/// hold Redis may have had from its request on, no other acquisition or
+/// claim of it outstanding, no fault explaining the time) for more than
+/// [`CLAIM_FREE`] in all while it waited.
+fn claims(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mut Verdict) {
+    for claim in &history.claims {
+        let names: Vec<&str> = claim.names.iter().map(|(n, _)| n.as_str()).collect();
+        let what = || {
+            format!(
+                "claim of {} via instance {} (sent {}, answered {})",
+                names.join(", "),
+                claim.instance,
+                when(claim.sent),
+                when(claim.answered)
+            )
+        };
+        let span = (claim.sent, claim.answered);
+        let during = explained
+            .iter()
+            .any(|e| overlaps(*e, (claim.sent, claim.answered + Duration::from_millis(1))));
+        match &claim.answer {
+            Answer::None { .. } => {
+                if !faulted(
+                    history,
+                    claim.instance,
+                    span,
+                    NO_ANSWER_SLACK,
+                    NO_ANSWER_SLACK,
+                ) {
+                    verdict.flag(
+                        Rule::NoAnswer,
+                        format!(
+                            "{}: {} outside any fault of it or Redis",
+                            what(),
+                            claim.answer
+                        ),
+                    );
+                }
+                continue;
+            }
+            Answer::Status { status: 503, .. } => {
+                let at = (claim.answered, claim.answered);
+                if !faulted(
+                    history,
+                    claim.instance,
+                    at,
+                    Duration::ZERO,
+                    UNAVAILABLE_AFTER,
+                ) {
+                    verdict.flag(
+                        Rule::Unavailable,
+                        format!("{}: 503 away from any fault of it or Redis", what()),
+                    );
+                }
+                continue;
+            }
+            Answer::Status { status: 201, .. } => {
+                verdict.took(Path::Claim, during);
+                continue;
+            }
+            Answer::Status { status: 409, slug } if slug == "claim-refused" => {
+                verdict.took(Path::ClaimRefused, during);
+            }
+            other => {
+                verdict.flag(Rule::Unclear, format!("{}: {other}", what()));
+                continue;
+            }
+        }
+        // Refused: when was every name free?
+        let mut busy: Vec<(SystemTime, SystemTime)> = explained.to_vec();
+        for name in &names {
+            busy.extend(
+                verdict
+                    .holds
+                    .iter()
+                    .filter(|h| h.name == *name)
+                    .map(|h| (h.requested, h.may_until)),
+            );
+            busy.extend(
+                history
+                    .calls
+                    .iter()
+                    .filter(|c| c.name == *name && matches!(c.op, Op::Acquire(_)))
+                    .map(|c| (c.sent, effect_until(c))),
+            );
+            busy.extend(
+                history
+                    .claims
+                    .iter()
+                    .filter(|c| !std::ptr::eq(*c, claim))
+                    .filter(|c| c.names.iter().any(|(n, _)| n == name))
+                    .map(|c| match c.answer {
+                        Answer::None { .. } | Answer::Status { status: 503, .. } => {
+                            (c.sent, c.answered + LEAVE)
+                        }
+                        _ => (c.sent, c.answered),
+                    }),
+            );
+        }
+        let until = claim
+            .answered
+            .min(claim.sent + Duration::from_millis(claim.wait_ms));
+        let waited = [(claim.sent + QUEUED_AFTER, until)];
+        let free = subtract(&waited, &union(busy));
+        let total: Duration = free
+            .iter()
+            .map(|(from, to)| to.duration_since(*from).unwrap_or_default())
+            .sum();
+        if total > CLAIM_FREE {
+            verdict.flag(
+                Rule::ClaimWaited,
+                format!(
+                    "{}: refused after every name was free {} ms in all, away from faults ({} .. {})",
+                    what(),
+                    total.as_millis(),
+                    when(free[0].0),
+                    when(free[free.len() - 1].1)
+                ),
+            );
+        }
+    }
+}
+
+/// When `name` may have been frozen: from each freeze's `POST` until
+/// [`SETTLE`] after it surely ended (deleted, or its `until`).
+fn frozen_windows(history: &History, name: &str) -> Vec<(SystemTime, SystemTime)> {
+    history
+        .freezes
+        .iter()
+        .filter(|f| f.name == name)
+        .map(|f| {
+            let end = f
+                .closed
+                .map_or(f.until, |(_, answered)| answered.min(f.until));
+            (f.opened.0, end + FREEZE_SLACK + SETTLE)
+        })
+        .collect()
+}
+
+/// No grant of a frozen name inside its freeze's window (see the module
+/// doc); the 423s answered.
+fn frozen(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mut Verdict) {
+    for call in &history.calls {
+        if let (Op::Acquire(_), Answer::Status { status: 423, .. }) = (&call.op, &call.answer) {
+            let span = (call.sent, call.answered + Duration::from_millis(1));
+            let during = explained.iter().any(|e| overlaps(*e, span));
+            verdict.took(Path::Frozen, during);
+        }
+    }
+    let data_lost: Vec<(SystemTime, SystemTime)> = history
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::RedisRestart { data_lost: true })
+        .map(|f| (f.from, f.to))
+        .collect();
+    for freeze in history.freezes.iter().filter(|f| f.made) {
+        let from = freeze.opened.1 + FREEZE_SLACK;
+        let to = freeze
+            .closed
+            .map_or(freeze.until, |(sent, _)| sent.min(freeze.until));
+        for call in &history.calls {
+            let (Op::Acquire(_), Answer::Lease { token, .. }) = (&call.op, &call.answer) else {
+                continue;
+            };
+            // Granted at most a moment before its 201 arrived, unless a
+            // fault held the 201 up.
+            let granted_after = call.answered
+                - FREEZE_SLACK.min(call.answered.duration_since(call.sent).unwrap_or_default());
+            let inside = call.name == freeze.name && granted_after > from && call.answered < to;
+            let excused = faulted(
+                history,
+                call.instance,
+                (granted_after, call.answered),
+                FREEZE_SLACK,
+                Duration::ZERO,
+            ) || data_lost
+                .iter()
+                .any(|l| overlaps(*l, (freeze.opened.0, call.answered)));
+            if inside && !excused {
+                verdict.flag(
+                    Rule::Frozen,
+                    format!(
+                        "{}: token {token} granted via instance {} (sent {}, 201 {}) inside the freeze made {} and deleted {:?}",
+                        call.name,
+                        call.instance,
+                        when(call.sent),
+                        when(call.answered),
+                        when(freeze.opened.1),
+                        freeze.closed.map(|(sent, _)| when(sent).to_string())
+                    ),
+                );
+            }
         }
     }
 }

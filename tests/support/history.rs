@@ -212,12 +212,58 @@ pub struct Followed {
     pub events: Vec<StreamEvent>,
 }
 
+/// The slug a claim's `DELETE` answered 204 is recorded with, as the
+/// release of each of its leases: it ends the hold, but does not say that
+/// the lease was still held (a claim's 204 releases whatever of it is
+/// left, where a lease's own `DELETE` answers 404 for one gone).
+pub const CLAIM_RELEASED: &str = "claim-released";
+
+/// One `POST /claims`: the names it asked for and its answer. Each lease of
+/// a claim answered 201 is also recorded in [`History::calls`] as an
+/// acquisition of its name (with `wait_ms` 0: a claim's wait is judged here,
+/// not by its names' lines), and each `PATCH` or `DELETE` of the claim as a
+/// refresh or release of each lease, so its holds are judged like any other.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub client: usize,
+    pub instance: usize,
+    /// Each name and what the claim asked of it.
+    pub names: Vec<(String, Ask)>,
+    pub ttl_ms: u64,
+    pub wait_ms: u64,
+    pub sent: SystemTime,
+    pub answered: SystemTime,
+    /// The claim's own answer: 201 as `Status { status: 201, .. }` (its
+    /// leases are in the calls), else as for any call.
+    pub answer: Answer,
+}
+
+/// A freeze of one name the test made (`POST /freezes`, with an `until` of
+/// its own) and deleted (`DELETE /freezes/{id}`) during a run.
+#[derive(Debug, Clone)]
+pub struct Freeze {
+    pub name: String,
+    /// When its `POST` was sent and answered.
+    pub opened: (SystemTime, SystemTime),
+    /// Whether the `POST` was answered 201 (else it may or may not exist).
+    pub made: bool,
+    /// The `until` it was made with: it ends then if not deleted before.
+    pub until: SystemTime,
+    /// When its `DELETE` was first sent and last answered, if one was
+    /// answered 204 or 404.
+    pub closed: Option<(SystemTime, SystemTime)>,
+}
+
 /// A whole run.
 #[derive(Debug, Clone)]
 pub struct History {
     pub started: SystemTime,
     pub ended: SystemTime,
     pub calls: Vec<Call>,
+    /// Every claim sent (its leases' calls are in `calls`).
+    pub claims: Vec<Claim>,
+    /// The freezes the test made.
+    pub freezes: Vec<Freeze>,
     pub faults: Vec<Fault>,
     /// The leases' own streams that holders followed.
     pub follows: Vec<Followed>,
@@ -235,6 +281,8 @@ impl History {
             started,
             ended: started,
             calls: Vec::new(),
+            claims: Vec::new(),
+            freezes: Vec::new(),
             faults: Vec::new(),
             follows: Vec::new(),
             persistent: None,
