@@ -222,31 +222,39 @@ async fn one_acquisition_costs_one_script_call_free_or_full() {
     let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
     take(&app, "counted", r#"{"limit": 1}"#).await;
 
-    let before = redis.script_calls();
-    take(&app, "counted-2", r#"{"limit": 1}"#).await;
-    let free = redis.script_calls() - before;
+    // The fewest of a few tries: a call of the instance's own in the
+    // background (its freeze list is reloaded every 5 s) only adds.
+    let mut free = u64::MAX;
+    for i in 0..3 {
+        let before = redis.script_calls();
+        take(&app, &format!("counted-free-{i}"), r#"{"limit": 1}"#).await;
+        free = free.min(redis.script_calls() - before);
+    }
 
-    let before = redis.script_calls();
-    problem(
-        app.post("/semaphores/counted", r#"{"limit": 1}"#).await,
-        409,
-        "semaphore-full",
-    )
-    .await;
-    let full = redis.script_calls() - before;
+    let mut full = u64::MAX;
+    for _ in 0..3 {
+        let before = redis.script_calls();
+        problem(
+            app.post("/semaphores/counted", r#"{"limit": 1}"#).await,
+            409,
+            "semaphore-full",
+        )
+        .await;
+        full = full.min(redis.script_calls() - before);
+    }
 
     assert_eq!(free, 1, "script calls for a free slot");
     assert_eq!(full, 1, "script calls when full");
     // A call that finds the library missing on a fresh Redis also loads it
     // (then calls again); count the steady state.
     app.acquire_lock("warm-up", "{}").await;
-    let lock_before = redis.script_calls();
-    app.acquire_lock("counted-lock", "{}").await;
-    assert_eq!(
-        redis.script_calls() - lock_before,
-        1,
-        "script calls for a lock"
-    );
+    let mut lock = u64::MAX;
+    for i in 0..3 {
+        let before = redis.script_calls();
+        app.acquire_lock(&format!("counted-lock-{i}"), "{}").await;
+        lock = lock.min(redis.script_calls() - before);
+    }
+    assert_eq!(lock, 1, "script calls for a lock");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
