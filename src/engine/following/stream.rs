@@ -211,7 +211,12 @@ impl HolderStream {
                 })
             }
             Ok(_) => {
-                let reason = if Instant::now() >= self.expires {
+                // Past its expiry by this instance's clock, or by the
+                // `expires_at` Redis told (a refresh heard late, after a
+                // pause, makes the first an overestimate): gone, it expired.
+                let past_told = u64::try_from(crate::engine::freeze_book::wall_clock_ms())
+                    .is_ok_and(|now| now >= self.expires_at_ms);
+                let reason = if Instant::now() >= self.expires || past_told {
                     LostReason::Expired
                 } else {
                     LostReason::ForceReleased
