@@ -52,6 +52,7 @@ pub struct HistoryEntryBody {
     pub held_ms: Option<u64>,
     /// While held: when it expires unless refreshed.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
     pub expires_at: Option<String>,
     /// The name of the token its request was made with (never the token).
     #[serde(skip_serializing_if = "Option::is_none")]

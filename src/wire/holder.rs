@@ -24,6 +24,7 @@ pub struct HolderEventBody {
     /// `held`, `refreshed`, `expiring`: when the lease expires unless
     /// refreshed (RFC 3339, Redis's clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
     pub expires_at: Option<String>,
     /// `held`: the lease's owner label, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
