@@ -26,15 +26,10 @@
 -- that lapsed unconfirmed (provisional, admission.lua) was never told to
 -- anyone: it is not remembered.
 
--- Writes that `lease` (a table as parse_lease() or parse_solo() make) ended
--- `how` at `ended_ms`.
-local function remember(lease, how, ended_ms)
-  terms()
-  if HISTORY_MAX == 0 or lease.provisional then
-    return
-  end
-  local entry = how .. '|' .. num(ended_ms) .. '|' ..
-    pack_lease(lease, lease.ttl, lease.expires_at, 0)
+-- Writes that the lease packed as `packed` (pack_lease()) ended `how` at
+-- `ended_ms`, while the name keeps a history (terms() known).
+local function remember_packed(how, ended_ms, packed)
+  local entry = how .. '|' .. num(ended_ms) .. '|' .. packed
   if not redis.call('XADD', K_HISTORY, 'NOMKSTREAM', 'MAXLEN', '~', HISTORY_MAX_ARG, '*', 'e',
       entry) then
     redis.call('XADD', K_HISTORY, 'MAXLEN', '~', HISTORY_MAX_ARG, '*', 'e', entry)
@@ -42,6 +37,16 @@ local function remember(lease, how, ended_ms)
     -- not read "until", and then the key lives as the owners hash would.)
     redis.call('PEXPIREAT', K_HISTORY, num(math.max(UNTIL, now_ms + HISTORY_MS + KEEP_MS)))
   end
+end
+
+-- Writes that `lease` (a table as parse_lease() or parse_solo() make) ended
+-- `how` at `ended_ms`.
+local function remember(lease, how, ended_ms)
+  terms()
+  if HISTORY_MAX == 0 or lease.provisional then
+    return
+  end
+  remember_packed(how, ended_ms, pack_lease(lease, lease.ttl, lease.expires_at, 0))
 end
 
 -- An entry as history.lua answers it: how, ended_ms (-1 while held),
