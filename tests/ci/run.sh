@@ -165,8 +165,8 @@ YAML
 gha "$J/steps.yml" "$TEST_TMP/steps" --github run_id=2001
 rc=$?
 read -r dname dtoken denv <"$TEST_TMP/steps/during" 2>/dev/null
-# shellcheck disable=SC2016 # backticks are markdown here
 lease_id=$(sed -n 's/^BATON_LEASE_ID=\(.\+\)$/\1/p' "$TEST_TMP/steps/github_env" | head -1)
+# shellcheck disable=SC2016 # backticks are markdown here
 if [ "$rc" = 3 ] && [ "${dname:-}" = db/acme/shop ] && [[ ${dtoken:-} =~ ^[0-9]+$ ]] && [ "$dtoken" = "${denv:-}" ] &&
   grep -q '"owner":"https://github.com/acme/shop/actions/runs/2001"' "$TEST_TMP/steps/status" &&
   [ -n "$lease_id" ] && grep -qxF "$lease_id" <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["masks"]))' "$TEST_TMP/steps/result.json") &&
@@ -228,4 +228,6 @@ else
   fail "GitHub: OIDC: status $rc; $(cat "$TEST_TMP/oidc.log" "$TEST_TMP/oidc/log")"
 fi
 
+# shellcheck source-path=SCRIPTDIR source=gitlab_test.sh
+. "$HERE/gitlab_test.sh"
 finish
