@@ -228,6 +228,27 @@ else
   fail "GitHub: OIDC: status $rc; $(cat "$TEST_TMP/oidc.log" "$TEST_TMP/oidc/log")"
 fi
 
+# --- docs/ci.md: its first example, as written ---------------------------------
+python3 - "$ROOT/docs/ci.md" "$J/doc.yml" <<'PY'
+import re, sys
+open(sys.argv[2], "w").write(re.findall(r"```yaml\n(.*?)```", open(sys.argv[1]).read(), re.S)[0])
+PY
+mkdir -p "$TEST_TMP/doc"
+cat >"$TEST_TMP/doc/deploy.sh" <<'SH'
+#!/bin/sh
+printf '%s %s\n' "$BATON_LOCK_NAME" "$*" > deployed
+SH
+chmod +x "$TEST_TMP/doc/deploy.sh"
+gha "$J/doc.yml" "$TEST_TMP/doc" --github run_id=3001
+rc=$?
+read -r dname dwhat dtoken <"$TEST_TMP/doc/deployed" 2>/dev/null
+if [ "$rc" = 0 ] && [ "${dname:-}" = deploy/acme/shop:production ] && [ "${dwhat:-}" = production ] &&
+  [[ ${dtoken:-} =~ ^[0-9]+$ ]] && grep -q "fencing token $dtoken, [0-9]* ms in line" "$TEST_TMP/doc/log"; then
+  pass "docs/ci.md: the first GitHub example runs as written (uses: acme/baton/actions/run@v1)"
+else
+  fail "docs/ci.md: the first GitHub example: status $rc; $(cat "$TEST_TMP/doc/log")"
+fi
+
 # shellcheck source-path=SCRIPTDIR source=gitlab_test.sh
 . "$HERE/gitlab_test.sh"
 finish
