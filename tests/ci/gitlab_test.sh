@@ -11,7 +11,7 @@ gitlab() {
   mkdir -p "$dir"
   local inputs=()
   for pair in "$@"; do inputs+=(--input "$pair"); done
-  python3 "$HERE/gitlab.py" "$ROOT/templates/baton-run.yml" "$dir" \
+  "$PY" "$HERE/gitlab.py" "$ROOT/templates/baton-run.yml" "$dir" \
     --env CI_PROJECT_PATH=acme/shop --env CI_JOB_URL="https://gitlab.com/acme/shop/-/jobs/$id" \
     --env BATON_URL="$BATON_URL" "${inputs[@]}" >"$dir/log" 2>&1
 }

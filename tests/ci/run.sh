@@ -17,7 +17,11 @@ trap 'exit 130' INT TERM
 cd "$ROOT" || exit 1
 
 TOKEN=ci-test-token-5f0c2a9e71
-if ! python3 -c 'import yaml' 2>/dev/null && ! pip install --quiet pyyaml >/dev/null 2>&1; then
+# gha.py and gitlab.py read YAML: the system's PyYAML, else the venv of the
+# schema checks (scripts/lib.sh), which has it.
+PY=python3
+python3 -c 'import yaml' 2>/dev/null || PY="$(ensure_ci_validators)/python"
+if ! "$PY" -c 'import yaml' 2>/dev/null; then
   fail "setup: PyYAML"
   finish
   exit 1
@@ -37,7 +41,7 @@ gha() {
   local job=$1 dir=$2
   shift 2
   mkdir -p "$dir"
-  python3 "$HERE/gha.py" "$job" "$dir" --root "$ROOT" --var BATON_URL="$BATON_URL" \
+  "$PY" "$HERE/gha.py" "$job" "$dir" --root "$ROOT" --var BATON_URL="$BATON_URL" \
     --secret BATON_TOKEN="$TOKEN" "$@" >"$dir/log" 2>&1
 }
 status_of() { # PATH-ENCODED-NAME: the lock's status JSON
