@@ -45,3 +45,16 @@ wait_for_redis() {
   echo "redis on port $port did not start" >&2
   return 1
 }
+
+# The validators of the CI and Kubernetes files, in a venv of their own:
+# prints its bin directory. check-jsonschema carries the CI systems'
+# published schemas, kubernetes-validate the Kubernetes API's, offline.
+ensure_ci_validators() {
+  local venv=${TMPDIR:-/tmp}/baton-ci-venv
+  if ! [ -x "$venv/bin/check-jsonschema" ] || ! [ -x "$venv/bin/kubernetes-validate" ]; then
+    python3 -m venv "$venv" >&2 &&
+      "$venv/bin/pip" install --quiet check-jsonschema==0.39.0 kubernetes-validate==1.37.0 pyyaml >&2 ||
+      return 1
+  fi
+  echo "$venv/bin"
+}

@@ -62,7 +62,8 @@ step "cargo doc (broken links denied)" env \
   RUSTDOCFLAGS="-D warnings -D rustdoc::broken_intra_doc_links" \
   cargo doc --no-deps --document-private-items --quiet
 command -v shellcheck >/dev/null || ensure_packages shellcheck
-step "shellcheck" shellcheck scripts/*.sh scripts/with-lock tests/*/*.sh
+step "shellcheck" shellcheck scripts/*.sh scripts/with-lock tests/*/*.sh actions/lib/*.sh
+step "actions, GitLab component and Kubernetes manifests against their schemas" scripts/check-ci-files.sh
 echo "== cargo build"
 if ! cargo build --quiet --all-targets; then
   failure "cargo build (nothing else can run)"

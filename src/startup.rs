@@ -158,7 +158,7 @@ impl Application {
 
     /// Connects to Redis (lazily), subscribes to release events (waiting up to
     /// two seconds for the first subscription), binds the listener, and from
-    /// then on reads the token file of `tokens` again on SIGHUP.
+    /// then on reads the token file of `tokens` again on SIGHUP and when it changes.
     ///
     /// # Errors
     /// A bad Redis URL, or an address that cannot be bound.
@@ -175,7 +175,7 @@ impl Application {
         if let Some(open) = tokens.what_is_open() {
             tracing::warn!("{open}");
         }
-        access::reload_on_hangup(tokens.clone());
+        access::follow_token_file(tokens.clone());
         let listener = TcpListener::bind(&settings.listen)
             .await
             .map_err(|source| StartupError::Listen {

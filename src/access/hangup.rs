@@ -1,42 +1,120 @@
-//! SIGHUP: read the token file again, without a restart.
+//! Reading the token file again without a restart: on SIGHUP, and whenever
+//! its content changes. A Kubernetes Secret mounted as a volume changes by
+//! an atomic swap of a symlink (`..data`) and sends no signal, so the file
+//! is also read every second and compared with what was read last.
 
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest as _, Sha256};
 
 use super::Tokens;
 
-/// From now on, reads the token file again on every SIGHUP: the new set is
-/// in force at once; a bad file is logged as one line (naming the entry,
-/// never a token) and the set in force stays. Must be called inside the
-/// runtime; the signal is caught from the moment it returns.
+/// How often the token file is looked at for a change.
+pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What started a reload, as its log line says it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Hangup,
+    Changed,
+}
+
+/// From now on, reads the token file again on every SIGHUP and whenever
+/// its content differs from what was read last (checked every
+/// [`WATCH_INTERVAL`], through symlinks): the new set is in force at once;
+/// a bad file is logged as one line (naming the entry, never a token) and
+/// the set in force stays, and a file that stays bad is not logged again
+/// until it changes. Must be called inside the runtime; SIGHUP is caught
+/// from the moment it returns.
 ///
-/// Only listened for when a token file is configured: otherwise SIGHUP
-/// keeps its default meaning (the process ends), as before.
-pub fn reload_on_hangup(tokens: Arc<Tokens>) {
-    if !tokens.has_file() {
+/// Only done when a token file is configured: otherwise SIGHUP keeps its
+/// default meaning (the process ends), as before.
+pub fn follow_token_file(tokens: Arc<Tokens>) {
+    let Some(path) = tokens.file().map(Path::to_path_buf) else {
         return;
+    };
+    let mut hangups = Hangups::listen();
+    // What was read at start (a change since then is seen at the first look).
+    let mut seen = fingerprint_now(&path);
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(WATCH_INTERVAL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let cause = tokio::select! {
+                () = hangups.next() => Cause::Hangup,
+                _ = ticks.tick() => Cause::Changed,
+            };
+            let now = fingerprint(&path).await;
+            if cause == Cause::Changed && now == seen {
+                continue;
+            }
+            seen = now;
+            reload(&tokens, cause);
+        }
+    });
+}
+
+fn reload(tokens: &Tokens, cause: Cause) {
+    let why = match cause {
+        Cause::Hangup => "SIGHUP",
+        Cause::Changed => "the token file changed",
+    };
+    match tokens.reload() {
+        Ok(count) => tracing::info!(
+            tokens = count,
+            "{why}: the token file was read again; {count} tokens in force"
+        ),
+        Err(err) => tracing::error!("{why}: the tokens in force are kept: {err}"),
     }
+}
+
+/// The SHA-256 of the file's content, `None` when it cannot be read.
+type Fingerprint = Option<[u8; 32]>;
+
+async fn fingerprint(path: &Path) -> Fingerprint {
+    let bytes = tokio::fs::read(path).await.ok()?;
+    Some(Sha256::digest(bytes).into())
+}
+
+fn fingerprint_now(path: &Path) -> Fingerprint {
+    let bytes = std::fs::read(path).ok()?;
+    Some(Sha256::digest(bytes).into())
+}
+
+/// SIGHUP as a stream; one that never comes where it cannot be caught.
+struct Hangups {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        // Registered here, not in the task: a SIGHUP that comes before the
-        // task first runs must not end the process.
-        let mut hangups = match signal(SignalKind::hangup()) {
-            Ok(hangups) => hangups,
-            Err(err) => {
-                tracing::error!(%err, "cannot listen for SIGHUP; the token file is read at start only");
+    signal: Option<tokio::signal::unix::Signal>,
+}
+
+impl Hangups {
+    /// Registered at once, not in the task: a SIGHUP that comes before the
+    /// task first runs must not end the process.
+    fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let signal = signal(SignalKind::hangup())
+                .map_err(|err| {
+                    tracing::error!(%err, "cannot listen for SIGHUP; the token file is read again when it changes");
+                })
+                .ok();
+            Self { signal }
+        }
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        if let Some(signal) = self.signal.as_mut() {
+            if signal.recv().await.is_some() {
                 return;
             }
-        };
-        tokio::spawn(async move {
-            while hangups.recv().await.is_some() {
-                match tokens.reload() {
-                    Ok(count) => tracing::info!(
-                        tokens = count,
-                        "SIGHUP: the token file was read again; {count} tokens in force"
-                    ),
-                    Err(err) => tracing::error!("SIGHUP: the tokens in force are kept: {err}"),
-                }
-            }
-        });
+            self.signal = None;
+        }
+        std::future::pending::<()>().await;
     }
 }

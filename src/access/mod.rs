@@ -3,7 +3,7 @@
 //! A request's bearer token is looked up by its SHA-256 among the tokens in
 //! force ([`Tokens`]: `BATON_API_TOKENS` as `write:*`, `BATON_ADMIN_TOKENS`
 //! as `admin:*`, and the named, scoped tokens of `BATON_TOKENS_FILE`),
-//! which SIGHUP reads again and swaps whole. What it finds is a
+//! which SIGHUP, or a change of the file, reads again and swaps whole. What it finds is a
 //! [`Principal`]: the token's name (`by` in audit lines and history) and
 //! its grants, which every route asks before it touches a name.
 //!
@@ -11,7 +11,8 @@
 //! - [`tokens`]: the set in force and its reload; [`keyring`]: one set,
 //!   looked up by digest; [`digest`]: a token's SHA-256.
 //! - [`tokens_file`]: the TOML file of named tokens.
-//! - `hangup.rs` ([`reload_on_hangup`]): SIGHUP reads the file again.
+//! - `hangup.rs` ([`follow_token_file`]): SIGHUP, or a change of the file
+//!   (looked at every second), reads it again.
 
 pub mod digest;
 mod hangup;
@@ -20,6 +21,6 @@ pub mod principal;
 pub mod tokens;
 pub mod tokens_file;
 
-pub use hangup::reload_on_hangup;
+pub use hangup::{follow_token_file, WATCH_INTERVAL};
 pub use principal::{Denied, Principal};
 pub use tokens::{NoValidToken, Tokens};

@@ -1,5 +1,6 @@
 //! The tokens in force: read at start from the settings and the token
-//! file, and read again on SIGHUP, swapped whole, never half.
+//! file, and read again on SIGHUP or when the file changes, swapped whole,
+//! never half.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -74,9 +75,10 @@ impl Tokens {
         )
     }
 
-    /// Whether a token file is configured, to read again on SIGHUP.
-    pub fn has_file(&self) -> bool {
-        self.file.is_some()
+    /// The token file, if one is configured: read again on SIGHUP and
+    /// when it changes.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        self.file.as_deref()
     }
 
     /// Who a request that presents `token` (the bearer token, if any) is.

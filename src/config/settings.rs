@@ -121,6 +121,7 @@ pub struct Settings {
 
     /// A TOML file of named tokens, each allowed read, write or admin on some
     /// names or prefixes; combined with the tokens above, read again on SIGHUP
+    /// and when it changes
     #[arg(long, env = "BATON_TOKENS_FILE", value_name = "PATH")]
     pub tokens_file: Option<PathBuf>,
 
