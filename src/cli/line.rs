@@ -75,6 +75,7 @@ impl Request {
             override_reason: None,
             priority: self.priority.filter(|p| *p > 0).map(u64::from),
             ask_yield: None,
+            keep_place_ms: None,
         };
         match self.target.kind {
             Kind::Lock => json(&AcquireLock {

@@ -21,7 +21,7 @@ reply[#reply + 1] = #line / 2
 for i = 1, #line, 2 do
   local _, _, _, _, _, weight, _, priority, owner = unpack_waiter(line[i])
   priority = tonumber(priority or '0')
-  -- A ticket is the time of joining (core/state.lua).
+  -- A seq is the time of joining (core/state.lua).
   reply[#reply + 1] = owner or ''
   reply[#reply + 1] = math.max(0, now_ms - joined_ms(tonumber(line[i + 1]), priority))
   reply[#reply + 1] = tonumber(weight or '1')
