@@ -328,3 +328,98 @@ async fn tickets_survive_a_freeze_longer_than_the_longest_wait_and_are_served_in
     })
     .await;
 }
+
+/// Used memory of `redis` (INFO memory), in bytes.
+fn used_memory(redis: &RedisServer) -> i64 {
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query(&mut redis.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory")
+}
+
+/// Sends `count` POSTs (`path_of(i)`, `body`) 32 at a time; each must answer `status`.
+async fn flood(
+    app: &TestApp,
+    count: usize,
+    path_of: impl Fn(usize) -> String,
+    body: &str,
+    status: u16,
+) {
+    use futures_util::StreamExt;
+    futures_util::stream::iter(0..count)
+        .map(|i| {
+            let request = app
+                .client
+                .post(format!("{}{}", app.base, path_of(i)))
+                .body(body.to_owned());
+            async move { request.send().await.expect("sent").status().as_u16() }
+        })
+        .buffer_unordered(32)
+        .for_each(|got| async move { assert_eq!(got, status) })
+        .await;
+}
+
+/// Redis commands per second while nothing happens but the instance's own
+/// upkeep, over `seconds`.
+async fn idle_commands_per_second(redis: &RedisServer, seconds: u64) -> f64 {
+    let before = redis.commands().0;
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    (redis.commands().0 - before) as f64 / seconds as f64
+}
+
+/// The figures of docs/performance.md's "Tickets": what 10,000 tickets cost
+/// Redis while they wait (no keep-alive), on one name and on 10,000 names.
+/// Run by hand: `cargo test --test api tickets_cost -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, printed; run by hand"]
+async fn tickets_cost_redis_no_keep_alive() {
+    let redis = RedisServer::start();
+    let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
+    let idle = idle_commands_per_second(&redis, 5).await;
+    app.acquire_lock("many", r#"{"ttl_ms": 3600000}"#).await;
+    let before = used_memory(&redis);
+    flood(
+        &app,
+        10_000,
+        |_| "/locks/many".to_owned(),
+        r#"{"keep_place_ms": 3600000}"#,
+        202,
+    )
+    .await;
+    let per_ticket = (used_memory(&redis) - before) / 10_000;
+    let one_name = idle_commands_per_second(&redis, 5).await;
+    let start = Instant::now();
+    let status: Value = app.get("/locks/many").await.json().await.unwrap();
+    assert_eq!(status["waiting"], 10_000);
+    let late = app
+        .post("/locks/many", r#"{"keep_place_ms": 3600000}"#)
+        .await;
+    assert_eq!(late.status(), 202);
+    let acquire_behind = start.elapsed();
+    flood(
+        &app,
+        10_000,
+        |i| format!("/locks/n{i}"),
+        r#"{"ttl_ms": 3600000}"#,
+        201,
+    )
+    .await;
+    flood(
+        &app,
+        10_000,
+        |i| format!("/locks/n{i}"),
+        r#"{"keep_place_ms": 3600000}"#,
+        202,
+    )
+    .await;
+    let many_names = idle_commands_per_second(&redis, 5).await;
+    println!(
+        "idle: {idle:.1} commands/s; 10,000 tickets on one name: {one_name:.1}/s, \
+         {per_ticket} bytes each; on 10,000 names: {many_names:.1}/s; a status and an \
+         acquire behind 10,000 tickets: {acquire_behind:?}"
+    );
+}
