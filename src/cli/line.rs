@@ -41,6 +41,8 @@ pub struct Request {
     pub permits: Option<u32>,
     /// Print the place in line while waiting.
     pub progress: bool,
+    /// A ticket to wait on (`--ticket`), instead of joining the line.
+    pub ticket: Option<String>,
 }
 
 impl Request {
@@ -61,12 +63,13 @@ impl Request {
             shared: options.shared,
             permits: options.permits,
             progress: !options.quiet,
+            ticket: options.ticket.clone(),
         }
     }
 
     /// The body of a request that waits up to `wait`: what is asked, and no
     /// member whose default says the same.
-    fn body(&self, wait: Duration, keep_place: Option<Duration>) -> Value {
+    pub fn body(&self, wait: Duration, keep_place: Option<Duration>) -> Value {
         let fields = AcquireFields {
             ttl_ms: Some(millis(self.ttl)),
             wait_ms: Some(millis(wait)),
@@ -127,7 +130,10 @@ pub async fn acquire(
     // the service answers 202 with a ticket, every later request waits on
     // that ticket (`POST .../tickets/ID`), in the same place.
     let mut keep_place = !request.wait.is_zero();
-    let mut ticket: Option<String> = None;
+    let mut ticket: Option<String> = request
+        .ticket
+        .as_ref()
+        .map(|id| format!("{}/tickets/{id}", target.path()));
     loop {
         let mut wait = deadline.saturating_duration_since(Instant::now());
         if let Some(step) = step {
@@ -521,6 +527,7 @@ mod tests {
             shared: false,
             permits: None,
             progress: true,
+            ticket: None,
         }
     }
 

@@ -75,3 +75,89 @@ async fn runs_wait_through_a_freeze_longer_than_the_longest_wait_in_line_order()
     assert_eq!(order, "1\n2\n");
     let _ = std::fs::remove_file(&out);
 }
+
+#[tokio::test]
+async fn enqueue_prints_a_ticket_that_run_waits_on_and_leave_gives_up() {
+    let redis = shared_redis();
+    let prefix = unique_prefix();
+    let service = Service::start(&[
+        ("BATON_REDIS_URL", &redis.url()),
+        ("BATON_KEY_PREFIX", &prefix),
+    ])
+    .await;
+    let url = service.base.clone();
+    let limit = Duration::from_secs(30);
+    let held = run(
+        baton().args(["acquire", "--url", &url, "--output", "env", "queue-me"]),
+        limit,
+    );
+    assert!(held.status.success(), "{held:?}");
+    let vars = |out: &std::process::Output| -> Vec<(String, String)> {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    };
+    let lease = vars(&held);
+    let enqueued = run(
+        baton().args([
+            "enqueue", "--url", &url, "--keep", "1h", "--output", "env", "queue-me",
+        ]),
+        limit,
+    );
+    assert!(enqueued.status.success(), "{enqueued:?}");
+    let ticket = vars(&enqueued);
+    assert!(
+        ticket.iter().any(|(k, _)| k == "BATON_TICKET"),
+        "{ticket:?}"
+    );
+    assert!(
+        ticket.contains(&("BATON_KIND".into(), "lock".into())),
+        "{ticket:?}"
+    );
+    // Released: the ticket's turn; `baton run` with BATON_TICKET collects it.
+    let released = run(
+        baton()
+            .args(["release", "--url", &url])
+            .envs(lease.iter().map(|(k, v)| (k, v))),
+        limit,
+    );
+    assert!(released.status.success(), "{released:?}");
+    let ran = run(
+        baton()
+            .args([
+                "run", "--url", &url, "--wait", "10s", "queue-me", "--", "true",
+            ])
+            .envs(ticket.iter().map(|(k, v)| (k, v))),
+        limit,
+    );
+    assert_eq!(
+        ran.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    // A second ticket (behind a holder), given up.
+    let held = run(baton().args(["acquire", "--url", &url, "queue-me"]), limit);
+    assert!(held.status.success(), "{held:?}");
+    let again = run(
+        baton().args(["enqueue", "--url", &url, "--output", "env", "queue-me"]),
+        limit,
+    );
+    let again = vars(&again);
+    let left = run(
+        baton()
+            .args(["leave", "--url", &url])
+            .envs(again.iter().map(|(k, v)| (k, v))),
+        limit,
+    );
+    assert!(left.status.success(), "{left:?}");
+    let left_again = run(
+        baton()
+            .args(["leave", "--url", &url])
+            .envs(again.iter().map(|(k, v)| (k, v))),
+        limit,
+    );
+    assert!(!left_again.status.success(), "{left_again:?}");
+}

@@ -99,6 +99,10 @@ end
 local function take(waiter, w, used, keep, pickup)
   if not held_back(w.override) and newcomer_fits(used, w.weight, w.limit, w.priority) then
     local token, full = grant_newcomer(waiter, w, used)
+    -- Its record too: a call on the ticket (a retry, `baton run --ticket`)
+    -- finds this lease.
+    save_ticket(id, {keep = keep, pickup = pickup, expires = now_ms + keep, member = waiter},
+      now_ms + keep)
     return finish({1, token, full, w.ttl, w.limit, w.weight, w.owner})
   end
   return join_ticket(w, keep, pickup)
