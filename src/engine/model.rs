@@ -104,6 +104,9 @@ pub struct Waiter {
     pub weight: u64,
     /// Its place among the waiters: ahead of every lower priority.
     pub priority: Priority,
+    /// A ticket (`keep_place_ms`, nobody waiting on it now): until when its
+    /// place is kept (ms since the Unix epoch, Redis's clock).
+    pub kept_until_ms: Option<u64>,
 }
 
 /// A lock or semaphore as anyone may see it.

@@ -263,6 +263,8 @@ pub fn waiter_body(kind: Kind, waiter: engine::Waiter) -> WaiterBody {
         priority: (!waiter.priority.is_default()).then(|| waiter.priority.get()),
         shared,
         permits,
+        ticket: waiter.kept_until_ms.map(|_| true),
+        kept_until: waiter.kept_until_ms.map(rfc3339_ms),
     }
 }
 

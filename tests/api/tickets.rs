@@ -77,6 +77,12 @@ async fn a_ticket_keeps_its_place_ahead_of_later_waiters_and_is_collected_on_ano
             &a,
         )
         .await;
+        // Status (and so the dashboard) shows the ticket in the line, with
+        // until when its place is kept, apart from the waiting request.
+        let status: Value = b.get(&path).await.json().await.unwrap();
+        assert_eq!(status["waiters"][0]["ticket"], true, "{status}");
+        assert!(status["waiters"][0]["kept_until"].is_string(), "{status}");
+        assert!(status["waiters"][1].get("ticket").is_none(), "{status}");
         let shown: Value = b.get(&at).await.json().await.unwrap();
         assert_eq!(shown["state"], "waiting", "{shown}");
         assert_eq!(shown["place"], 1, "{shown}");
