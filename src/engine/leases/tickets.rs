@@ -18,7 +18,7 @@ use crate::engine::freeze_book::wall_clock_ms;
 use crate::engine::functions::acquire::{Attempt, Join};
 use crate::engine::functions::ticket::{TicketCall, TicketReply};
 use crate::engine::functions::waiter::StoredWaiter;
-use crate::engine::model::{FrozenBy, Lease, TicketPlace};
+use crate::engine::model::{FrozenBy, Lease, Refusal, TicketPlace};
 use crate::engine::waiters::new_tag;
 
 /// How long a wait on a ticket waits for its name's channel (as an acquire).
@@ -216,16 +216,14 @@ impl Leases {
                 ..
             } => {
                 let frozen = self.frozen_now(&name);
-                Ok(Some(Acquiring::Now(Err(crate::engine::Refusal::Ticketed(
-                    TicketPlace {
-                        ticket,
-                        place,
-                        waiting,
-                        place_expires_at_ms,
-                        frozen,
-                        pickup_by_ms: None,
-                    },
-                )))))
+                Ok(Some(Acquiring::Now(Err(Refusal::Ticketed(TicketPlace {
+                    ticket,
+                    place,
+                    waiting,
+                    place_expires_at_ms,
+                    frozen,
+                    pickup_by_ms: None,
+                })))))
             }
             TicketReply::Gone | TicketReply::Done | TicketReply::Granted { .. } => Ok(None),
         }
