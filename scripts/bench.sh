@@ -56,7 +56,11 @@
 # (another baton binary to measure, e.g. a build of a branch; default: the one
 # built here), BENCH_BASELINE (the commit of the first version: fa1f1fc; ""
 # skips it), BENCH_COMPARE (a revision built beside, in target/bench-compare,
-# and measured in the same rounds; unset: none).
+# and measured in the same rounds; unset: none), BENCH_REDIS_COST (1: at the
+# end, scripts/redis_cost.sh, Redis's own time per call of every function
+# beside the first version's scripts, appended to the report; 0 skips),
+# BENCH_BUILD (1; 0: the release builds in target/release as they are, e.g.
+# when a commit alone would rebuild them: build.rs embeds it).
 # Results: target/bench/results.env (every raw figure) and target/bench/report.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -127,8 +131,10 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- build --------------------------------------------------------------------
-say "cargo build --release (baton, examples/loadgen and examples/floor)"
-cargo build --release --quiet --bin baton --example loadgen --example floor
+if [ "${BENCH_BUILD:-1}" = 1 ]; then
+  say "cargo build --release (baton, examples/loadgen and examples/floor)"
+  cargo build --release --quiet --bin baton --example loadgen --example floor
+fi
 BATON=${BENCH_BATON:-$ROOT/target/release/baton}
 LOADGEN=$ROOT/target/release/examples/loadgen
 FLOOR=$ROOT/target/release/examples/floor
@@ -424,6 +430,15 @@ echo "meta.load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RESULTS"
 "$LOADGEN" report "$RESULTS" | tee "$OUT/report.md"
 echo >&2
 echo "raw figures: $RESULTS" >&2
+if [ "${BENCH_REDIS_COST:-1}" = 1 ]; then
+  say "Redis's own time per call (scripts/redis_cost.sh, its own redis-server)"
+  {
+    echo
+    echo "## Redis's time per call (scripts/redis_cost.sh)"
+    echo
+    BENCH_BASELINE=${BASELINE:-fa1f1fc} scripts/redis_cost.sh
+  } | tee -a "$OUT/report.md"
+fi
 if [ "${BENCH_STRICT:-0}" = 1 ] && grep -q '| FAIL' "$OUT/report.md"; then
   exit 1
 fi

@@ -718,3 +718,43 @@ async fn a_freeze_that_ends_while_its_instance_is_paused_serves_the_line_in_orde
         "served out of line order: {tokens:?}"
     );
 }
+
+/// A claim that holds its first name while it waits for its second, when
+/// Redis restarts without its data: the first lease is gone, and the claim
+/// must not answer 201 with it. It gives back what it holds and starts over,
+/// so what it is told at last is held, and nobody else gets its names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_never_answers_201_for_a_lease_redis_lost_while_it_waited() {
+    let mut pair = Pair::start();
+    let a = pair.a.base();
+    let (status, holder) = pair.post(&a, "/locks/claimed-2", HOLD).await;
+    assert_eq!(status, 201, "{holder}");
+    let body = r#"{"locks": [{"name": "claimed-1"}, {"name": "claimed-2"}],
+        "ttl_ms": 30000, "wait_ms": 30000}"#;
+    let claim = pair.waiter(&a, "/claims", body);
+    pair.until_waiting("/locks/claimed-2", 1).await;
+    assert_eq!(pair.get(&a, "/locks/claimed-1").await.1["held"], true);
+
+    // Redis restarts with nothing: claimed-1's lease is gone, and so is the
+    // holder of claimed-2; the claim's waiter rejoins and gets claimed-2.
+    tokio::task::block_in_place(|| pair.redis.restart());
+
+    let told = claim.await.expect("claim").expect("an answer");
+    assert_eq!(told.status, 201, "{}", told.body);
+    for lease in told.body["leases"].as_array().expect("leases") {
+        let (held, _) = pair.get(&a, &lease_path("locks", lease)).await;
+        assert_eq!(
+            held, 200,
+            "the claim was told 201 for a lost lease: {lease}"
+        );
+        let name = lease["name"].as_str().expect("name");
+        let (other, body) = pair
+            .post(
+                &pair.b.base(),
+                &format!("/locks/{name}"),
+                r#"{"ttl_ms": 1000}"#,
+            )
+            .await;
+        assert_eq!(other, 409, "a second holder of {name} was told 201: {body}");
+    }
+}

@@ -18,10 +18,13 @@
 //! is held until the expiry answered), or from a refresh that Redis answered
 //! with the new expiry. So every lease is held until its own `expires_at`,
 //! and the claim's `expires_at` is the earliest of them. Before answering,
-//! a lease taken long ago (less than half a ttl left compared with the
-//! newest) is refreshed; one found gone makes the claim give everything back
-//! and start over (or be refused when its wait is over): a claim is never
-//! answered with a lease Redis no longer holds.
+//! every lease but the last taken is confirmed held, one call per name (a
+//! lease taken long ago, with less than half a ttl left compared with the
+//! newest, is refreshed; the others are checked), and its expiry is read
+//! from that call; one found gone (expired, force-released, or lost with
+//! Redis's data while the claim waited) makes the claim give everything
+//! back and start over (or be refused when its wait is over): a claim is
+//! never answered with a lease Redis no longer holds.
 
 use std::time::Duration;
 
@@ -172,13 +175,17 @@ impl Claims {
                 Err((kind, name)) => return Ok(Some(Stop::Lost(kind, name))),
             }
         }
-        // Every name is held. A lease with less than half a ttl left,
-        // compared with the newest, is refreshed before the claim is
-        // answered, so that the claim's expiry is not much earlier than a
-        // ttl from now; one found gone starts the claim over.
+        // Every name is held, as last heard. Before the claim is answered,
+        // every earlier lease is confirmed held by Redis now, one call per
+        // name (Redis may have lost it while the claim waited on a later
+        // name: a restart without persistence keeps no lease), and the
+        // claim's expiries are those calls' answers. A lease with less than
+        // half a ttl left, compared with the newest, is refreshed rather
+        // than checked, so that the claim's expiry is not much earlier than
+        // a ttl from now; one found gone starts the claim over.
         let newest = held.leases.iter().map(|(_, l)| l.expires_at_ms).max();
         let floor = newest.unwrap_or(0).saturating_sub(request.ttl.as_ms() / 2);
-        let lost = held.refresh(|lease| lease.expires_at_ms < floor).await?;
+        let lost = held.confirm(floor).await?;
         Ok(lost.map(|(kind, name)| Stop::Lost(kind, name)))
     }
 }

@@ -4,6 +4,7 @@
 //! mid-wait): a claim leaves nothing behind.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -83,6 +84,35 @@ impl Held {
                 .await?;
             match refreshed {
                 Some(refreshed) => *lease = refreshed,
+                None => return Ok(Some((*kind, lease.name.clone()))),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Makes sure, one call per name, that every lease but the last taken
+    /// (which Redis has just answered) is still held, and reads its expiry
+    /// from that call: a lease expiring before `floor` is refreshed, the
+    /// others are checked. Names the first one found gone (expired, forced,
+    /// or lost with Redis's data while the claim waited on a later name).
+    ///
+    /// # Errors
+    /// Redis unavailable (the leases after it are not tried).
+    pub(super) async fn confirm(&mut self, floor: u64) -> Result<Option<(Kind, Name)>, Error> {
+        let earlier = self.leases.len().saturating_sub(1);
+        for (kind, lease) in &mut self.leases[..earlier] {
+            let leases = self.engine.leases(*kind);
+            // (Boxed as a trait object: a claim's future type stays shallow
+            // enough for the compiler to see that it is `Send`.)
+            let call: Pin<Box<dyn Future<Output = Result<Option<Lease>, Error>> + Send + '_>> =
+                if lease.expires_at_ms < floor {
+                    Box::pin(leases.refresh(&lease.name, lease.id, None, self.by.as_ref()))
+                } else {
+                    Box::pin(leases.check(&lease.name, lease.id))
+                };
+            let found = call.await?;
+            match found {
+                Some(found) => *lease = found,
                 None => return Ok(Some((*kind, lease.name.clone()))),
             }
         }

@@ -1,6 +1,9 @@
 -- A name's history, newest first, never a lease id (core/state.lua: KEYS,
 -- ARGV[1..2]; core/history.lua says what is kept). Writes nothing; bounded:
--- at most ARGV[3] leases of the name and ARGV[3] + 1 entries of its stream.
+-- at most ARGV[3] leases of the name and ARGV[3] + 1 entries of its stream
+-- (and the ids of those past the last HISTORY_MAX, which the stream's
+-- approximate trim left: fewer than a node's, unless HISTORY_MAX was
+-- lowered since the name's last lease).
 --
 -- ARGV[3]  how many entries at most (1 .. 100)
 -- ARGV[4]  "" for the first page; else the cursor of the page before: a
@@ -56,7 +59,15 @@ local start = '+'
 if before ~= '' then
   start = '(' .. before
 end
-local written = redis.call('XREVRANGE', K_HISTORY, start, '-', 'COUNT', num(room + 1))
+-- Only the last HISTORY_MAX entries are shown: those before them, which
+-- the approximate trim (core/history.lua) kept, are not.
+local stop = '-'
+local len = HISTORY_MAX > 0 and redis.call('XLEN', K_HISTORY) or 0
+if len > HISTORY_MAX then
+  local older = redis.call('XRANGE', K_HISTORY, '-', '+', 'COUNT', num(len - HISTORY_MAX))
+  stop = '(' .. older[#older][1]
+end
+local written = redis.call('XREVRANGE', K_HISTORY, start, stop, 'COUNT', num(room + 1))
 local shown = math.min(room, #written)
 for i = 1, shown do
   local how, ended, packed = string.match(written[i][2][2], '^([^|]*)|(%d+)|(.*)$')

@@ -306,5 +306,11 @@ mod tests {
             );
         }
         assert_eq!(pattern("TEXT"), "^[^\\n]*\\n[^\\n]*\\n.*$");
+        // The fast release reads a solo whole, its text as READ_TEXT does.
+        let text = pattern("TEXT");
+        assert_eq!(
+            pattern("SOLO_AS_LEASE"),
+            format!("{}{}", solo_whole.trim_end_matches(".*$"), &text[1..])
+        );
     }
 }

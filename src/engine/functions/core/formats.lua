@@ -46,6 +46,10 @@ local READ_WAITER_TERMS = '^[^|]*|%d+|[^|]*|(%d+)|(%d+)|'
 -- The solo's expiry; its expiry, token and lease id.
 local READ_SOLO_EXPIRES = '^(%d+)|'
 local READ_SOLO_HEAD = '^(%d+)|(%d+)|%d+|%d+|([^|]*)|'
+-- The solo's lease as a lease is packed (pack_lease(): token, ttl, limit,
+-- weight, expires, full 0, acquired, waited, priority, then its text) and
+-- its owner, read with one match (solo_as_lease()).
+local READ_SOLO_AS_LEASE = '^(%d+)|(%d+)|(%d+)|(%d+)|[^|]*|%d+|[^|]*|(%d+)|(%d+)|(%d+)|%d|(%d)|(([^\n]*)\n[^\n]*\n.*)$'
 -- The formats of the version before (no priority, acquired_ms, waited_ms,
 -- by or override), tried only when the current pattern does not match.
 local READ_WAITER_V1 = '^([^|]*)|(%d+)|([^|]*)|(%d+)|(%d+)|(%d+)|(%d)|(.*)$'
@@ -154,4 +158,18 @@ end
 local function pack_solo(expires, token, acquired, waited, waiter)
   return num(expires) .. '|' .. token .. '|' .. num(acquired) .. '|' .. num(waited) .. '|' ..
     waiter
+end
+
+-- The solo field `raw` as the history keeps its lease (what pack_lease()
+-- makes of parse_solo()'s table with its own ttl and full 0), its token (a
+-- string) and its owner, without a table: the fast release's one read. Nil
+-- for a solo of the format before (parse_solo() reads it).
+local function solo_as_lease(raw)
+  local expires, token, acquired, waited, ttl, limit, weight, priority, text, owner =
+    string.match(raw, READ_SOLO_AS_LEASE)
+  if not expires then
+    return nil
+  end
+  return table.concat({token, ttl, limit, weight, expires, '0', acquired, waited, priority, text},
+    '|'), token, owner
 end

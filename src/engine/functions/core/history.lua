@@ -2,7 +2,10 @@
 -- history), written by the calls that end leases, read by history.lua.
 --
 -- The history key ("prefix{lock:NAME}:history", the name's slot) is a
--- stream capped at HISTORY_MAX entries (exactly: the oldest go first), one
+-- stream of at least the last HISTORY_MAX entries, trimmed approximately
+-- (XADD MAXLEN ~: Redis drops whole nodes of the stream, the oldest first,
+-- so it may keep up to a node's worth more; an exact trim costs a release
+-- about 12 µs of Redis time more, docs/performance.md), one
 -- per lease, written once, when the lease ends, by the call that ends it
 -- (remember()): its only field "e" is
 --   "how|ended_ms|" .. the lease as pack_lease() (state.lua) packs it
@@ -23,6 +26,19 @@
 -- that lapsed unconfirmed (provisional, admission.lua) was never told to
 -- anyone: it is not remembered.
 
+-- Writes that the lease packed as `packed` (pack_lease()) ended `how` at
+-- `ended_ms`, while the name keeps a history (terms() known).
+local function remember_packed(how, ended_ms, packed)
+  local entry = how .. '|' .. num(ended_ms) .. '|' .. packed
+  if not redis.call('XADD', K_HISTORY, 'NOMKSTREAM', 'MAXLEN', '~', HISTORY_MAX_ARG, '*', 'e',
+      entry) then
+    redis.call('XADD', K_HISTORY, 'MAXLEN', '~', HISTORY_MAX_ARG, '*', 'e', entry)
+    -- (As long as the owners hash lives, keep_leases(): a fast path has
+    -- not read "until", and then the key lives as the owners hash would.)
+    redis.call('PEXPIREAT', K_HISTORY, num(math.max(UNTIL, now_ms + HISTORY_MS + KEEP_MS)))
+  end
+end
+
 -- Writes that `lease` (a table as parse_lease() or parse_solo() make) ended
 -- `how` at `ended_ms`.
 local function remember(lease, how, ended_ms)
@@ -34,14 +50,7 @@ local function remember(lease, how, ended_ms)
     -- Granted to a ticket and never collected (core/tickets.lua).
     how = 'not-collected'
   end
-  local entry = how .. '|' .. num(ended_ms) .. '|' ..
-    pack_lease(lease, lease.ttl, lease.expires_at, 0)
-  if not redis.call('XADD', K_HISTORY, 'NOMKSTREAM', 'MAXLEN', HISTORY_MAX_ARG, '*', 'e', entry) then
-    redis.call('XADD', K_HISTORY, 'MAXLEN', HISTORY_MAX_ARG, '*', 'e', entry)
-    -- (As long as the owners hash lives, keep_leases(): a fast path has
-    -- not read "until", and then the key lives as the owners hash would.)
-    redis.call('PEXPIREAT', K_HISTORY, num(math.max(UNTIL, now_ms + HISTORY_MS + KEEP_MS)))
-  end
+  remember_packed(how, ended_ms, pack_lease(lease, lease.ttl, lease.expires_at, 0))
 end
 
 -- An entry as history.lua answers it: how, ended_ms (-1 while held),

@@ -186,18 +186,42 @@ local function num(n)
   return string.format('%d', n)
 end
 
+-- The context's fields (ARGV[2]) and the name's other keys, parsed once
+-- and kept between calls for the latest names (NAMED_MAX at most, then
+-- started afresh): one instance sends the same context for a name on every
+-- call. What is kept is what the arguments say, never Redis's state.
+local NAMED, NAMED_N, NAMED_MAX = {}, 0, 1000
+local function named()
+  local n = NAMED[K_OWNERS]
+  if n and n.context == CONTEXT then
+    return n
+  end
+  n = {context = CONTEXT}
+  local history
+  n.kind, n.publish, n.me, n.channel, history, n.name =
+    string.match(CONTEXT, '^[^\n]*\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+  local max, ms = string.match(history, '^(%d+)|(%d+)$')
+  n.max_arg, n.max, n.ms = max, tonumber(max), tonumber(ms)
+  local stem = string.sub(K_OWNERS, 1, -8)
+  n.history, n.leases, n.queue = stem .. ':history', stem .. ':leases', stem .. ':queue'
+  n.byinst, n.instances, n.notes = stem .. ':byinst', stem .. ':instances', stem .. ':notes'
+  if NAMED_N >= NAMED_MAX then
+    NAMED, NAMED_N = {}, 0
+  end
+  NAMED[K_OWNERS], NAMED_N = n, NAMED_N + 1
+  return n
+end
+
 -- The context (ARGV[2]) and the history's key, once a call needs them
 -- (the fast paths may, without naming the other keys: see keep_leases()).
 local function terms()
   if K_HISTORY then
     return
   end
-  local history
-  KIND, NAME_PUBLISH, ME, NAME_CHANNEL, history, NAME =
-    string.match(CONTEXT, '^[^\n]*\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
-  local max, ms = string.match(history, '^(%d+)|(%d+)$')
-  HISTORY_MAX_ARG, HISTORY_MAX, HISTORY_MS = max, tonumber(max), tonumber(ms)
-  K_HISTORY = string.sub(K_OWNERS, 1, -8) .. ':history'
+  local n = named()
+  KIND, NAME_PUBLISH, ME, NAME_CHANNEL, NAME = n.kind, n.publish, n.me, n.channel, n.name
+  HISTORY_MAX_ARG, HISTORY_MAX, HISTORY_MS = n.max_arg, n.max, n.ms
+  K_HISTORY = n.history
 end
 
 -- The other keys and the context, once a call needs them.
@@ -206,9 +230,9 @@ local function context()
     return
   end
   terms()
-  local stem = string.sub(K_OWNERS, 1, -8)
-  K_LEASES, K_QUEUE, K_BYINST = stem .. ':leases', stem .. ':queue', stem .. ':byinst'
-  K_INSTANCES, K_NOTES = stem .. ':instances', stem .. ':notes'
+  local n = named()
+  K_LEASES, K_QUEUE, K_BYINST = n.leases, n.queue, n.byinst
+  K_INSTANCES, K_NOTES = n.instances, n.notes
 end
 
 local function now_arg()
