@@ -41,6 +41,10 @@
 //! uses only [`config`] (for the one command line), [`domain`] and [`wire`]
 //! (the service's bodies, typed), and talks to a service over HTTP.
 
+// The futures of the acquire routes are deep (a waiting request's, a
+// ticket's); proving them Send needs more than the default 128 levels.
+#![recursion_limit = "256"]
+
 pub mod access;
 pub mod cli;
 pub mod config;

@@ -64,6 +64,13 @@ pub enum ClientCommand {
     /// List the freezes, with those active now and when the next start
     #[command(after_help = FREEZE_AFTER_HELP)]
     Freezes(FreezesArgs),
+    /// Take a ticket: a place in line kept without waiting (`baton run
+    /// --ticket` waits on it later)
+    #[command(after_help = CALL_AFTER_HELP)]
+    Enqueue(Box<EnqueueArgs>),
+    /// Give a ticket up (leave the line)
+    #[command(after_help = CALL_AFTER_HELP)]
+    Leave(LeaveArgs),
     /// Show who held a lock or semaphore, from when to when, and how each lease ended
     #[command(after_help = CALL_AFTER_HELP)]
     History(HistoryArgs),
@@ -229,6 +236,10 @@ pub struct LeaseOptions {
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(0..=9))]
     pub priority: Option<u8>,
 
+    /// Wait on this ticket (from `baton enqueue`) instead of joining the line
+    #[arg(long, value_name = "ID", env = "BATON_TICKET", hide_env_values = true)]
+    pub ticket: Option<String>,
+
     /// Print only warnings and errors, and nothing at all when the lock was
     /// simply not had (exit 75 says it)
     #[arg(short, long)]
@@ -352,6 +363,46 @@ pub struct AcquireArgs {
 
     /// The lock (or with --limit, the semaphore)
     pub name: String,
+}
+
+/// `baton enqueue`
+#[derive(Args, Debug, Clone)]
+pub struct EnqueueArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub lease: LeaseOptions,
+
+    /// How long the ticket keeps its place (the service's maximum bounds it)
+    #[arg(long, value_name = "DURATION", default_value = "1d", value_parser = duration::parse)]
+    pub keep: Duration,
+
+    /// How to print the ticket (env, shell: BATON_TICKET= with BATON_LOCK_NAME,
+    /// BATON_KIND and BATON_LIMIT)
+    #[arg(long, value_enum, default_value_t)]
+    pub output: LeaseOutput,
+
+    /// The lock (or with --limit, the semaphore)
+    pub name: String,
+}
+
+/// `baton leave`
+#[derive(Args, Debug, Clone)]
+pub struct LeaveArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub kind: KindOption,
+
+    /// The lock or semaphore
+    #[arg(env = "BATON_LOCK_NAME")]
+    pub name: String,
+
+    /// The ticket that `baton enqueue` printed
+    #[arg(env = "BATON_TICKET", hide_env_values = true)]
+    pub ticket: String,
 }
 
 /// The semaphore switch of the calls on one lease or name.

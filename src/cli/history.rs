@@ -80,6 +80,7 @@ fn line(entry: &HistoryEntryBody) -> String {
         LeaseEndBody::Expired => "expired".to_owned(),
         LeaseEndBody::ForceReleased => "force-released".to_owned(),
         LeaseEndBody::Superseded => "superseded".to_owned(),
+        LeaseEndBody::NotCollected => "not collected".to_owned(),
     };
     match (&entry.ended_at, entry.held_ms) {
         (Some(at), Some(held)) => text.push_str(&format!(

@@ -41,6 +41,8 @@ pub struct Request {
     pub permits: Option<u32>,
     /// Print the place in line while waiting.
     pub progress: bool,
+    /// A ticket to wait on (`--ticket`), instead of joining the line.
+    pub ticket: Option<String>,
 }
 
 impl Request {
@@ -61,12 +63,13 @@ impl Request {
             shared: options.shared,
             permits: options.permits,
             progress: !options.quiet,
+            ticket: options.ticket.clone(),
         }
     }
 
     /// The body of a request that waits up to `wait`: what is asked, and no
     /// member whose default says the same.
-    fn body(&self, wait: Duration) -> Value {
+    pub fn body(&self, wait: Duration, keep_place: Option<Duration>) -> Value {
         let fields = AcquireFields {
             ttl_ms: Some(millis(self.ttl)),
             wait_ms: Some(millis(wait)),
@@ -75,6 +78,7 @@ impl Request {
             override_reason: None,
             priority: self.priority.filter(|p| *p > 0).map(u64::from),
             ask_yield: None,
+            keep_place_ms: keep_place.map(millis),
         };
         match self.target.kind {
             Kind::Lock => json(&AcquireLock {
@@ -121,22 +125,41 @@ pub async fn acquire(
     let mut step: Option<Duration> = None;
     let mut failing_since: Option<Instant> = None;
     let mut backoff = Duration::from_secs(1);
+    // A wait keeps its place across the service's cap, restarts and
+    // dropped connections: the first request asks keep_place_ms, and once
+    // the service answers 202 with a ticket, every later request waits on
+    // that ticket (`POST .../tickets/ID`), in the same place.
+    let mut keep_place = !request.wait.is_zero();
+    let mut ticket: Option<String> = request
+        .ticket
+        .as_ref()
+        .map(|id| format!("{}/tickets/{id}", target.path()));
     loop {
         let mut wait = deadline.saturating_duration_since(Instant::now());
         if let Some(step) = step {
             wait = wait.min(step);
         }
-        let body = request.body(wait);
+        let keep = keep_for(deadline);
+        let (path, body) = match &ticket {
+            Some(at) => (
+                at.clone(),
+                serde_json::json!({"wait_ms": millis(wait), "keep_place_ms": millis(keep)}),
+            ),
+            None => (path.clone(), request.body(wait, keep_place.then_some(keep))),
+        };
         let sent = Instant::now();
         let sent_clock = super::clock::now();
         let printing = request.progress && !wait.is_zero();
         let outcome = tokio::select! {
             outcome = service.call(Method::POST, &path, Some(&body), wait + Duration::from_secs(30)) => outcome,
             () = progress(service, request, sent, started), if printing => unreachable!("prints forever"),
-            signal = signals.recv() => return Err(Failure::new(
-                signal_status(signal),
-                format!("got {} while waiting for {target}; giving up", signal_name(signal)),
-            )),
+            signal = signals.recv() => {
+                leave_ticket(service, ticket.as_deref()).await;
+                return Err(Failure::new(
+                    signal_status(signal),
+                    format!("got {} while waiting for {target}; giving up", signal_name(signal)),
+                ));
+            }
         };
         let now = Instant::now();
         let why = match outcome {
@@ -161,6 +184,36 @@ pub async fn acquire(
                     sent: sent_clock,
                     received: super::clock::now(),
                 });
+            }
+            Ok(answer) if answer.status == 202 => {
+                // Not granted yet; the place is kept as a ticket.
+                failing_since = None;
+                backoff = Duration::from_secs(1);
+                if let Some(id) = answer.body.get("ticket").and_then(Value::as_str) {
+                    ticket = Some(format!("{}/tickets/{id}", target.path()));
+                }
+                if now - sent < wait / 2 {
+                    nap(
+                        Duration::from_secs(1).min(deadline.saturating_duration_since(now)),
+                        signals,
+                        target,
+                    )
+                    .await?;
+                }
+                if Instant::now() < deadline {
+                    continue;
+                }
+                // --wait ran out: the ticket is left, and one last request
+                // that does not wait says who is in the way (409).
+                leave_ticket(service, ticket.take().as_deref()).await;
+                keep_place = false;
+                continue;
+            }
+            Ok(answer) if answer.status == 404 && ticket.is_some() => {
+                // The ticket is gone (its place expired, or Redis lost it):
+                // in line again, at the back.
+                ticket = None;
+                continue;
             }
             Ok(answer) if answer.status == 409 => {
                 failing_since = None;
@@ -227,6 +280,15 @@ pub async fn acquire(
                     format!("{target} is frozen{until}; not acquired"),
                 ));
             }
+            Ok(answer)
+                if matches!(answer.status, 400 | 422)
+                    && keep_place
+                    && answer.describe().contains("keep_place_ms") =>
+            {
+                // A service that keeps places for less (or not at all).
+                keep_place = false;
+                continue;
+            }
             Ok(answer) if matches!(answer.status, 400 | 422) => {
                 // A wait over the service's maximum: wait in steps of its max_wait_ms.
                 if let Some(max) = answer.problem().and_then(|p| p.max_wait_ms) {
@@ -261,7 +323,7 @@ pub async fn acquire(
                 ));
             }
             // Nothing serves at --url: no wait makes it appear.
-            Err(why) if service.is_not_there(&why) => {
+            Err(why) if service.is_not_there(&why) && ticket.is_none() => {
                 return Err(Failure::new(
                     UNAVAILABLE,
                     format!("{why} (check --url or BATON_URL)"),
@@ -298,6 +360,21 @@ pub async fn acquire(
         ));
         nap(backoff.min(deadline - now), signals, target).await?;
         backoff = (backoff * 2).min(Duration::from_secs(8));
+    }
+}
+
+/// How long a ticket keeps its place: the wait left and a minute, so that a
+/// restart of the service or a dropped connection loses nothing.
+fn keep_for(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(60)
+}
+
+/// Gives a ticket up (best effort: its place expires anyway).
+async fn leave_ticket(service: &Service, ticket: Option<&str>) {
+    if let Some(at) = ticket {
+        let _ = service
+            .call(Method::DELETE, at, None, Duration::from_secs(5))
+            .await;
     }
 }
 
@@ -450,6 +527,7 @@ mod tests {
             shared: false,
             permits: None,
             progress: true,
+            ticket: None,
         }
     }
 
@@ -529,17 +607,17 @@ mod tests {
         r.limit = Some(3);
         r.newest_wins = true;
         assert_eq!(
-            r.body(Duration::from_millis(1500)),
+            r.body(Duration::from_millis(1500), None),
             json!({"ttl_ms": 60_000, "wait_ms": 1500, "owner": "me", "newest_wins": true, "limit": 3})
         );
         r.permits = Some(2);
-        assert_eq!(r.body(Duration::ZERO)["permits"], 2);
-        assert!(r.body(Duration::ZERO).get("priority").is_none());
+        assert_eq!(r.body(Duration::ZERO, None)["permits"], 2);
+        assert!(r.body(Duration::ZERO, None).get("priority").is_none());
         r.priority = Some(7);
-        assert_eq!(r.body(Duration::ZERO)["priority"], 7);
+        assert_eq!(r.body(Duration::ZERO, None)["priority"], 7);
         let mut r = request(Kind::Lock);
-        assert!(r.body(Duration::ZERO).get("shared").is_none());
+        assert!(r.body(Duration::ZERO, None).get("shared").is_none());
         r.shared = true;
-        assert_eq!(r.body(Duration::ZERO)["shared"], true);
+        assert_eq!(r.body(Duration::ZERO, None)["shared"], true);
     }
 }

@@ -31,6 +31,7 @@ mod nested;
 mod owner;
 mod run;
 mod signals;
+mod ticket;
 mod timing;
 mod variables;
 
@@ -78,6 +79,8 @@ pub fn main(command: ClientCommand) -> ExitCode {
             ClientCommand::Freeze(args) => freezes::freeze(*args).await.map(|()| 0),
             ClientCommand::Unfreeze(args) => freezes::unfreeze(args).await.map(|()| 0),
             ClientCommand::Freezes(args) => freezes::list(args).await.map(|()| 0),
+            ClientCommand::Enqueue(args) => ticket::enqueue(*args).await.map(|()| 0),
+            ClientCommand::Leave(args) => ticket::leave(args).await.map(|()| 0),
             ClientCommand::History(args) => history::history(args).await.map(|()| 0),
             ClientCommand::Healthcheck(args) => {
                 if healthcheck::healthy(&args.listen).await {

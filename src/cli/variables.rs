@@ -116,7 +116,7 @@ impl LeaseVariables {
 
 /// `value` in single quotes for sh, each `'` written as `'\''`. (Names and
 /// ids hold no NUL, the one byte a shell word cannot.)
-fn quote(value: &str) -> String {
+pub(super) fn quote(value: &str) -> String {
     format!("'{}'", value.replace('\'', r"'\''"))
 }
 

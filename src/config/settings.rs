@@ -11,8 +11,8 @@ use clap::{Args, Parser, ValueEnum};
 use super::redis_url::{redact_url, RedisMode};
 use super::secrets::token_list;
 use super::values::{
-    history_days, history_max, listen_address, max_wait_ms, non_empty, positive_count,
-    positive_millis, worker_threads,
+    history_days, history_max, keep_place_ms, listen_address, max_wait_ms, non_empty, pickup_ms,
+    positive_count, positive_millis, worker_threads,
 };
 
 /// The largest `wait_ms` accepted unless `BATON_MAX_WAIT_MS` says otherwise.
@@ -98,6 +98,15 @@ pub struct Settings {
     /// The largest wait_ms accepted (0 to 86400000)
     #[arg(long, env = "BATON_MAX_WAIT_MS", default_value_t = DEFAULT_MAX_WAIT_MS, value_parser = max_wait_ms, value_name = "MS")]
     pub max_wait_ms: u64,
+
+    /// The largest keep_place_ms accepted: how long a ticket may keep its
+    /// place in line (default 7 days)
+    #[arg(long, env = "BATON_MAX_KEEP_PLACE_MS", default_value = "604800000", value_parser = keep_place_ms, value_name = "MS")]
+    pub max_keep_place_ms: u64,
+
+    /// How long a ticket's lease is held for it after its grant, to be collected
+    #[arg(long, env = "BATON_PICKUP_MS", default_value = "300000", value_parser = pickup_ms, value_name = "MS")]
+    pub pickup_ms: u64,
 
     /// Comma-separated bearer tokens; when set (or admin tokens are), /locks and
     /// /semaphores need one. Prefer the variable: flags show in `ps`
@@ -189,6 +198,8 @@ impl fmt::Debug for Settings {
             .field("redis_wait_replicas", &self.redis_wait_replicas)
             .field("key_prefix", &self.key_prefix)
             .field("max_wait_ms", &self.max_wait_ms)
+            .field("max_keep_place_ms", &self.max_keep_place_ms)
+            .field("pickup_ms", &self.pickup_ms)
             .field("api_tokens", &self.api_tokens.len())
             .field("admin_tokens", &self.admin_tokens.len())
             .field("api_tokens_file", &self.api_tokens_file)

@@ -33,6 +33,29 @@ pub(super) fn max_wait_ms(raw: &str) -> Result<u64, String> {
         })
 }
 
+/// The largest `BATON_MAX_KEEP_PLACE_MS` accepted: 400 days.
+pub const MAX_MAX_KEEP_PLACE_MS: u64 = 400 * 86_400_000;
+
+pub(super) fn keep_place_ms(raw: &str) -> Result<u64, String> {
+    raw.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|ms| (1..=MAX_MAX_KEEP_PLACE_MS).contains(ms))
+        .ok_or_else(|| {
+            format!("expected a whole number of milliseconds from 1 to {MAX_MAX_KEEP_PLACE_MS}")
+        })
+}
+
+pub(super) fn pickup_ms(raw: &str) -> Result<u64, String> {
+    raw.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|ms| (1..=MAX_MAX_WAIT_MS).contains(ms))
+        .ok_or_else(|| {
+            format!("expected a whole number of milliseconds from 1 to {MAX_MAX_WAIT_MS}")
+        })
+}
+
 /// The largest `BATON_HISTORY_MAX` accepted.
 pub const MAX_HISTORY_MAX: u32 = 100_000;
 

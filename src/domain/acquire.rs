@@ -25,4 +25,16 @@ pub struct AcquireRequest {
     /// freeze (the route checks the token may); `None` for everyone else.
     /// Boxed: rare, and a waiting request keeps its request for its whole wait.
     pub override_reason: Option<Box<Reason>>,
+    /// `keep_place_ms`: a wait that ends before its grant keeps its place
+    /// in line as a ticket (and the terms of that ticket); `None`: it leaves.
+    pub keep_place: Option<KeepPlace>,
+}
+
+/// How long a ticket keeps its place, and a grant is held for its pickup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepPlace {
+    /// From each call on the ticket (ms): `keep_place_ms`.
+    pub keep_ms: u64,
+    /// From the grant (ms): the service's `BATON_PICKUP_MS`.
+    pub pickup_ms: u64,
 }

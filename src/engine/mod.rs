@@ -49,8 +49,10 @@ pub use freezes::{Freezes, Put};
 pub use functions::library::{call_context, function_name, history_terms, library_code};
 pub use handle::{Engine, JOINS_AT_ONCE, READS_AT_ONCE};
 pub use keys::Keys;
-pub use leases::{Acquiring, InLine, Leases, Page, PageCursor, PageLimit, Shown, Waiting};
+pub use leases::{
+    Acquiring, InLine, Leases, Page, PageCursor, PageLimit, Shown, TicketWait, Waiting,
+};
 pub use model::{
     Busy, FrozenBy, History, HistoryCursor, HistoryEntry, HistoryLimit, Holder, Lease, LeaseEnd,
-    Place, Refusal, Status, Waiter,
+    Place, Refusal, Status, TicketPlace, Waiter,
 };

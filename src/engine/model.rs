@@ -32,6 +32,27 @@ pub enum Refusal {
     Superseded { owner: Option<Owner> },
     /// A freeze holds the name (and the request did not override it).
     Frozen(FrozenBy),
+    /// Not granted yet, and its place is kept as a ticket (`keep_place_ms`):
+    /// answered 202, not a refusal to the client.
+    Ticketed(TicketPlace),
+}
+
+/// A ticket's place in line.
+#[derive(Debug, Clone)]
+pub struct TicketPlace {
+    /// The ticket (a capability like a lease id; the id of its lease).
+    pub ticket: LeaseId,
+    /// 1 for the next to be served; 0 once granted.
+    pub place: u64,
+    /// Requests in line in all.
+    pub waiting: u64,
+    /// Until when the place is kept (ms since the Unix epoch, Redis's clock).
+    pub place_expires_at_ms: u64,
+    /// The freeze that holds the name now, as this instance knows it.
+    pub frozen: Option<FrozenBy>,
+    /// Granted and held for it until then (ms, Redis's clock); `None` while
+    /// it waits.
+    pub pickup_by_ms: Option<u64>,
 }
 
 /// The freeze that held a name when an acquisition was refused.
@@ -83,6 +104,9 @@ pub struct Waiter {
     pub weight: u64,
     /// Its place among the waiters: ahead of every lower priority.
     pub priority: Priority,
+    /// A ticket (`keep_place_ms`, nobody waiting on it now): until when its
+    /// place is kept (ms since the Unix epoch, Redis's clock).
+    pub kept_until_ms: Option<u64>,
 }
 
 /// A lock or semaphore as anyone may see it.
@@ -145,6 +169,8 @@ pub enum LeaseEnd {
     ForceReleased,
     /// A newer request took it.
     Superseded,
+    /// Granted to a ticket and not collected by its `pickup_by` (or given up).
+    NotCollected,
 }
 
 /// One lease of a name, as its history shows it (never its id).

@@ -142,6 +142,7 @@ fn asked(body: ClaimRequest, max_wait_ms: u64) -> Result<(ClaimParts, AcquireReq
         priority: body.priority,
         ask_yield: None,
         override_reason: None,
+        keep_place_ms: None,
     };
     let request = acquire_request(fields, max_wait_ms)?;
     Ok((parts, request))
@@ -306,6 +307,8 @@ fn refused(refused: ClaimRefused) -> AppError {
             (AppError::busy(kind, &name, busy).problem().detail, next)
         }
         Some(Refusal::Superseded { .. }) => (format!("{kind} '{name}' was superseded"), None),
+        // (A claim keeps no place: it never asks keep_place_ms.)
+        Some(Refusal::Ticketed(_)) => (format!("{kind} '{name}' kept its place"), None),
         Some(Refusal::Frozen(frozen)) => {
             let thaw = u64::try_from(frozen.until_ms - crate::engine::wall_clock_ms()).ok();
             (

@@ -33,6 +33,8 @@ pub enum AppError {
     MethodNotAllowed,
     #[error("lease not found")]
     LeaseNotFound,
+    #[error("ticket not found")]
+    TicketNotFound,
     #[error("freeze not found")]
     FreezeNotFound,
     /// Force-release of a lock or semaphore of which nothing is held.
@@ -157,6 +159,7 @@ impl AppError {
             Self::NotFound => ProblemType::NotFound,
             Self::MethodNotAllowed => ProblemType::MethodNotAllowed,
             Self::LeaseNotFound => ProblemType::LeaseNotFound,
+            Self::TicketNotFound => ProblemType::TicketNotFound,
             Self::FreezeNotFound => ProblemType::FreezeNotFound,
             Self::NotHeld(kind) => ProblemType::not_held(*kind),
             Self::LockHeld { .. } => ProblemType::LockHeld,

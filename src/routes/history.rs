@@ -141,6 +141,7 @@ fn entry_body(kind: Kind, entry: HistoryEntry) -> HistoryEntryBody {
         LeaseEnd::Expired => LeaseEndBody::Expired,
         LeaseEnd::ForceReleased => LeaseEndBody::ForceReleased,
         LeaseEnd::Superseded => LeaseEndBody::Superseded,
+        LeaseEnd::NotCollected => LeaseEndBody::NotCollected,
     };
     HistoryEntryBody {
         fencing_token: entry.fencing_token,

@@ -19,7 +19,9 @@ use utoipa_axum::router::OpenApiRouter;
 use super::extract::{parse_json, read_body};
 use super::lease::{created, found, released, ttl, IdPath, NamePath};
 use super::listing::{parse_list_query, ListQuery};
-use super::{kind_doc, locks, progress, semaphores, AppError, AppState, Caller, Json, JsonBody};
+use super::{
+    kind_doc, locks, progress, semaphores, tickets, AppError, AppState, Caller, Json, JsonBody,
+};
 use crate::access::Denied;
 use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Scope, TokenName};
 use crate::engine::{Acquiring, Lease, Refusal, Status};
@@ -54,8 +56,19 @@ pub fn router(kind: Kind) -> OpenApiRouter<AppState> {
         .route(
             &format!("/{plural}"),
             get(move |state, caller, query| list(state, kind, caller, query)),
+        )
+        .route(
+            &format!("/{plural}/{{name}}/tickets/{{ticket}}"),
+            post(move |state, request| tickets::wait(state, kind, request))
+                .get(move |state, caller, name, ticket| {
+                    tickets::show(state, kind, caller, name, ticket)
+                })
+                .delete(move |state, caller, name, ticket| {
+                    tickets::leave(state, kind, caller, name, ticket)
+                }),
         );
     kind_doc::document(kind, router.get_openapi_mut());
+    tickets::document(kind, router.get_openapi_mut());
     router
 }
 
@@ -149,8 +162,14 @@ async fn acquire(
         admin?;
     }
     request.by = by;
+    if let Some(keep) = request.keep_place.as_mut() {
+        keep.keep_ms = tickets::keep_place_ms(keep.keep_ms, state.settings.max_keep_place_ms)?;
+        keep.pickup_ms = state.settings.pickup_ms;
+    }
     drop(body);
     let (wait, priority) = (request.wait, request.priority);
+    // (A request that keeps its place is answered plainly: 201 or 202.)
+    let accepts_events = accepts_events && request.keep_place.is_none();
     // Boxed: each `async fn` it passes through by value would otherwise
     // hold a copy of its space.
     let acquisition = Box::pin(state.leases(kind).acquire(name.clone(), demand, request));
@@ -183,12 +202,16 @@ async fn acquire(
     Ok(Parked::new(answer, context).into_response())
 }
 
-/// 201 with the lease and its `Location`, or the problem of the refusal.
-fn created_or_refused(
+/// 201 with the lease and its `Location`, 202 with a ticket when its place
+/// was kept, or the problem of the refusal.
+pub(super) fn created_or_refused(
     kind: Kind,
     name: &Name,
     outcome: Result<Lease, Refusal>,
 ) -> Result<Response, AppError> {
+    if let Err(Refusal::Ticketed(place)) = outcome {
+        return Ok(tickets::ticketed(kind, name, place));
+    }
     let (id, lease) = answer(kind, name, outcome)?;
     Ok(created(kind.plural(), name, id, lease))
 }
@@ -207,6 +230,8 @@ fn answer(
             owner: owner.map(Owner::into_string),
         }),
         Err(Refusal::Frozen(frozen)) => Err(AppError::frozen(name, frozen)),
+        // Answered 202 by created_or_refused(); never in a progress stream.
+        Err(Refusal::Ticketed(_)) => Err(AppError::Internal("a ticket where a lease was due")),
     }
 }
 

@@ -105,6 +105,11 @@ pub fn acquire_schema_name(kind: Kind) -> String {
     KindDoc::of(kind).acquire.name
 }
 
+/// The schema name of `kind`'s lease body.
+pub fn lease_schema_name(kind: Kind) -> String {
+    KindDoc::of(kind).lease.name
+}
+
 /// Adds the operations and schemas of `kind` to `doc`: `/{kind}s/{name}`
 /// (acquire, status, force-release), `/{kind}s/{name}/{id}` (refresh,
 /// release, check) and `/{kind}s` (the listing).
@@ -182,6 +187,17 @@ fn name_operations(kind: Kind, own: &KindDoc, paths: &mut Paths) {
         .request_body(Some(own.acquire_body.clone()))
         .response("200", progress)
         .response("201", acquired)
+        .response(
+            "202",
+            super::tickets::ticket_response(
+                Header::builder()
+                    .schema(Some(Object::with_type(Type::String)))
+                    .description(Some(format!(
+                        "The ticket: /{plural}/{{name}}/tickets/{{ticket}}"
+                    )))
+                    .build(),
+            ),
+        )
         .response("409", problem(ProblemType::busy(kind)))
         .response("423", problem(ProblemType::Frozen)),
     );

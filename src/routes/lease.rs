@@ -15,7 +15,7 @@ use utoipa::IntoParams;
 
 use super::{AppError, Json};
 use crate::domain::{
-    AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Priority, Reason, Ttl, WaitTime,
+    AcquireRequest, Demand, KeepPlace, Kind, LeaseId, Name, Owner, Priority, Reason, Ttl, WaitTime,
 };
 use crate::engine;
 use crate::wire::{AcquireFields, WaiterBody};
@@ -109,9 +109,15 @@ pub fn acquire_request(
         override_reason,
         priority,
         ask_yield,
+        keep_place_ms,
     } = fields;
     let ttl = ttl(ttl_ms)?.unwrap_or_default();
-    let wait = WaitTime::from_ms(wait_ms.unwrap_or(0), max_wait_ms)
+    let mut wait_ms = wait_ms.unwrap_or(0);
+    if keep_place_ms.is_some() {
+        // A request that keeps its place waits what it may, then keeps it.
+        wait_ms = wait_ms.min(max_wait_ms);
+    }
+    let wait = WaitTime::from_ms(wait_ms, max_wait_ms)
         .map_err(|_| AppError::WaitTooLong { max_wait_ms })?;
     let owner = Owner::parse(owner).map_err(|e| AppError::field("owner", e))?;
     let override_reason = Reason::parse(override_reason)
@@ -129,6 +135,11 @@ pub fn acquire_request(
         // Not the body's to say: the handler sets it from the caller.
         by: None,
         override_reason,
+        // Checked against the service's bounds by the route, which knows them.
+        keep_place: keep_place_ms.map(|keep_ms| KeepPlace {
+            keep_ms,
+            pickup_ms: 0,
+        }),
     })
 }
 
@@ -252,6 +263,8 @@ pub fn waiter_body(kind: Kind, waiter: engine::Waiter) -> WaiterBody {
         priority: (!waiter.priority.is_default()).then(|| waiter.priority.get()),
         shared,
         permits,
+        ticket: waiter.kept_until_ms.map(|_| true),
+        kept_until: waiter.kept_until_ms.map(rfc3339_ms),
     }
 }
 

@@ -24,6 +24,7 @@ pub mod problem;
 pub mod progress;
 pub mod semaphores;
 mod state;
+pub mod tickets;
 
 pub use api::api;
 pub use auth::{Caller, RequireToken};

@@ -15,6 +15,7 @@ pub struct AcquireFields {
     pub override_reason: Option<String>,
     pub priority: Option<u64>,
     pub ask_yield: Option<bool>,
+    pub keep_place_ms: Option<u64>,
 }
 
 /// Declares an acquire-request body: the fields given, then the ones every
@@ -58,6 +59,15 @@ macro_rules! acquire_body {
             #[serde(skip_serializing_if = "Option::is_none")]
             #[schema(default = false)]
             pub ask_yield: Option<bool>,
+            /// When the request ends before its grant (its wait runs out,
+            /// the service's maximum wait cuts it, the client hangs up, or it
+            /// did not wait and the name was busy or frozen), its place in
+            /// line is kept as a ticket for this long (ms, 1 to the service's
+            /// `BATON_MAX_KEEP_PLACE_MS`): answered 202 with the ticket. With
+            /// it, a `wait_ms` over the service's maximum is cut to it.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(minimum = 1)]
+            pub keep_place_ms: Option<u64>,
         }
 
         impl From<AcquireFields> for $body {
@@ -71,6 +81,7 @@ macro_rules! acquire_body {
                     override_reason: fields.override_reason,
                     priority: fields.priority,
                     ask_yield: fields.ask_yield,
+                    keep_place_ms: fields.keep_place_ms,
                     ..Self::default()
                 }
             }
@@ -86,6 +97,7 @@ macro_rules! acquire_body {
                     override_reason: body.override_reason,
                     priority: body.priority,
                     ask_yield: body.ask_yield,
+                    keep_place_ms: body.keep_place_ms,
                 }
             }
         }

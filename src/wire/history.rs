@@ -19,6 +19,8 @@ pub enum LeaseEndBody {
     ForceReleased,
     /// A newer request took it.
     Superseded,
+    /// Granted to a ticket and not collected by its `pickup_by`.
+    NotCollected,
 }
 
 /// One lease of a name, as its history shows it.

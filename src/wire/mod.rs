@@ -26,6 +26,7 @@ mod lenient;
 mod problem;
 mod progress;
 mod status;
+mod ticket;
 
 pub use acquire::{AcquireFields, AcquireLock, AcquireSemaphore};
 pub use claim::{ClaimBody, ClaimLock, ClaimName, ClaimQueued, ClaimRequest, ClaimSemaphore};
@@ -39,3 +40,4 @@ pub use status::{
     Listing, LockHolderBody, LockStatusBody, Mode, SemaphoreStatusBody, SlotBody, StatusBody,
     WaiterBody,
 };
+pub use ticket::{TicketBody, TicketFrozen, TicketStateBody, TicketWaitBody};

@@ -23,6 +23,7 @@ pub enum ProblemType {
     Forbidden,
     NotFound,
     LeaseNotFound,
+    TicketNotFound,
     FreezeNotFound,
     LockNotHeld,
     SemaphoreNotHeld,
@@ -78,6 +79,7 @@ impl ProblemType {
         Self::Forbidden,
         Self::NotFound,
         Self::LeaseNotFound,
+        Self::TicketNotFound,
         Self::FreezeNotFound,
         Self::LockNotHeld,
         Self::SemaphoreNotHeld,
@@ -130,6 +132,12 @@ impl ProblemType {
                 "lease-not-found", 404, "Lease not found",
                 "No live lease with this id: it expired, was released, was force-released, or never belonged to this name. Nothing was changed.",
                 "no live lease with this id: it expired, was released, or is not this name's",
+                json!({}), Never,
+            ),
+            Self::TicketNotFound => (
+                "ticket-not-found", 404, "Ticket not found",
+                "No ticket with this id on this name: it was left, its place expired, it was collected, its grant was not collected by `pickup_by`, or it was lost with Redis's data. Nothing was changed.",
+                "no ticket with this id: it was left, expired, collected, or is not this name's",
                 json!({}), Never,
             ),
             Self::FreezeNotFound => (

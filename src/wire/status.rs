@@ -54,6 +54,13 @@ pub struct WaiterBody {
     /// A semaphore's waiter: the permits it asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub permits: Option<u64>,
+    /// A ticket (a place kept by `keep_place_ms` while no request waits on
+    /// it): `true` (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<bool>,
+    /// A ticket's place is kept until then (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_until: Option<String>,
 }
 
 /// How a held lock is held.

@@ -21,6 +21,7 @@ mod scopes;
 mod semaphores;
 mod service;
 mod shared;
+mod tickets;
 mod topology;
 mod transport;
 mod waiting;

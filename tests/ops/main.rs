@@ -18,4 +18,5 @@ mod metrics;
 mod run;
 mod secrets;
 mod steps;
+mod tickets;
 mod tokens;

@@ -165,8 +165,8 @@ if newest then
     superseded = true
   end
 end
--- Last in line among its priority: a ticket after theirs, in joining order.
-local place, first_here = ticket(priority)
+-- Last in line among its priority: a seq after theirs, in joining order.
+local place, first_here = seq(priority)
 if redis.call('ZADD', K_QUEUE, num(place), waiter) == 1 then
   count_queued(1, weight, priority)
 end

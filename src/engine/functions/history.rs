@@ -30,6 +30,7 @@ fn end_of(how: &str) -> Result<LeaseEnd, Error> {
         "expired" => LeaseEnd::Expired,
         "force-released" => LeaseEnd::ForceReleased,
         "superseded" => LeaseEnd::Superseded,
+        "not-collected" => LeaseEnd::NotCollected,
         other => return Err(Error::Protocol(format!("a lease ended {other:?}"))),
     })
 }

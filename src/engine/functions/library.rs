@@ -38,10 +38,11 @@ pub(in crate::engine) enum Op {
     Follow,
     AskYield,
     History,
+    Ticket,
 }
 
 impl Op {
-    const ALL: [Self; 12] = [
+    const ALL: [Self; 13] = [
         Self::Acquire,
         Self::Release,
         Self::Refresh,
@@ -54,6 +55,7 @@ impl Op {
         Self::Follow,
         Self::AskYield,
         Self::History,
+        Self::Ticket,
     ];
 
     /// The operation's name, and its file in `functions/`.
@@ -71,6 +73,7 @@ impl Op {
             Self::Follow => "follow",
             Self::AskYield => "ask_yield",
             Self::History => "history",
+            Self::Ticket => "ticket",
         }
     }
 
@@ -88,6 +91,7 @@ impl Op {
             Self::Follow => include_str!("follow.lua"),
             Self::AskYield => include_str!("ask_yield.lua"),
             Self::History => include_str!("history.lua"),
+            Self::Ticket => include_str!("ticket.lua"),
         }
     }
 }
@@ -96,12 +100,13 @@ impl Op {
 /// the parts before it (`core/state.lua` says what each holds). One chunk of
 /// Lua in all: at most 200 local variables at its top level, and at most 60
 /// upvalues in any one function (Lua 5.1, as Redis runs it).
-const CORE: [&str; 9] = [
+const CORE: [&str; 10] = [
     include_str!("core/state.lua"),
     include_str!("core/formats.lua"),
     include_str!("core/persist.lua"),
     include_str!("core/history.lua"),
     include_str!("core/messages.lua"),
+    include_str!("core/tickets.lua"),
     include_str!("core/pruning.lua"),
     include_str!("core/leases.lua"),
     include_str!("core/admission.lua"),

@@ -25,4 +25,5 @@ pub(super) mod refresh;
 pub(super) mod release;
 pub(super) mod status;
 pub(super) mod tail;
+pub(super) mod ticket;
 pub(super) mod waiter;

@@ -65,6 +65,7 @@ impl Function for ReadStatus {
                 weight: reply.uint()?,
                 priority: Priority::new(reply.uint()?)
                     .map_err(|e| Error::Protocol(format!("a waiter's priority: {e}")))?,
+                kept_until_ms: Some(reply.uint()?).filter(|ms| *ms > 0),
             });
         }
         Ok(Snapshot {

@@ -3,6 +3,7 @@
 //! whole wait, so the same request always names the same member of the line.
 
 use crate::domain::{Demand, LeaseId, Owner, Priority, Reason, TokenName, Ttl};
+use crate::engine::error::Error;
 
 /// One acquisition's place in line, as Redis keeps it.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +48,51 @@ impl LineEntry<'_> {
             self.by.map_or("", TokenName::as_str),
             self.override_reason.map_or("", Reason::as_str),
         )
+    }
+}
+
+/// A waiter read back from the line (a ticket's entry, `ticket.lua`): the
+/// terms its request asked, which a wait on the ticket keeps. Its one
+/// decoder, the inverse of [`LineEntry::encode`].
+#[derive(Debug)]
+pub(in crate::engine) struct StoredWaiter {
+    pub id: LeaseId,
+    pub ttl: Ttl,
+    pub demand: Demand,
+    pub newest: bool,
+    pub priority: Priority,
+    pub owner: Option<Owner>,
+    pub by: Option<TokenName>,
+    pub override_reason: Option<Reason>,
+}
+
+impl StoredWaiter {
+    /// # Errors
+    /// [`Error::Protocol`] when `raw` is not a waiter as [`LineEntry::encode`] writes it.
+    pub(in crate::engine) fn parse(raw: &str) -> Result<Self, Error> {
+        let bad = || Error::Protocol("a ticket's entry in line is malformed".into());
+        let mut lines = raw.splitn(3, '\n');
+        let head = lines.next().ok_or_else(bad)?;
+        let by = lines.next().unwrap_or("");
+        let override_reason = lines.next().unwrap_or("");
+        let fields: Vec<&str> = head.splitn(9, '|').collect();
+        let [id, _tag, _instance, ttl, limit, weight, newest, priority, owner] = fields[..] else {
+            return Err(bad());
+        };
+        let number = |raw: &str| raw.parse::<u64>().map_err(|_| bad());
+        Ok(Self {
+            id: LeaseId::parse(id).map_err(|_| bad())?,
+            ttl: Ttl::from_ms(number(ttl)?).map_err(|_| bad())?,
+            demand: Demand::from_stored(number(weight)?, number(limit)?).map_err(|_| bad())?,
+            newest: newest == "1",
+            priority: Priority::new(number(priority)?).map_err(|_| bad())?,
+            owner: Owner::from_stored(owner.to_owned()),
+            by: (!by.is_empty())
+                .then(|| TokenName::parse(by))
+                .transpose()
+                .map_err(|_| bad())?,
+            override_reason: Reason::from_stored(override_reason.to_owned()),
+        })
     }
 }
 
@@ -107,6 +153,24 @@ mod tests {
                 id.expose()
             )
         );
+    }
+
+    #[test]
+    fn a_stored_waiter_reads_back_what_was_encoded() {
+        let id = LeaseId::new();
+        let owner = Owner::from_stored("ci|job 7".to_owned()).expect("owner");
+        let by = TokenName::parse("team-a").expect("token name");
+        let stored =
+            StoredWaiter::parse(&entry(id, Some(&owner), Some(&by)).encode()).expect("parsed");
+        assert_eq!(stored.id, id);
+        assert_eq!(stored.ttl.as_ms(), 30_000);
+        assert_eq!((stored.demand.weight(), stored.demand.limit()), (2, 3));
+        assert!(stored.newest);
+        assert_eq!(stored.priority.get(), 7);
+        assert_eq!(stored.owner.as_ref().map(Owner::as_str), Some("ci|job 7"));
+        assert_eq!(stored.by.as_ref().map(TokenName::as_str), Some("team-a"));
+        assert!(stored.override_reason.is_none());
+        assert!(StoredWaiter::parse("nonsense").is_err());
     }
 
     #[test]

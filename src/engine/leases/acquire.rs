@@ -61,6 +61,12 @@ impl Leases {
         let (leases, name) = (&acquisition.leases, &acquisition.name);
         let mut attempts = 1u32;
         if acquisition.request.wait.as_duration().is_zero() {
+            if let Some(keep) = acquisition.request.keep_place {
+                // Acquired now, or in line as a ticket: one call either way.
+                return Box::pin(acquisition.take_ticket(keep))
+                    .await
+                    .map(Acquiring::Now);
+            }
             // Frozen, as this instance knows it: refused without a call
             // (Redis judges it again for a call that is made).
             if acquisition.frozen_by().is_some() {
@@ -98,6 +104,10 @@ impl Leases {
             match attempt {
                 Ok(Attempt::Queued { next_expiry_in }) => {
                     registration.in_line(next_expiry_in);
+                    if let Some(keep) = acquisition.request.keep_place {
+                        // Its place outlives this request (and this instance).
+                        Box::pin(acquisition.adopt(keep)).await;
+                    }
                     if acquisition.request.ask_yield {
                         // Asked once, as it joins: a request, not a condition.
                         let asked =
@@ -167,15 +177,16 @@ mod tests {
     #[test]
     fn what_a_waiting_request_keeps_stays_small() {
         let queued = std::mem::size_of::<Waiting>();
-        // (264 and 648: an override reason's pointer, boxed, among the
-        // request's fields.)
-        assert!(queued <= 264, "a queued acquisition is {queued} bytes");
+        // (288 and 696: an override reason's pointer, boxed, and a ticket's
+        // terms (keep_place_ms, 24 bytes, held twice while joining) among
+        // the request's fields.)
+        assert!(queued <= 288, "a queued acquisition is {queued} bytes");
         let waiting = size_of_return(Waiting::outcome);
         assert!(
             waiting <= 384,
             "a queued acquisition's outcome future is {waiting} bytes"
         );
         let joining = size_of_return4(Leases::acquire);
-        assert!(joining <= 648, "an acquisition's future is {joining} bytes");
+        assert!(joining <= 696, "an acquisition's future is {joining} bytes");
     }
 }

@@ -7,13 +7,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::operations::Leases;
-use crate::domain::{AcquireRequest, Demand, LeaseId, Name, TokenName};
+use crate::domain::{AcquireRequest, Demand, KeepPlace, LeaseId, Name, TokenName};
 use crate::engine::error::Error;
 use crate::engine::freeze_book::wall_clock_ms;
 use crate::engine::functions::acquire::Attempt;
 use crate::engine::functions::release::{End, Ended};
+use crate::engine::functions::ticket::{TicketCall, TicketReply};
 use crate::engine::functions::waiter::LineEntry;
-use crate::engine::model::{Busy, FrozenBy, Lease, Occupancy, Refusal};
+use crate::engine::model::{Busy, FrozenBy, Lease, Occupancy, Refusal, TicketPlace};
 use crate::engine::waiters::new_tag;
 use crate::telemetry::{audit, audit_override, record_acquisition};
 
@@ -43,11 +44,23 @@ pub(super) struct Acquisition {
 
 impl Acquisition {
     pub(super) fn new(leases: Leases, name: Name, demand: Demand, request: AcquireRequest) -> Self {
+        Self::resumed(leases, name, LeaseId::new(), new_tag(), demand, request)
+    }
+
+    /// One under the id `id` (a ticket's), as the waiter `tag` of this instance.
+    pub(super) fn resumed(
+        leases: Leases,
+        name: Name,
+        id: LeaseId,
+        tag: u64,
+        demand: Demand,
+        request: AcquireRequest,
+    ) -> Self {
         Self {
             leases,
             name,
-            id: LeaseId::new(),
-            tag: new_tag(),
+            id,
+            tag,
             demand,
             request,
             started: std::time::Instant::now(),
@@ -102,6 +115,58 @@ impl Acquisition {
                 owner: None,
                 next_expiry_in,
             })),
+        }
+    }
+
+    /// A call on its ticket, answered: the lease (held until the expiry
+    /// Redis replied: `ticket.lua` wrote, confirmed or collected it so), or
+    /// its place kept as a ticket (202).
+    pub(super) fn ticketed(&self, reply: TicketReply) -> Result<Result<Granted, Refusal>, Error> {
+        match reply {
+            TicketReply::Lease {
+                token,
+                expires_at_ms,
+                ..
+            } => Ok(Ok((token, expires_at_ms))),
+            TicketReply::Waiting {
+                place,
+                waiting,
+                place_expires_at_ms,
+                ..
+            } => Ok(Err(Refusal::Ticketed(TicketPlace {
+                ticket: self.id,
+                place,
+                waiting,
+                place_expires_at_ms,
+                frozen: self.frozen_by(),
+                pickup_by_ms: None,
+            }))),
+            other => Err(Error::Protocol(format!(
+                "a ticket's call replied {other:?}"
+            ))),
+        }
+    }
+
+    /// A request that keeps its place and does not wait: acquired now (a
+    /// full lease, written by the call that replied), or in line as a ticket.
+    pub(super) async fn take_ticket(
+        self,
+        keep: KeepPlace,
+    ) -> Result<Result<Lease, Refusal>, Error> {
+        let turn = self.leases.engine.join_turn().await;
+        let take = TicketCall::Take(self.entry(), keep);
+        let reply = self.leases.serve(&self.name, &take).await;
+        drop(turn);
+        let outcome = reply.and_then(|reply| self.ticketed(reply));
+        self.settle(1, outcome).await
+    }
+
+    /// A waiting request that keeps its place, just queued: its place
+    /// outlives the request (and this instance) from now on.
+    pub(super) async fn adopt(&self, keep: KeepPlace) {
+        let adopt = TicketCall::Adopt(self.entry(), keep);
+        if let Err(err) = self.leases.serve(&self.name, &adopt).await {
+            tracing::debug!(%err, "keeping a waiter's place failed");
         }
     }
 
@@ -229,14 +294,25 @@ impl Drop for Acquisition {
         runtime.spawn(async move {
             let mut backoff = Duration::from_millis(100);
             loop {
-                let leave = End::Leave(parting.entry());
-                match parting.leases.end(&parting.name, leave, parting.by()).await {
-                    Ok(ended) => {
-                        if matches!(ended, Ended::Released { .. }) {
-                            tracing::info!("released a lease whose requester was gone");
-                        }
-                        return;
-                    }
+                let ended = if let Some(keep) = parting.request.keep_place {
+                    // Its place (or a lease granted meanwhile, held for
+                    // pickup) is kept as its ticket.
+                    let park = TicketCall::Park(parting.entry(), keep, true);
+                    parting.leases.serve(&parting.name, &park).await.map(|_| ())
+                } else {
+                    let leave = End::Leave(parting.entry());
+                    parting
+                        .leases
+                        .end(&parting.name, leave, parting.by())
+                        .await
+                        .map(|ended| {
+                            if matches!(ended, Ended::Released { .. }) {
+                                tracing::info!("released a lease whose requester was gone");
+                            }
+                        })
+                };
+                match ended {
+                    Ok(()) => return,
                     Err(err) if Instant::now() + backoff < give_up_at => {
                         tracing::debug!(%err, "undo of an abandoned acquisition failed; retrying");
                         tokio::time::sleep(backoff).await;

@@ -14,10 +14,12 @@ mod listing;
 mod operations;
 mod progress;
 mod run_to_end;
+mod tickets;
 mod waiting;
 
 pub use acquire::Acquiring;
 pub use listing::{Page, PageCursor, PageLimit, Shown};
 pub use operations::Leases;
 pub use progress::InLine;
+pub use tickets::TicketWait;
 pub use waiting::Waiting;

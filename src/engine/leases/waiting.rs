@@ -8,6 +8,7 @@ use super::progress::InLine;
 use crate::engine::error::Error;
 use crate::engine::functions::acquire::{Attempt, Join};
 use crate::engine::functions::release::{End, Ended};
+use crate::engine::functions::ticket::TicketCall;
 use crate::engine::model::{Lease, Refusal};
 use crate::engine::waiters::{Registration, WaiterNotice};
 
@@ -66,6 +67,10 @@ impl Waiting {
                 () = tokio::time::sleep_until(self.deadline) => break,
             };
             match notice {
+                WaiterNotice::ShuttingDown if acquisition.request.keep_place.is_some() => {
+                    // Its place is kept as a ticket, which any instance serves.
+                    break;
+                }
                 WaiterNotice::ShuttingDown => {
                     // Leave now, so the next in line moves up (and a lease
                     // granted meanwhile goes back); the acquisition retries.
@@ -122,6 +127,13 @@ impl Waiting {
         // The wait is over: take a lease granted meanwhile (or room there is
         // now), else leave the line.
         self.registration = None;
+        if let Some(keep) = acquisition.request.keep_place {
+            // Its place is kept as a ticket (or it takes a lease granted
+            // meanwhile, or room there is now).
+            let park = TicketCall::Park(acquisition.entry(), keep, false);
+            let reply = Box::pin(leases.serve(name, &park)).await?;
+            return acquisition.ticketed(reply);
+        }
         let ended =
             Box::pin(leases.end(name, End::GiveUp(acquisition.entry()), acquisition.by())).await?;
         Ok(match ended {

@@ -27,7 +27,7 @@
 -- loss). Until then they are not trusted: only while their count is the
 -- queue's size (newcomer_fits()); a newcomer is refused while it is not.
 -- Priority changes only the line's order (a waiter of higher priority is
--- ahead of every lower one: its ticket, state.lua): the rule stays this
+-- ahead of every lower one: its seq, state.lua): the rule stays this
 -- one. A newcomer of priority p is judged as if it joined: behind the
 -- waiters of priority p and above, ahead of the others. So its "ahead" is
 -- the weight of those (serve_line() counts it for the waiters it looked at,
@@ -63,7 +63,7 @@
 --     waiters than it has, so a waiter dropped from the line rejoins it.
 --
 -- What a hand-off costs: a waiter's join looks up its own place (its lease
--- comes with the hash), looks at the first lease and the last ticket, and
+-- comes with the hash), looks at the first lease and the last seq, and
 -- writes its place and the line's sums; a release reads its lease and the
 -- fence in one call, grants the head of the line (the sums written with the
 -- new lease) and drops its own lease.
@@ -120,6 +120,10 @@ local function serve_line(used, kept)
       local waiter = head[i]
       looked = looked + 1
       local w = waiter_of(waiter)
+      if not alive(w.instance) and orphan_kept(waiter, w) then
+        -- Its instance is gone, but it keeps its place: a ticket now.
+        waiter = w.member
+      end
       local instance, weight, priority = w.instance, w.weight, w.priority
       LOWEST = priority
       if not alive(instance) then
@@ -140,10 +144,14 @@ local function serve_line(used, kept)
         remove_waiter(waiter, instance, weight, w.newest, priority)
         local mine = instance == ME
         w.waited = math.max(0, now_ms - joined_ms(tonumber(head[i + 1]), priority))
+        -- A ticket's grant is held for its pickup (core/tickets.lua).
+        w.pickup = ticket_pickup(instance)
         local token, expires_at, expires = write_lease(w, not mine, not kept and granted == 0)
         used, granted = used + weight, granted + 1
-        tell(instance, (mine and 'G ' or 'g ') .. w.tag .. ' ' .. num(token) .. ' ' ..
-          num(expires_at) .. ' ' .. num(expires - now_ms))
+        if not w.pickup then
+          tell(instance, (mine and 'G ' or 'g ') .. w.tag .. ' ' .. num(token) .. ' ' ..
+            num(expires_at) .. ' ' .. num(expires - now_ms))
+        end
         if mine then
           -- Another instance's grant is announced when it is confirmed.
           event('acquired', w.owner, token)

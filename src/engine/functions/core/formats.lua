@@ -16,7 +16,8 @@
 --   a lease     "token|ttl_ms|limit|weight|expires_ms|full_ms|acquired_ms|
 --               waited_ms|priority|owner" .. "\n" .. by .. "\n" .. override
 --               (expires_ms: its score in leases; full_ms: the full expiry
---               while provisional, 0 once confirmed; acquired_ms: when it was
+--               while provisional, 0 once confirmed, 1 while held for a
+--               ticket's pickup (core/tickets.lua); acquired_ms: when it was
 --               granted; waited_ms: how long its request waited for it; the
 --               rest its waiter's): parse_lease(), pack_lease()
 --   the solo    "expires_ms|token|acquired_ms|waited_ms|" followed by its
@@ -102,13 +103,15 @@ local function parse_lease(packed)
   if not owner then
     owner, by, override = text, '', ''
   end
-  local provisional = full ~= '0'
+  -- full "1": granted to a ticket and held for its pickup (core/tickets.lua).
+  local pending = full == '1'
+  local provisional = full ~= '0' and not pending
   local score = tonumber(expires)
   local expires_at = provisional and tonumber(full) or score
   ttl = tonumber(ttl)
   return {token = tonumber(token), ttl = ttl, limit = tonumber(limit),
     weight = tonumber(weight), score = score, expires_at = expires_at, owner = owner,
-    provisional = provisional, live = score > now_ms,
+    provisional = provisional, pending = pending, live = score > now_ms,
     -- (An older lease: granted one ttl before its expiry, at the latest.)
     acquired = acquired and tonumber(acquired) or expires_at - ttl,
     waited = tonumber(waited), priority = tonumber(priority), by = by, override = override}

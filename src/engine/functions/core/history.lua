@@ -9,7 +9,7 @@
 -- per lease, written once, when the lease ends, by the call that ends it
 -- (remember()): its only field "e" is
 --   "how|ended_ms|" .. the lease as pack_lease() (state.lua) packs it
--- (how: "released", "expired", "force-released"; ended_ms: when, Redis
+-- (how: "released", "expired", "force-released", "not-collected"; ended_ms: when, Redis
 -- clock; an expired lease's is its expiry, not when a call found it). A
 -- lease id is never written there.
 --
@@ -45,6 +45,10 @@ local function remember(lease, how, ended_ms)
   terms()
   if HISTORY_MAX == 0 or lease.provisional then
     return
+  end
+  if lease.pending and how ~= 'force-released' then
+    -- Granted to a ticket and never collected (core/tickets.lua).
+    how = 'not-collected'
   end
   remember_packed(how, ended_ms, pack_lease(lease, lease.ttl, lease.expires_at, 0))
 end

@@ -144,7 +144,10 @@ local function write_lease(w, provisional, fresh)
   local token = next_token()
   local full = now_ms + w.ttl
   local expires, marker = full, 0
-  if provisional then
+  if w.pickup then
+    -- A ticket's: held for its pickup (core/tickets.lua).
+    expires, marker = now_ms + w.pickup, 1
+  elseif provisional then
     expires, marker = math.min(full, now_ms + CONFIRM_MS), full
   end
   w.token, w.acquired = token, now_ms
@@ -166,7 +169,7 @@ local function write_lease(w, provisional, fresh)
       'used', num(USED), 'slow', '1')
   end
   SLOW = true
-  keep_leases(full, fresh)
+  keep_leases(math.max(full, expires), fresh)
   return token, full, expires
 end
 
@@ -258,7 +261,9 @@ local function end_every_lease()
   end
   local shown = live_leases(100)
   redis.call('UNLINK', K_LEASES, K_OWNERS)
-  UNTIL, USED, USED_DIRTY, QUEUED_DIRTY = now_ms + keep_ms() + KEEP_MS, 0, false, false
+  -- (Never sooner than before: the line's sums live as long as its tickets.)
+  UNTIL, USED, USED_DIRTY, QUEUED_DIRTY = math.max(UNTIL, now_ms + keep_ms() + KEEP_MS), 0, false,
+    false
   redis.call('HSET', K_OWNERS, 'limit', num(LIMIT), 'fence', num(FENCE), 'until', num(UNTIL),
     'slow', '1', 'queued', queued_field(), 'ranked', ranked_field())
   RANKED_DIRTY = false

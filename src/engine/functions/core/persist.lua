@@ -1,5 +1,5 @@
 -- The lease core, part 3: how a call reads a name's state (read_state())
--- and saves it (save()), the line's sums, tickets, TTLs and fencing tokens.
+-- and saves it (save()), the line's sums, seqs, TTLs and fencing tokens.
 
 -- The owners hash's fields read_state() takes, with `id`'s packed lease when
 -- `id` is given, in one call.
@@ -169,10 +169,10 @@ local function waiting()
   return redis.call('ZCARD', K_QUEUE)
 end
 
--- The ticket (see above) of a waiter of `priority` (a number) joining the
+-- The seq (see above) of a waiter of `priority` (a number) joining the
 -- line now: after the last of its priority, before every lower one. Also
 -- whether it found none at its priority or above (the line may be new).
-local function ticket(priority)
+local function seq(priority)
   local t = now_us - priority * PRIORITY_STEP
   local last = redis.call('ZRANGE', K_QUEUE, '(' .. num(t + PRIORITY_STEP / 2), '-inf',
     'BYSCORE', 'REV', 'LIMIT', '0', '1', 'WITHSCORES')
@@ -182,17 +182,21 @@ local function ticket(priority)
   return t, #last == 0
 end
 
--- When a waiter of `priority` (a number) with `ticket` (its score in queue)
+-- When a waiter of `priority` (a number) with `seq` (its score in queue)
 -- joined the line (ms).
-local function joined_ms(ticket, priority)
-  return math.floor((ticket + priority * PRIORITY_STEP) / 1000)
+local function joined_ms(seq, priority)
+  return math.floor((seq + priority * PRIORITY_STEP) / 1000)
 end
 
 -- The line's keys live LINE_TTL_MS past the last touch.
 local function touch_line()
-  for _, key in ipairs({K_QUEUE, K_BYINST, K_INSTANCES, K_NOTES}) do
+  for _, key in ipairs({K_BYINST, K_INSTANCES, K_NOTES}) do
     redis.call('PEXPIRE', key, num(LINE_TTL_MS))
   end
+  -- The queue may hold tickets, whose places outlive this (core/tickets.lua):
+  -- never shortened, only given a TTL or extended.
+  redis.call('PEXPIRE', K_QUEUE, num(LINE_TTL_MS), 'NX')
+  redis.call('PEXPIRE', K_QUEUE, num(LINE_TTL_MS), 'GT')
 end
 
 -- How long a name's leases and owners outlive its last lease (ms): KEEP_MS,

@@ -47,6 +47,10 @@ local function alive(instance)
   if instance == ME then
     return true
   end
+  if string.byte(instance, 1) == 126 then
+    -- "~": a ticket, alive until its place expires (core/tickets.lua).
+    return ticket_alive(instance)
+  end
   if not ALIVE then
     ALIVE = {}
   end
@@ -73,9 +77,12 @@ local function drop_dead_instances()
       '[' .. instance .. '|\255', 'LIMIT', 0, budget)
     for _, member in ipairs(members) do
       local waiter = string.sub(member, #instance + 2)
-      local _, _, _, _, _, weight, newest, priority, owner = unpack_waiter(waiter)
-      remove_waiter(waiter, instance, tonumber(weight), newest, tonumber(priority))
-      event('left', owner)
+      local w = waiter_of(waiter)
+      -- (A waiter that keeps its place stays, as a ticket: core/tickets.lua.)
+      if not orphan_kept(waiter, w) then
+        remove_waiter(waiter, instance, w.weight, w.newest, w.priority)
+        event('left', w.owner)
+      end
     end
     if #members < budget then
       redis.call('ZREM', K_INSTANCES, instance)

@@ -7,7 +7,7 @@
 --                  variables and begin()
 --   formats.lua    a waiter, a lease and the solo lease, packed and read
 --   persist.lua    the call's state read and saved; the line's sums,
---                  tickets, TTLs and tokens
+--                  seqs, TTLs and tokens
 --   history.lua    what a name remembers of its leases once they end
 --   messages.lua   what a call tells: instances about their waiters,
 --                  watchers about changes, the caller in its reply's tail
@@ -55,11 +55,11 @@
 --                     set and kept by follow.lua: only then do the calls that
 --                     change a lease tell its stream (tell_followers(),
 --                     messages.lua)
---   queue     zset: waiter (formats.lua) -> ticket; a ticket is its join time
+--   queue     zset: waiter (formats.lua) -> seq; a seq is its join time
 --                     in microseconds less priority x PRIORITY_STEP, and
---                     max(last ticket of its priority + 1, that), so the
+--                     max(last seq of its priority + 1, that), so the
 --                     line is in order of priority (higher first), then of
---                     joining, whichever instance a waiter is on (ticket())
+--                     joining, whichever instance a waiter is on (seq())
 --   byinst    zset, all scores 0: "instance|waiter", each instance's waiters
 --   instances zset: instance id -> alive until (ms); kept fresh by that
 --                     instance's keep-alive about every second
@@ -107,9 +107,9 @@ local MAX_SAFE = 9007199254740991 -- 2^53 - 1: Lua numbers are exact up to here
 -- more than every waiter's weight could take away, and than any limit, so
 -- that no newcomer is let past the line until a call sees it whole.
 local UNKNOWN_WEIGHT = 1125899906842624 -- 2^50
--- What a step of priority takes off a ticket (2^49 us, 17 years): more than
+-- What a step of priority takes off a seq (2^49 us, 17 years): more than
 -- the join times of any two waiters in one line ever differ, so every
--- ticket of a priority sorts before every ticket of the one below, and all
+-- seq of a priority sorts before every seq of the one below, and all
 -- stay exact (join times are about 2^51 us; 9 steps are less than 2^53).
 local PRIORITY_STEP = 562949953421312
 

@@ -1,0 +1,122 @@
+-- The lease core, part 4b: tickets, a place in line that outlives the
+-- request that took it (ticket.lua has the operations; docs/design.md).
+--
+-- A ticket is a waiter whose place is kept without any instance keeping it
+-- alive: its entry in queue is a waiter (formats.lua) whose instance is
+-- "~EXPIRES~PICKUP" (EXPIRES: when its place ends, ms, Redis clock;
+-- PICKUP: how long a grant is held for it, ms) and whose tag is 0. It is
+-- alive until EXPIRES (alive(), pruning.lua), so it costs no keep-alive:
+-- the first call that looks at it after that takes it out of the line. Its
+-- id is the ticket, and the id of the lease it is granted.
+--
+-- A request that keeps its place (keep_place_ms) has a record in the
+-- name's tickets hash ("prefix{lock:NAME}:tickets", its slot) for as long
+-- as it is in line or its grant waits for pickup:
+--   ticket -> "keep_ms|pickup_ms|expires_ms|" .. its entry in queue as it
+--             is now (a ticket's, or an active waiter's while a request
+--             waits on it on some instance)
+-- The hash's TTL is the latest of its tickets' deadlines (never shortened).
+--
+-- Granted while nobody waits on it (serve_line(), admission.lua), a ticket's
+-- lease is written with its expiry at the grant + PICKUP and marked pending
+-- (formats.lua): Redis holds it for the ticket until then; collected, it
+-- gets its full ttl from the collect (ticket.lua); not collected, it
+-- expires and its history entry says "not-collected" (history.lua). The
+-- pending lease weighs what the ticket asked, so nobody is granted past it.
+--
+-- An active waiter with a record whose instance dies is not dropped: it
+-- becomes a ticket again in the same place (orphan_kept()).
+
+-- The tickets hash of the call's name.
+local function tickets_key()
+  return string.sub(K_OWNERS, 1, -8) .. ':tickets'
+end
+
+-- Whether a ticket's place (its instance field, "~EXPIRES~PICKUP") is live.
+local function ticket_alive(instance)
+  local expires = string.match(instance, '^~(%d+)')
+  return expires ~= nil and tonumber(expires) > now_ms
+end
+
+-- How long a grant is held for the waiter of `instance` when it is a
+-- ticket (ms); nil for any other waiter.
+local function ticket_pickup(instance)
+  if string.byte(instance, 1) ~= 126 then
+    return nil
+  end
+  return tonumber(string.match(instance, '^~%d+~(%d+)$') or '0')
+end
+
+-- The ticket form of waiter `w` (waiter_of()), its place kept until
+-- `expires` with grants held `pickup` ms.
+local function ticket_form(w, expires, pickup)
+  local active_tag, active_instance = w.tag, w.instance
+  w.tag, w.instance = '0', '~' .. num(expires) .. '~' .. num(pickup)
+  local member = pack_waiter(w, w.ttl)
+  w.tag, w.instance = active_tag, active_instance
+  return member
+end
+
+-- A ticket's record (see above), read: keep, pickup, expires (numbers) and
+-- its entry; nil when none.
+local function ticket_record(id)
+  local raw = redis.call('HGET', tickets_key(), id)
+  if not raw then
+    return nil
+  end
+  local keep, pickup, expires, member = string.match(raw, '^(%d+)|(%d+)|(%d+)|(.*)$')
+  return {keep = tonumber(keep), pickup = tonumber(pickup), expires = tonumber(expires),
+    member = member}
+end
+
+-- Keeps `until_ms` the deadline of `key` at least (a new key gets it).
+local function keep_key_until(key, until_ms)
+  redis.call('PEXPIREAT', key, num(until_ms), 'NX')
+  redis.call('PEXPIREAT', key, num(until_ms), 'GT')
+end
+
+-- Writes ticket `id`'s record; the tickets hash, the queue and the owners
+-- hash (with the line's sums) live until `until_ms` at least.
+local function save_ticket(id, rec, until_ms)
+  local key = tickets_key()
+  redis.call('HSET', key, id, num(rec.keep) .. '|' .. num(rec.pickup) .. '|' ..
+    num(rec.expires) .. '|' .. rec.member)
+  keep_key_until(key, until_ms)
+  keep_key_until(K_QUEUE, until_ms)
+  keep_leases(until_ms, false)
+end
+
+-- Moves `waiter` (in queue) to `member`, in the same place.
+local function replace_in_line(waiter, member)
+  local score = redis.call('ZSCORE', K_QUEUE, waiter)
+  if not score then
+    return false
+  end
+  redis.call('ZREM', K_QUEUE, waiter)
+  redis.call('ZADD', K_QUEUE, score, member)
+  return true
+end
+
+-- `waiter` (`w` its fields) is found with its instance gone (or, a ticket,
+-- its place expired). A waiter with a live record becomes a ticket in the
+-- same place (w.member, w.instance and w.tag then say it): true. Else false,
+-- and the caller takes it out of the line (a record left is forgotten).
+local function orphan_kept(waiter, w)
+  local rec = ticket_record(w.id)
+  if not rec then
+    return false
+  end
+  if string.byte(w.instance, 1) == 126 or rec.expires <= now_ms or rec.member ~= waiter then
+    redis.call('HDEL', tickets_key(), w.id)
+    return false
+  end
+  local member = ticket_form(w, rec.expires, rec.pickup)
+  if not replace_in_line(waiter, member) then
+    return false
+  end
+  redis.call('ZREM', K_BYINST, w.instance .. '|' .. waiter)
+  rec.member = member
+  save_ticket(w.id, rec, rec.expires)
+  w.member, w.tag, w.instance = member, '0', string.match(member, '^[^|]*|%d+|([^|]*)|')
+  return true
+end
