@@ -320,3 +320,42 @@ async fn a_jwks_file_works() {
     std::fs::remove_file(&path).unwrap();
     std::fs::remove_file(&keys).unwrap();
 }
+
+#[tokio::test]
+async fn removing_the_rule_or_the_issuer_refuses_the_next_requests() {
+    let key = SigningKey::p256("reload-key");
+    let keys = std::env::temp_dir().join(format!("baton-oidc-jwks-{}.json", unique_prefix()));
+    std::fs::write(&keys, jwks(&[&key])).unwrap();
+    let text = issuer(ISS, keys.to_str().unwrap());
+    let (app, path) = app_with(&text).await;
+    let token = key.sign(&claims(json!({})));
+    assert_eq!(acquire(&app, &token, "deploy-app-1").await.0, 201);
+    let until = |expected: u16, name: &'static str| {
+        let (app, token) = (&app, &token);
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                // SIGHUP reads every service's file again (each test's own).
+                unsafe { libc::kill(libc::getpid(), libc::SIGHUP) };
+                let (status, answer) = acquire(app, token, name).await;
+                if status == expected {
+                    return;
+                }
+                assert!(std::time::Instant::now() < deadline, "{answer}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    std::fs::write(&path, text.replace("refs/heads/main", "refs/heads/release")).unwrap();
+    until(403, "deploy-app-2").await;
+    std::fs::write(
+        &path,
+        format!(
+            "[[token]]\nname = \"other\"\nvalue = \"{ORDINARY}-other\"\nallow = [\"read:*\"]\n"
+        ),
+    )
+    .unwrap();
+    until(401, "deploy-app-3").await;
+    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(&keys).unwrap();
+}
