@@ -359,3 +359,37 @@ async fn removing_the_rule_or_the_issuer_refuses_the_next_requests() {
     std::fs::remove_file(&path).unwrap();
     std::fs::remove_file(&keys).unwrap();
 }
+
+/// Not an assertion on time (machines differ): the CPU cost of finding the
+/// caller of a request, printed with `--nocapture` (run with `--release` for
+/// figures that mean something): an ordinary token beside a job's token
+/// with its key cached, RS256 and ES256.
+#[test]
+fn the_cost_of_a_job_token_beside_an_ordinary_one() {
+    let (rsa_key, ec_key) = (SigningKey::rsa("rsa-cost"), SigningKey::p256("ec-cost"));
+    let keys = std::env::temp_dir().join(format!("baton-oidc-jwks-{}.json", unique_prefix()));
+    std::fs::write(&keys, jwks(&[&rsa_key, &ec_key])).unwrap();
+    let path = std::env::temp_dir().join(format!("baton-oidc-{}.toml", unique_prefix()));
+    std::fs::write(&path, issuer(ISS, keys.to_str().unwrap())).unwrap();
+    let mut settings = settings_for("redis://127.0.0.1:1", "x");
+    settings.tokens_file = Some(path.clone());
+    settings.api_tokens = vec![ORDINARY.into()];
+    let tokens = baton::access::Tokens::load(&settings).unwrap();
+    let (rs256, es256) = (
+        rsa_key.sign(&claims(json!({}))),
+        ec_key.sign(&claims(json!({}))),
+    );
+    for (what, token, rounds) in [
+        ("ordinary token", ORDINARY, 20_000u32),
+        ("RS256 job token", rs256.as_str(), 500),
+        ("ES256 job token", es256.as_str(), 500),
+    ] {
+        let started = std::time::Instant::now();
+        for _ in 0..rounds {
+            assert!(tokens.principal(Some(token.as_bytes())).is_ok());
+        }
+        println!("{what}: {:?} per request", started.elapsed() / rounds);
+    }
+    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(&keys).unwrap();
+}
