@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::digest::TokenDigest;
+use super::oidc::Issuers;
 use super::principal::Principal;
 use super::tokens_file::{FileToken, ADMIN_TOKENS_NAME, API_TOKENS_NAME};
 use crate::domain::{Grant, Scope, TokenName};
@@ -14,6 +15,8 @@ use crate::domain::{Grant, Scope, TokenName};
 #[derive(Debug)]
 pub struct Keyring {
     by_digest: HashMap<TokenDigest, Entry>,
+    /// The issuers of job tokens, from the same file (replaced with it).
+    issuers: Issuers,
 }
 
 /// What a token may do, and its digest again for the final comparison.
@@ -68,7 +71,20 @@ impl Keyring {
                 (digest, Entry { digest, principal })
             })
             .collect();
-        Self { by_digest }
+        Self {
+            by_digest,
+            issuers: Issuers::default(),
+        }
+    }
+
+    /// The same, taking job tokens of `issuers`.
+    pub fn with_issuers(self, issuers: Issuers) -> Self {
+        Self { issuers, ..self }
+    }
+
+    /// The issuers of job tokens it takes.
+    pub fn issuers(&self) -> &Issuers {
+        &self.issuers
     }
 
     /// How many distinct tokens it holds.

@@ -11,16 +11,18 @@
 //! - [`tokens`]: the set in force and its reload; [`keyring`]: one set,
 //!   looked up by digest; [`digest`]: a token's SHA-256.
 //! - [`tokens_file`]: the TOML file of named tokens.
+//! - [`oidc`]: CI job identity: the OpenID Connect tokens of `[[issuer]]`s.
 //! - `hangup.rs` ([`follow_token_file`]): SIGHUP, or a change of the file
 //!   (looked at every second), reads it again.
 
 pub mod digest;
 mod hangup;
 pub mod keyring;
+pub mod oidc;
 pub mod principal;
 pub mod tokens;
 pub mod tokens_file;
 
 pub use hangup::{follow_token_file, WATCH_INTERVAL};
 pub use principal::{Denied, Principal};
-pub use tokens::{NoValidToken, Tokens};
+pub use tokens::{NoValidToken, Tokens, Unidentified};

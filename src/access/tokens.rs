@@ -8,6 +8,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use super::keyring::Keyring;
+use super::oidc::{looks_like_jwt, Identity, IdentityRefusal, Issuers, PendingIdentity};
 use super::principal::Principal;
 use super::tokens_file;
 use crate::config::{ConfigError, Settings};
@@ -37,6 +38,16 @@ pub struct Tokens {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NoValidToken;
 
+/// Why a request has no caller yet ([`Tokens::identify`]).
+pub enum Unidentified {
+    /// No token, or one that is neither configured nor a job's token: 401.
+    NoValidToken,
+    /// A job's token refused (401 naming the check, 403, or 503).
+    Refused(IdentityRefusal),
+    /// A job's token whose issuer's key must be fetched first.
+    Pending(Box<PendingIdentity>),
+}
+
 impl Tokens {
     /// Reads the tokens of `settings`, the token file included.
     ///
@@ -45,7 +56,12 @@ impl Tokens {
     /// the entry at fault, never a token.
     pub fn load(settings: &Settings) -> Result<Self, ConfigError> {
         let file = settings.tokens_file.clone();
-        let keyring = build(&settings.api_tokens, &settings.admin_tokens, file.as_ref())?;
+        let keyring = build(
+            &settings.api_tokens,
+            &settings.admin_tokens,
+            file.as_ref(),
+            None,
+        )?;
         Ok(Self {
             current: ArcSwap::from_pointee(keyring),
             api: settings.api_tokens.clone(),
@@ -86,13 +102,36 @@ impl Tokens {
     /// # Errors
     /// [`NoValidToken`] when the service needs a token and none valid was given.
     pub fn principal(&self, token: Option<&[u8]>) -> Result<Arc<Principal>, NoValidToken> {
+        self.identify(token).map_err(|_| NoValidToken)
+    }
+
+    /// Who a request that presents `token` is: a configured token (one
+    /// hash and one probe, as ever), else, when the file has issuers and
+    /// the token has the form of a JWT, a job's token, checked against the
+    /// issuer's cached keys ([`Unidentified::Pending`] when they must be
+    /// fetched first).
+    ///
+    /// # Errors
+    /// [`Unidentified`]: why there is no caller (yet).
+    pub fn identify(&self, token: Option<&[u8]>) -> Result<Arc<Principal>, Unidentified> {
         if !self.required {
             return Ok(self.anyone.clone());
         }
-        token
-            .filter(|token| !token.is_empty())
-            .and_then(|token| self.current.load().lookup(token))
-            .ok_or(NoValidToken)
+        let Some(token) = token.filter(|token| !token.is_empty()) else {
+            return Err(Unidentified::NoValidToken);
+        };
+        let keyring = self.current.load();
+        if let Some(principal) = keyring.lookup(token) {
+            return Ok(principal);
+        }
+        if keyring.issuers().is_empty() || !looks_like_jwt(token) {
+            return Err(Unidentified::NoValidToken);
+        }
+        match keyring.issuers().identify(token) {
+            Identity::Known(principal) => Ok(principal),
+            Identity::Refused(refusal) => Err(Unidentified::Refused(refusal)),
+            Identity::Pending(pending) => Err(Unidentified::Pending(Box::new(pending))),
+        }
     }
 
     /// Reads the token file again and puts the new set in force at once;
@@ -102,23 +141,38 @@ impl Tokens {
     /// # Errors
     /// The file cannot be read or is not valid (one line, as at start).
     pub fn reload(&self) -> Result<usize, ConfigError> {
-        let keyring = build(&self.api, &self.admin, self.file.as_ref())?;
+        let previous = self.current.load();
+        let keyring = build(
+            &self.api,
+            &self.admin,
+            self.file.as_ref(),
+            Some(previous.issuers()),
+        )?;
         let count = keyring.len();
         self.current.store(Arc::new(keyring));
         Ok(count)
     }
 }
 
-fn build(api: &[String], admin: &[String], file: Option<&PathBuf>) -> Result<Keyring, ConfigError> {
-    let from_file = match file {
-        None => Vec::new(),
-        Some(path) => tokens_file::read(path).map_err(|expected| ConfigError {
-            setting: TOKENS_FILE.to_owned(),
-            value: Some(path.display().to_string()),
-            expected,
-        })?,
+/// The set of `api`, `admin` and `file`; the issuers' cached keys are
+/// kept from `previous` where their issuer reads them from the same URL.
+fn build(
+    api: &[String],
+    admin: &[String],
+    file: Option<&PathBuf>,
+    previous: Option<&Issuers>,
+) -> Result<Keyring, ConfigError> {
+    let Some(path) = file else {
+        return Ok(Keyring::new(api, admin, Vec::new()));
     };
-    Ok(Keyring::new(api, admin, from_file))
+    let refused = |expected| ConfigError {
+        setting: TOKENS_FILE.to_owned(),
+        value: Some(path.display().to_string()),
+        expected,
+    };
+    let from_file = tokens_file::read(path).map_err(refused)?;
+    let issuers = Issuers::new(from_file.issuers, previous).map_err(refused)?;
+    Ok(Keyring::new(api, admin, from_file.tokens).with_issuers(issuers))
 }
 
 #[cfg(test)]

@@ -7,6 +7,9 @@
 //! allow = ["write:team-a-*", "read:*"]
 //! ```
 //!
+//! It may also hold `[[issuer]]` entries: the OpenID Connect issuers whose
+//! job tokens are taken, read by [`super::oidc::config`].
+//!
 //! The `toml` crate reads the syntax; this file reads the entries, by hand,
 //! so that every message names the entry (by its `name`, or its number when
 //! it has none) and what is wrong with it, and none ever shows a token (nor
@@ -18,6 +21,7 @@ use std::path::Path;
 use toml::{Table, Value};
 
 use super::digest::TokenDigest;
+use super::oidc::config::{self, IssuerConfig};
 use crate::domain::{Grant, TokenName};
 
 /// The `by` of a token from `BATON_API_TOKENS` (or its file), which has no
@@ -34,21 +38,36 @@ pub struct FileToken {
     pub grants: Vec<Grant>,
 }
 
+/// What a token file holds: named tokens, and issuers of job tokens.
+#[derive(Debug, Default)]
+pub struct TokenFile {
+    pub tokens: Vec<FileToken>,
+    pub issuers: Vec<IssuerConfig>,
+}
+
 /// Reads and parses the file at `path`.
 ///
 /// # Errors
 /// One line saying what is wrong, naming the entry at fault.
-pub fn read(path: &Path) -> Result<Vec<FileToken>, String> {
+pub fn read(path: &Path) -> Result<TokenFile, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|err| format!("a readable TOML file of [[token]] entries ({err})"))?;
-    parse(&text)
+    parse_file(&text)
 }
 
-/// Parses the text of a token file.
+/// Parses the text of a token file: its `[[token]]` entries.
 ///
 /// # Errors
 /// One line saying what is wrong, naming the entry at fault.
 pub fn parse(text: &str) -> Result<Vec<FileToken>, String> {
+    parse_file(text).map(|file| file.tokens)
+}
+
+/// Parses the text of a token file, `[[issuer]]` entries included.
+///
+/// # Errors
+/// One line saying what is wrong, naming the entry at fault.
+pub fn parse_file(text: &str) -> Result<TokenFile, String> {
     let table: Table = text.parse().map_err(|err: toml::de::Error| {
         // The message only, never the snippet of the line it quotes (which
         // may hold a token).
@@ -61,19 +80,24 @@ pub fn parse(text: &str) -> Result<Vec<FileToken>, String> {
         )
     })?;
     for key in table.keys() {
-        if key != "token" {
+        if key != "token" && key != "issuer" {
             return Err(format!(
-                "unknown key {key:?} at the top: only [[token]] entries are read"
+                "unknown key {key:?} at the top: only [[token]] and [[issuer]] entries are read"
             ));
         }
     }
+    let issuers = match table.get("issuer") {
+        None => Vec::new(),
+        Some(issuers) => config::parse_issuers(issuers)?,
+    };
+    let empty = Vec::new();
     let entries = match table.get("token") {
-        None => return Err("no [[token]] entries".into()),
+        None => &empty,
         Some(Value::Array(entries)) => entries,
         Some(_) => return Err("token must be [[token]] entries (an array of tables)".into()),
     };
-    if entries.is_empty() {
-        return Err("no [[token]] entries".into());
+    if entries.is_empty() && issuers.is_empty() {
+        return Err("no [[token]] entries (nor [[issuer]] entries)".into());
     }
     let mut tokens: Vec<FileToken> = Vec::with_capacity(entries.len());
     let mut seen: HashMap<TokenDigest, usize> = HashMap::with_capacity(entries.len());
@@ -94,7 +118,7 @@ pub fn parse(text: &str) -> Result<Vec<FileToken>, String> {
         seen.insert(token.digest, index);
         tokens.push(token);
     }
-    Ok(tokens)
+    Ok(TokenFile { tokens, issuers })
 }
 
 /// How an entry is named in messages: `[[token]] "team-a-ci"`, or by its
@@ -153,6 +177,20 @@ fn read_entry(entry: &Table) -> Result<FileToken, String> {
             TokenDigest::of(value.as_bytes())
         }
     };
+    let grants = read_allow(entry)?;
+    Ok(FileToken {
+        name,
+        digest,
+        grants,
+    })
+}
+
+/// The `allow` of an entry (a token's, or an issuer's rule's): scopes such
+/// as `"write:team-a-*"`.
+///
+/// # Errors
+/// One phrase saying what is wrong, never quoting a value that is not a string.
+pub(super) fn read_allow(entry: &Table) -> Result<Vec<Grant>, String> {
     let allow = match entry.get("allow") {
         None => return Err("has no allow (e.g. allow = [\"write:team-a-*\", \"read:*\"])".into()),
         Some(Value::Array(allow)) => allow,
@@ -163,7 +201,7 @@ fn read_entry(entry: &Table) -> Result<FileToken, String> {
     if allow.is_empty() {
         return Err("allow is empty: the token could do nothing".into());
     }
-    let grants = allow
+    allow
         .iter()
         .enumerate()
         .map(|(i, grant)| {
@@ -172,12 +210,7 @@ fn read_entry(entry: &Table) -> Result<FileToken, String> {
                 .ok_or_else(|| format!("allow[{i}] must be a string such as \"read:*\""))?;
             Grant::parse(text).map_err(|err| format!("allow[{i}] = {text:?}: {err}"))
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(FileToken {
-        name,
-        digest,
-        grants,
-    })
+        .collect::<Result<Vec<_>, _>>()
 }
 
 fn first_line(text: &str) -> &str {

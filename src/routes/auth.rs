@@ -12,11 +12,11 @@ use axum::extract::{FromRequestParts, Request};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use futures_util::future::Either;
+use futures_util::future::{BoxFuture, Either};
 use tower::{Layer, Service};
 
 use super::AppError;
-use crate::access::{Principal, Tokens};
+use crate::access::{Principal, Tokens, Unidentified};
 
 /// The caller of a guarded request, put in its extensions by
 /// [`RequireToken`]: its token's name and grants ([`Principal`], which it
@@ -67,7 +67,8 @@ fn bearer(request: &Request) -> Option<&[u8]> {
 /// The guard of `/locks`, `/semaphores` and `/events`: answers 401 unless
 /// the request may use the API, and records its [`Caller`] for the
 /// handlers. The check is synchronous, so the guard adds nothing to a
-/// request's future (a waiting request keeps that future for its whole wait).
+/// request's future (a waiting request keeps that future for its whole wait),
+/// except for a job's token whose issuer's keys must be fetched first.
 #[derive(Clone, Copy)]
 pub struct RequireToken;
 
@@ -83,13 +84,21 @@ impl<S> Layer<S> for RequireToken {
 #[derive(Clone)]
 pub struct RequireTokenService<S>(S);
 
+/// The guard's answer: at once (refused, or the inner service's future), or
+/// after a job's token waited for its issuer's keys (boxed: that path only).
+type GuardFuture<F> = Either<
+    Ready<Result<Response, Infallible>>,
+    Either<F, BoxFuture<'static, Result<Response, Infallible>>>,
+>;
+
 impl<S> Service<Request> for RequireTokenService<S>
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Either<Ready<Result<Response, Infallible>>, S::Future>;
+    type Future = GuardFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.0.poll_ready(cx)
@@ -101,12 +110,32 @@ where
             let err = AppError::Internal("no token check");
             return Either::Left(ready(Ok(err.into_response())));
         };
-        match tokens.principal(bearer(&request)) {
+        match tokens.identify(bearer(&request)) {
             Ok(principal) => {
                 request.extensions_mut().insert(Caller(principal));
-                Either::Right(self.0.call(request))
+                Either::Right(Either::Left(self.0.call(request)))
             }
-            Err(_) => Either::Left(ready(Ok(AppError::Unauthorized.into_response()))),
+            Err(Unidentified::NoValidToken) => {
+                Either::Left(ready(Ok(AppError::Unauthorized.into_response())))
+            }
+            Err(Unidentified::Refused(refusal)) => {
+                Either::Left(ready(Ok(AppError::Identity(refusal).into_response())))
+            }
+            Err(Unidentified::Pending(pending)) => {
+                // The inner service was made ready for this call: take it,
+                // and leave a clone for the next.
+                let clone = self.0.clone();
+                let mut inner = std::mem::replace(&mut self.0, clone);
+                Either::Right(Either::Right(Box::pin(async move {
+                    match pending.resolve().await {
+                        Ok(principal) => {
+                            request.extensions_mut().insert(Caller(principal));
+                            inner.call(request).await
+                        }
+                        Err(refusal) => Ok(AppError::Identity(refusal).into_response()),
+                    }
+                })))
+            }
         }
     }
 }

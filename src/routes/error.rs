@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::json::json_response;
 use super::lease::rfc3339_ms;
+use crate::access::oidc::IdentityRefusal;
 use crate::access::Denied;
 use crate::domain::{Invalid, Kind};
 use crate::engine;
@@ -24,6 +25,10 @@ pub enum AppError {
     WaitTooLong { max_wait_ms: u64 },
     #[error("a bearer token is required")]
     Unauthorized,
+    /// A job's token (`[[issuer]]`) refused: 401 naming the check, 403 (no
+    /// rule), or 503 (its issuer's keys cannot be fetched).
+    #[error(transparent)]
+    Identity(#[from] crate::access::oidc::IdentityRefusal),
     /// Outside the token's scopes.
     #[error(transparent)]
     Forbidden(#[from] Denied),
@@ -155,6 +160,11 @@ impl AppError {
         match self {
             Self::Invalid(_) | Self::WaitTooLong { .. } => ProblemType::InvalidRequest,
             Self::Unauthorized => ProblemType::Unauthorized,
+            Self::Identity(refusal) => match refusal {
+                IdentityRefusal::Failed { .. } => ProblemType::Unauthorized,
+                IdentityRefusal::NoRule => ProblemType::Forbidden,
+                IdentityRefusal::KeysUnavailable { .. } => ProblemType::IssuerUnavailable,
+            },
             Self::Forbidden(_) => ProblemType::Forbidden,
             Self::NotFound => ProblemType::NotFound,
             Self::MethodNotAllowed => ProblemType::MethodNotAllowed,
@@ -235,6 +245,7 @@ impl AppError {
                 problem.used = Some(*used);
                 problem.limit = Some(*limit);
             }
+            Self::Identity(refusal) => problem.detail = refusal.to_string(),
             Self::Forbidden(denied) => {
                 problem.detail = denied.to_string();
                 problem.scope = Some(denied.needed.as_str().to_owned());
@@ -293,7 +304,12 @@ impl AppError {
     fn retry_after(&self) -> Option<u64> {
         match self.problem_type().facts().retry {
             RetryAfter::Never => None,
-            RetryAfter::Seconds(secs) => Some(secs),
+            RetryAfter::Seconds(secs) => match self {
+                Self::Identity(IdentityRefusal::KeysUnavailable { retry_after }) => {
+                    Some(*retry_after)
+                }
+                _ => Some(secs),
+            },
             RetryAfter::AtExpiry => {
                 let expiry = match self {
                     Self::LockHeld { expires_in, .. } => Some(*expires_in),
@@ -336,7 +352,7 @@ impl IntoResponse for AppError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
-        if let Self::Unauthorized = self {
+        if let Self::Unauthorized | Self::Identity(IdentityRefusal::Failed { .. }) = self {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

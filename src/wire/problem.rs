@@ -40,6 +40,7 @@ pub enum ProblemType {
     TooManyWaiters,
     TooManyStreams,
     RequestTimeout,
+    IssuerUnavailable,
     InternalError,
 }
 
@@ -96,6 +97,7 @@ impl ProblemType {
         Self::TooManyWaiters,
         Self::TooManyStreams,
         Self::RequestTimeout,
+        Self::IssuerUnavailable,
         Self::InternalError,
     ];
 
@@ -233,6 +235,12 @@ impl ProblemType {
                 "request-timeout", 503, "Request timeout",
                 "The request took longer than the service allows.",
                 "the request took longer than the service allows", json!({}), Seconds(1),
+            ),
+            Self::IssuerUnavailable => (
+                "issuer-unavailable", 503, "Issuer keys unavailable",
+                "The bearer token is a job's OpenID Connect token whose issuer's keys are not cached and cannot be fetched right now (the fetch failed or took too long); retry after `Retry-After` seconds. Requests with other tokens are not affected.",
+                "the keys of the identity token's issuer cannot be fetched right now; retry later",
+                json!({}), Seconds(30),
             ),
             Self::InternalError => (
                 "internal-error", 500, "Internal error",
