@@ -16,6 +16,7 @@ use super::exit::{signal_status, Failure, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNA
 use super::http::{json, Answer, Service, Target};
 use super::messages::{say, signal_name, warn};
 use super::signals::Signals;
+use super::ticket::{keep_for, leave_ticket};
 use crate::domain::{Kind, LeaseId};
 use crate::wire::{
     AcquireFields, AcquireLock, AcquireSemaphore, LeaseBody, Mode, ProblemType, StatusBody,
@@ -152,7 +153,7 @@ pub async fn acquire(
         let printing = request.progress && !wait.is_zero();
         let outcome = tokio::select! {
             outcome = service.call(Method::POST, &path, Some(&body), wait + Duration::from_secs(30)) => outcome,
-            () = progress(service, request, sent, started), if printing => unreachable!("prints forever"),
+            () = progress(service, request, ticket.as_deref(), sent, started), if printing => unreachable!("prints forever"),
             signal = signals.recv() => {
                 leave_ticket(service, ticket.as_deref()).await;
                 return Err(Failure::new(
@@ -363,21 +364,6 @@ pub async fn acquire(
     }
 }
 
-/// How long a ticket keeps its place: the wait left and a minute, so that a
-/// restart of the service or a dropped connection loses nothing.
-fn keep_for(deadline: Instant) -> Duration {
-    deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(60)
-}
-
-/// Gives a ticket up (best effort: its place expires anyway).
-async fn leave_ticket(service: &Service, ticket: Option<&str>) {
-    if let Some(at) = ticket {
-        let _ = service
-            .call(Method::DELETE, at, None, Duration::from_secs(5))
-            .await;
-    }
-}
-
 /// A failure that may pass.
 enum Retry {
     Answer(Answer),
@@ -430,8 +416,17 @@ fn holders(answer: &Answer) -> String {
 }
 
 /// Every 5 s while the request waits (the first after 1 s): the place in line
-/// and the holder, from the status.
-async fn progress(service: &Service, request: &Request, sent: Instant, started: Instant) {
+/// and the holder, from the status (or the ticket's place, waiting on one).
+async fn progress(
+    service: &Service,
+    request: &Request,
+    ticket: Option<&str>,
+    sent: Instant,
+    started: Instant,
+) {
+    if let Some(at) = ticket {
+        return super::ticket::progress(service, request, at, started).await;
+    }
     let path = request.target.path();
     tokio::time::sleep(Duration::from_secs(1)).await;
     loop {
