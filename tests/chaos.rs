@@ -29,7 +29,8 @@ use helpers::RedisServer;
 use support::checker::{judge, Path, Rules, Verdict};
 use support::claims::{claim_loop, ClaimWork};
 use support::freezes::freeze_once;
-use support::history::{Answer, Ask, Fault, FaultKind, History, Target};
+use support::history::{Answer, Ask, Fault, FaultKind, History, Target, TicketOp};
+use support::tickets::{ticket_loop, PICKUP_MS};
 use support::{
     client_loop, force_release_loop, redis_ahead_ms, Asks, Instance, Rng, Run, Workload,
 };
@@ -53,6 +54,9 @@ const ALONE: [(&str, Asks); 3] = [
 /// The lock of a deploy queue: every request asks `newest_wins`.
 const QUEUE: &str = "queue";
 const QUEUE_CLIENTS: usize = 3;
+/// The lock of the ticket clients: every request keeps its place.
+const TICKETS: &str = "tickets-a";
+const TICKET_CLIENTS: usize = 4;
 /// Longer than any hold, so that a lease lost mid-hold is overlapped by the
 /// next holder while its first holder still holds it as told; and longer
 /// than an unconfirmed grant lives (3 s), so a grant answered before it was
@@ -218,9 +222,11 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
     };
     let prefix = helpers::unique_prefix();
     let url = redis.url();
+    let pickup = PICKUP_MS.to_string();
     let env = [
         ("BATON_REDIS_URL", url.as_str()),
         ("BATON_KEY_PREFIX", prefix.as_str()),
+        ("BATON_PICKUP_MS", pickup.as_str()),
     ];
     let mut instances = [Instance::start(&env), Instance::start(&env)];
     let bases: Vec<String> = instances.iter().map(Instance::base).collect();
@@ -243,6 +249,11 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
     clients.push(tokio::spawn(freeze));
     for id in admin + 1..=admin + CLAIM_CLIENTS {
         clients.push(tokio::spawn(claim_loop(id, claim_work(), shared.clone())));
+    }
+    for id in 0..TICKET_CLIENTS {
+        let id = admin + CLAIM_CLIENTS + 1 + id;
+        let lock = TICKETS.to_owned();
+        clients.push(tokio::spawn(ticket_loop(id, lock, shared.clone())));
     }
     let every = Duration::from_secs(3);
     let admin = force_release_loop(admin, FORCED.to_owned(), every, shared);
@@ -374,6 +385,37 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
     (history, seed)
 }
 
+/// The tickets' figures: taken (202), granted at once (201 to the take),
+/// collected (a collect answered 201), left (a `DELETE` answered 204), not
+/// collected (taken, never asked for again), collects answered 202.
+fn ticket_counts(history: &History) -> [usize; 6] {
+    let tickets = &history.tickets;
+    let calls = |op: TicketOp, status: u16| {
+        tickets
+            .iter()
+            .flat_map(|t| &t.calls)
+            .filter(|c| c.op == op && c.status == status)
+            .count()
+    };
+    [
+        calls(TicketOp::Take, 202),
+        calls(TicketOp::Take, 201),
+        calls(TicketOp::Collect, 201),
+        calls(TicketOp::Leave, 204),
+        tickets.iter().filter(|t| t.abandoned && t.taken()).count(),
+        calls(TicketOp::Collect, 202),
+    ]
+}
+
+/// Every way of a ticket was taken: taken, collected, left, not collected.
+fn assert_tickets(history: &History) {
+    let [taken, _, collected, left, abandoned, _] = ticket_counts(history);
+    assert!(
+        taken > 0 && collected > 0 && left > 0 && abandoned > 0,
+        "tickets: {taken} taken, {collected} collected, {left} left, {abandoned} not collected"
+    );
+}
+
 /// Prints the run's figures: grants, faults by kind, paths, answers,
 /// violations.
 pub fn report(label: &str, history: &History, verdict: &Verdict) {
@@ -438,6 +480,13 @@ pub fn report(label: &str, history: &History, verdict: &Verdict) {
     for (answer, n) in &claims {
         println!("  claim {answer}: {n}");
     }
+    let [taken, at_once, collected, left, abandoned, waited] = ticket_counts(history);
+    println!(
+        "tickets on {TICKETS}: {} acquisitions, {at_once} granted at once, {taken} taken, \
+         {collected} collected, {left} left, {abandoned} not collected, {waited} collects \
+         answered 202 (judged for overtaking)",
+        history.tickets.len()
+    );
     println!("violations: {}", verdict.violations.len());
     for v in verdict.violations.iter().take(20) {
         println!("  {v}");
@@ -476,6 +525,7 @@ async fn no_two_clients_are_told_they_hold_a_lock_through_pauses_stalls_and_cras
         keep(&history, seed)
     );
     assert!(verdict.holds.len() > 100, "too few holds to mean anything");
+    assert_tickets(&history);
     assert!(history.faults.len() >= 5, "too few faults injected");
 }
 
@@ -495,6 +545,7 @@ async fn tokens_still_rise_when_redis_loses_everything() {
         keep(&history, seed)
     );
     assert!(verdict.holds.len() > 50, "too few holds to mean anything");
+    assert_tickets(&history);
 }
 
 /// Synthetic histories for the checker's own tests.
@@ -1585,4 +1636,95 @@ fn the_checker_flags_a_grant_inside_a_freeze_window() {
         "{:?}",
         held_back.violations
     );
+}
+
+#[test]
+fn the_checker_flags_a_ticket_overtaken_or_granted_twice() {
+    use support::history::{Ticket, TicketCall};
+    let call = |op, (sent, answered): (u64, u64), status, token| TicketCall {
+        op,
+        instance: 0,
+        sent: at(sent),
+        answered: at(answered),
+        status,
+        token,
+    };
+    let ticket = |client, priority, calls| Ticket {
+        client,
+        name: TICKETS.to_owned(),
+        priority,
+        abandoned: false,
+        calls,
+    };
+    // Taken at 100 (priority 1), still waiting at 2000-3500, collected at
+    // 4000 with token 3.
+    let waiting = |token: u64| {
+        ticket(
+            1,
+            1,
+            vec![
+                call(TicketOp::Take, (0, 100), 202, None),
+                call(TicketOp::Collect, (2000, 3500), 202, None),
+                call(TicketOp::Collect, (3600, 4000), 201, Some(token)),
+            ],
+        )
+    };
+    // A later request (sent at `sent`, priority `priority`) granted token 2
+    // at `granted`.
+    let later = |sent: u64, priority: u8, granted: u64| {
+        ticket(
+            2,
+            priority,
+            vec![call(TicketOp::Take, (sent, granted), 201, Some(2))],
+        )
+    };
+    let judged = |tickets: Vec<Ticket>| {
+        let mut history = history(Vec::new(), Vec::new());
+        history.tickets = tickets;
+        judge(&history, &Rules::default())
+    };
+    // Granted before the ticket was answered still waiting: overtaken, by
+    // the same priority and by a lower one.
+    for priority in [0, 1] {
+        let verdict = judged(vec![waiting(3), later(500, priority, 1000)]);
+        assert_eq!(verdict.count(Rule::TicketOvertaken), 1, "{:?}", verdict);
+        assert_eq!(verdict.violations.len(), 1, "{:?}", verdict.violations);
+    }
+    // Not by a higher priority, one sent before the ticket was taken, one
+    // granted after the ticket's last wait was sent, nor when the ticket was
+    // never answered waiting after it (left, or its place expired: 404).
+    let left = ticket(
+        1,
+        1,
+        vec![
+            call(TicketOp::Take, (0, 100), 202, None),
+            call(TicketOp::Collect, (2000, 2100), 404, None),
+        ],
+    );
+    for tickets in [
+        vec![waiting(3), later(500, 2, 1000)],
+        vec![waiting(3), later(50, 1, 1000)],
+        vec![waiting(3), later(500, 1, 2500)],
+        vec![left, later(500, 1, 1000)],
+    ] {
+        let verdict = judged(tickets);
+        assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
+    }
+    // Granted twice: one ticket collected with two tokens, or one token told
+    // to two acquisitions.
+    let mut twice = waiting(3);
+    twice
+        .calls
+        .push(call(TicketOp::Collect, (4100, 4200), 201, Some(4)));
+    let verdict = judged(vec![twice]);
+    assert_eq!(verdict.count(Rule::TicketTwice), 1, "{:?}", verdict);
+    let verdict = judged(vec![waiting(2), later(5000, 1, 5100)]);
+    assert_eq!(verdict.count(Rule::TicketTwice), 1, "{:?}", verdict);
+    // A retried collect that gets the same lease is no second grant.
+    let mut retried = waiting(3);
+    retried
+        .calls
+        .push(call(TicketOp::Collect, (4100, 4200), 201, Some(3)));
+    let verdict = judged(vec![retried, later(5000, 1, 5100)]);
+    assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
 }

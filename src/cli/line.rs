@@ -14,12 +14,12 @@ use tokio::time::Instant;
 use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
 use super::http::{json, Answer, Service, Target};
-use super::messages::{say, signal_name, warn};
+use super::messages::{signal_name, warn};
+use super::progress::progress;
 use super::signals::Signals;
+use super::ticket::{keep_for, leave_ticket};
 use crate::domain::{Kind, LeaseId};
-use crate::wire::{
-    AcquireFields, AcquireLock, AcquireSemaphore, LeaseBody, Mode, ProblemType, StatusBody,
-};
+use crate::wire::{AcquireFields, AcquireLock, AcquireSemaphore, LeaseBody, Mode, ProblemType};
 
 /// Failures that may pass are retried for at most this long in a row.
 const RETRY_FOR: Duration = Duration::from_secs(60);
@@ -152,7 +152,7 @@ pub async fn acquire(
         let printing = request.progress && !wait.is_zero();
         let outcome = tokio::select! {
             outcome = service.call(Method::POST, &path, Some(&body), wait + Duration::from_secs(30)) => outcome,
-            () = progress(service, request, sent, started), if printing => unreachable!("prints forever"),
+            () = progress(service, request, ticket.as_deref(), sent, started), if printing => unreachable!("prints forever"),
             signal = signals.recv() => {
                 leave_ticket(service, ticket.as_deref()).await;
                 return Err(Failure::new(
@@ -363,21 +363,6 @@ pub async fn acquire(
     }
 }
 
-/// How long a ticket keeps its place: the wait left and a minute, so that a
-/// restart of the service or a dropped connection loses nothing.
-fn keep_for(deadline: Instant) -> Duration {
-    deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(60)
-}
-
-/// Gives a ticket up (best effort: its place expires anyway).
-async fn leave_ticket(service: &Service, ticket: Option<&str>) {
-    if let Some(at) = ticket {
-        let _ = service
-            .call(Method::DELETE, at, None, Duration::from_secs(5))
-            .await;
-    }
-}
-
 /// A failure that may pass.
 enum Retry {
     Answer(Answer),
@@ -429,86 +414,6 @@ fn holders(answer: &Answer) -> String {
     }
 }
 
-/// Every 5 s while the request waits (the first after 1 s): the place in line
-/// and the holder, from the status.
-async fn progress(service: &Service, request: &Request, sent: Instant, started: Instant) {
-    let path = request.target.path();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    loop {
-        if let Ok(answer) = service
-            .call(Method::GET, &path, None, Duration::from_secs(5))
-            .await
-        {
-            // A status it cannot read says nothing: the next one may.
-            let status = (answer.status == 200)
-                .then(|| StatusBody::from_json(request.target.kind, &answer.body).ok())
-                .flatten();
-            if let Some(status) = status {
-                let now = Instant::now();
-                let frozen = super::freezes::frozen_now(service, &request.target)
-                    .await
-                    .map(|frozen| format!("{frozen}; "))
-                    .unwrap_or_default();
-                say(format!(
-                    "waiting for {}: {frozen}{}; waited {} of {}",
-                    request.target,
-                    describe_line(&status, request, now - sent),
-                    human(now - started),
-                    human(request.wait)
-                ));
-            }
-        }
-        tokio::time::sleep(Duration::from_secs(5)).await;
-    }
-}
-
-/// `place 2 of 3 in line; held by X (expires in 52s)`: ours is the waiter
-/// with our owner that has waited about as long as our request.
-fn describe_line(status: &StatusBody, request: &Request, waited: Duration) -> String {
-    let waited = i128::from(millis(waited));
-    let place = status
-        .waiters()
-        .iter()
-        .filter(|w| w.owner.as_deref() == Some(request.owner.as_str()))
-        .map(|w| ((i128::from(w.waited_ms) - waited).abs(), w.position))
-        .min()
-        .map(|(_, position)| position);
-    let waiting = status.waiting();
-    let mut out = match place {
-        Some(place) => format!("place {place} of {waiting} in line; "),
-        None => format!("{waiting} waiting; "),
-    };
-    let expiring = |held: String, last: &str, ms: Option<u64>| match ms {
-        Some(ms) => format!(
-            "{held} ({last}expires in {})",
-            human(Duration::from_millis(ms))
-        ),
-        None => held,
-    };
-    let held = match status {
-        StatusBody::Lock(lock) if lock.mode == Some(Mode::Shared) => {
-            let held = format!("held shared by {}", lock.holders.unwrap_or(0));
-            // When the last of its leases expires, as far as it lists them.
-            let last = lock.leases.iter().flatten().map(|l| l.expires_in_ms).max();
-            Some(expiring(held, "the last ", last))
-        }
-        StatusBody::Lock(lock) => match &lock.owner {
-            Some(owner) => Some(format!("held by {owner}")),
-            None => lock.held.then(|| "held".into()),
-        }
-        .map(|held| expiring(held, "", lock.expires_in_ms)),
-        StatusBody::Semaphore(semaphore) => {
-            let used = semaphore.used.unwrap_or(semaphore.holders);
-            Some(match semaphore.limit {
-                Some(limit) => format!("{used} of {limit} permits used"),
-                None => format!("{used} permits used"),
-            })
-        }
-    };
-    out.push_str(held.as_deref().unwrap_or("free"));
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -529,55 +434,6 @@ mod tests {
             progress: true,
             ticket: None,
         }
-    }
-
-    /// The status `body` of a `kind`, as the client reads it.
-    fn read_status(kind: Kind, body: Value) -> StatusBody {
-        StatusBody::from_json(kind, &body).unwrap()
-    }
-
-    #[test]
-    fn the_line_shows_our_place_and_the_holder() {
-        let status = read_status(
-            Kind::Lock,
-            json!({"name": "line", "held": true, "owner": "ci-1", "expires_in_ms": 52_000,
-                "waiting": 3, "waiters": [
-                    {"position": 1, "owner": "me", "waited_ms": 90_000},
-                    {"position": 2, "owner": "me", "waited_ms": 35_000},
-                    {"position": 3, "owner": "other", "waited_ms": 1_000}]}),
-        );
-        assert_eq!(
-            describe_line(&status, &request(Kind::Lock), Duration::from_secs(35)),
-            "place 2 of 3 in line; held by ci-1 (expires in 52s)"
-        );
-        let free = read_status(
-            Kind::Lock,
-            json!({"name": "line", "held": false, "waiting": 0, "waiters": []}),
-        );
-        assert_eq!(
-            describe_line(&free, &request(Kind::Lock), Duration::ZERO),
-            "0 waiting; free"
-        );
-        let full = read_status(
-            Kind::Semaphore,
-            json!({"name": "line", "holders": 2, "used": 4, "limit": 4, "waiting": 1,
-                "waiters": [{"position": 1, "owner": "me", "waited_ms": 10, "permits": 3}]}),
-        );
-        assert_eq!(
-            describe_line(&full, &request(Kind::Semaphore), Duration::ZERO),
-            "place 1 of 1 in line; 4 of 4 permits used"
-        );
-        let shared = read_status(
-            Kind::Lock,
-            json!({"name": "line", "held": true, "mode": "shared", "holders": 2,
-                "leases": [{"owner": "r1", "fencing_token": 1, "expires_in_ms": 5_000, "shared": true},
-                    {"owner": "r2", "fencing_token": 2, "expires_in_ms": 9_000, "shared": true}],
-                "waiting": 1, "waiters": [{"position": 1, "owner": "me", "waited_ms": 10}]}),
-        );
-        assert_eq!(
-            describe_line(&shared, &request(Kind::Lock), Duration::ZERO),
-            "place 1 of 1 in line; held shared by 2 (the last expires in 9.0s)"
-        );
     }
 
     #[test]

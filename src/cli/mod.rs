@@ -29,6 +29,7 @@ mod line;
 mod messages;
 mod nested;
 mod owner;
+mod progress;
 mod run;
 mod signals;
 mod ticket;

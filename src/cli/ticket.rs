@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::args::{EnqueueArgs, LeaseOutput, LeaveArgs};
 use super::calls::failure;
+use super::duration::human;
 use super::exit::{Failure, USAGE};
 use super::http::{call, Service, Target};
 use super::line::Request;
@@ -91,5 +93,99 @@ pub async fn leave(args: LeaveArgs) -> Result<(), Failure> {
             Ok(())
         }
         _ => Err(failure(&answer, &target)),
+    }
+}
+
+/// How long a ticket keeps its place: the wait left and a minute, so that a
+/// restart of the service or a dropped connection loses nothing.
+pub(super) fn keep_for(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(60)
+}
+
+/// Gives a ticket up (best effort: its place expires anyway).
+pub(super) async fn leave_ticket(service: &Service, ticket: Option<&str>) {
+    if let Some(at) = ticket {
+        let _ = service
+            .call(Method::DELETE, at, None, Duration::from_secs(5))
+            .await;
+    }
+}
+
+/// Every 5 s while waiting on the ticket at `at` (the first after 1 s): its
+/// place, from the ticket itself (`GET .../tickets/ID`).
+pub(super) async fn progress(service: &Service, request: &Request, at: &str, started: Instant) {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    loop {
+        if let Ok(answer) = service
+            .call(Method::GET, at, None, Duration::from_secs(5))
+            .await
+        {
+            // An answer it cannot read says nothing: the next one may.
+            if let Some(place) = (answer.status == 200)
+                .then(|| describe_place(&answer.body))
+                .flatten()
+            {
+                say(format!(
+                    "waiting for {}: {place}; waited {} of {}",
+                    request.target,
+                    human(started.elapsed()),
+                    human(request.wait)
+                ));
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+/// `place 3 of 5, ticket kept until 2026-12-05T19:00:00Z` (with `frozen, `
+/// before it and `, about 2m00s left` after it when the ticket says so), or
+/// `granted, collecting` once its turn came.
+fn describe_place(ticket: &Value) -> Option<String> {
+    if ticket.get("state").and_then(Value::as_str) == Some("granted") {
+        return Some("granted, collecting".to_owned());
+    }
+    let place = ticket.get("place")?.as_u64()?;
+    let waiting = ticket.get("waiting")?.as_u64()?;
+    let until = ticket.get("place_expires_at")?.as_str()?;
+    let frozen = match ticket.get("frozen") {
+        None | Some(Value::Null | Value::Bool(false)) => "",
+        Some(_) => "frozen, ",
+    };
+    let eta = ticket
+        .get("eta_ms")
+        .and_then(Value::as_u64)
+        .map(|ms| format!(", about {} left", human(Duration::from_millis(ms))))
+        .unwrap_or_default();
+    Some(format!(
+        "{frozen}place {place} of {waiting}, ticket kept until {until}{eta}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::describe_place;
+
+    #[test]
+    fn the_waiting_line_shows_the_ticket_s_place() {
+        let waiting = json!({"state": "waiting", "place": 3, "waiting": 5,
+            "place_expires_at": "2026-12-05T19:00:00Z", "eta_ms": 120_000});
+        assert_eq!(
+            describe_place(&waiting).as_deref(),
+            Some("place 3 of 5, ticket kept until 2026-12-05T19:00:00Z, about 2m00s left")
+        );
+        let frozen = json!({"state": "waiting", "place": 1, "waiting": 1,
+            "place_expires_at": "2026-12-05T19:00:00Z", "frozen": {"reason": "incident"}});
+        assert_eq!(
+            describe_place(&frozen).as_deref(),
+            Some("frozen, place 1 of 1, ticket kept until 2026-12-05T19:00:00Z")
+        );
+        let granted = json!({"state": "granted", "pickup_by": "2026-12-05T19:00:00Z"});
+        assert_eq!(
+            describe_place(&granted).as_deref(),
+            Some("granted, collecting")
+        );
+        assert_eq!(describe_place(&json!({"state": "waiting"})), None);
     }
 }

@@ -160,4 +160,25 @@ async fn enqueue_prints_a_ticket_that_run_waits_on_and_leave_gives_up() {
         limit,
     );
     assert!(!left_again.status.success(), "{left_again:?}");
+    // Waiting on a ticket, the progress line shows the ticket's place; when
+    // --wait runs out the run exits 75 (the lock is still held).
+    let third = run(
+        baton().args(["enqueue", "--url", &url, "--output", "env", "queue-me"]),
+        limit,
+    );
+    let third = vars(&third);
+    let waited = run(
+        baton()
+            .args([
+                "run", "--url", &url, "--wait", "6s", "queue-me", "--", "true",
+            ])
+            .envs(third.iter().map(|(k, v)| (k, v))),
+        limit,
+    );
+    let stderr = String::from_utf8_lossy(&waited.stderr);
+    assert_eq!(waited.status.code(), Some(75), "{stderr}");
+    assert!(
+        stderr.contains("waiting for lock 'queue-me': place 1 of 1, ticket kept until "),
+        "{stderr}"
+    );
 }

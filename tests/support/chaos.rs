@@ -12,6 +12,8 @@ pub mod claims;
 pub mod freezes;
 #[path = "history.rs"]
 pub mod history;
+#[path = "tickets.rs"]
+pub mod tickets;
 
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};

@@ -41,12 +41,17 @@
 //!   of its instance or of Redis and from a loss of Redis's data; the lines of
 //!   a frozen name are not judged from the `POST` until [`SETTLE`] after the
 //!   window surely ended;
+//! - tickets (`ticket_rules.rs`): none still waiting after a later request
+//!   of the same or a lower priority was granted, none granted twice;
 //! - the run: Redis without persistence lost its data at least once (and
 //!   with persistence never); every required [`Path`] was taken during a
 //!   fault.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, SystemTime};
+
+#[path = "ticket_rules.rs"]
+mod ticket_rules;
 
 use super::history::{when, Answer, Ask, Call, FaultKind, History, Op, Target, CLAIM_RELEASED};
 
@@ -120,6 +125,11 @@ pub enum Rule {
     ClaimWaited,
     /// A lease granted inside a freeze window of its name.
     Frozen,
+    /// A ticket still waiting after a later request of the same or a
+    /// lower priority was granted.
+    TicketOvertaken,
+    /// A ticket granted twice, or one token told for two acquisitions.
+    TicketTwice,
 }
 
 /// One violation: the rule and what happened.
@@ -281,6 +291,7 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
     claims(history, &explained, &mut verdict);
     frozen(history, &explained, &mut verdict);
     streams(history, &explained, &mut verdict);
+    ticket_rules::tickets(history, &mut verdict);
     for path in &rules.required {
         if verdict
             .paths

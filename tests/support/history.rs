@@ -254,6 +254,56 @@ pub struct Freeze {
     pub closed: Option<(SystemTime, SystemTime)>,
 }
 
+/// A call about a ticket: its take (an acquisition with `keep_place_ms`),
+/// a collect (`POST .../tickets/{id}`) or a leave (`DELETE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TicketOp {
+    Take,
+    Collect,
+    Leave,
+}
+
+/// One call of a [`Ticket`] and what it said.
+#[derive(Debug, Clone)]
+pub struct TicketCall {
+    pub op: TicketOp,
+    pub instance: usize,
+    pub sent: SystemTime,
+    pub answered: SystemTime,
+    /// Its status (0: no answer).
+    pub status: u16,
+    /// A 201's fencing token.
+    pub token: Option<u64>,
+}
+
+/// One acquisition with `keep_place_ms` on a name of tickets, and every
+/// call about the ticket it became (its take answered 202).
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    pub client: usize,
+    pub name: String,
+    pub priority: u8,
+    /// Whether its client meant to leave it uncollected.
+    pub abandoned: bool,
+    /// Its take first, then its collects and leave in order.
+    pub calls: Vec<TicketCall>,
+}
+
+impl Ticket {
+    /// Whether its take was answered 202: a ticket.
+    pub fn taken(&self) -> bool {
+        self.calls.first().is_some_and(|c| c.status == 202)
+    }
+
+    /// The tokens of its 201s (its take's or its collects').
+    pub fn grants(&self) -> impl Iterator<Item = (&TicketCall, u64)> {
+        self.calls
+            .iter()
+            .filter(|c| c.status == 201)
+            .filter_map(|c| Some((c, c.token?)))
+    }
+}
+
 /// A whole run.
 #[derive(Debug, Clone)]
 pub struct History {
@@ -267,6 +317,8 @@ pub struct History {
     pub faults: Vec<Fault>,
     /// The leases' own streams that holders followed.
     pub follows: Vec<Followed>,
+    /// The acquisitions of names of tickets, each with its ticket's calls.
+    pub tickets: Vec<Ticket>,
     /// Whether Redis keeps its data across a restart (`None`: no restarts
     /// in this kind of run).
     pub persistent: Option<bool>,
@@ -285,6 +337,7 @@ impl History {
             freezes: Vec::new(),
             faults: Vec::new(),
             follows: Vec::new(),
+            tickets: Vec::new(),
             persistent: None,
             redis_ahead_ms: 0,
         }

@@ -1,0 +1,177 @@
+//! The progress line while a request waits in the service's line: every
+//! 5 s, our place in line and the holder, from the name's status (or the
+//! ticket's own place, waiting on a ticket: `ticket.rs`).
+
+use std::time::Duration;
+
+use reqwest::Method;
+use tokio::time::Instant;
+
+use super::duration::{human, millis};
+use super::http::Service;
+use super::line::Request;
+use super::messages::say;
+use crate::wire::{Mode, StatusBody};
+
+/// Every 5 s while the request waits (the first after 1 s): the place in line
+/// and the holder, from the status (or the ticket's place, waiting on one).
+pub(super) async fn progress(
+    service: &Service,
+    request: &Request,
+    ticket: Option<&str>,
+    sent: Instant,
+    started: Instant,
+) {
+    if let Some(at) = ticket {
+        return super::ticket::progress(service, request, at, started).await;
+    }
+    let path = request.target.path();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    loop {
+        if let Ok(answer) = service
+            .call(Method::GET, &path, None, Duration::from_secs(5))
+            .await
+        {
+            // A status it cannot read says nothing: the next one may.
+            let status = (answer.status == 200)
+                .then(|| StatusBody::from_json(request.target.kind, &answer.body).ok())
+                .flatten();
+            if let Some(status) = status {
+                let now = Instant::now();
+                let frozen = super::freezes::frozen_now(service, &request.target)
+                    .await
+                    .map(|frozen| format!("{frozen}; "))
+                    .unwrap_or_default();
+                say(format!(
+                    "waiting for {}: {frozen}{}; waited {} of {}",
+                    request.target,
+                    describe_line(&status, request, now - sent),
+                    human(now - started),
+                    human(request.wait)
+                ));
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+/// `place 2 of 3 in line; held by X (expires in 52s)`: ours is the waiter
+/// with our owner that has waited about as long as our request.
+fn describe_line(status: &StatusBody, request: &Request, waited: Duration) -> String {
+    let waited = i128::from(millis(waited));
+    let place = status
+        .waiters()
+        .iter()
+        .filter(|w| w.owner.as_deref() == Some(request.owner.as_str()))
+        .map(|w| ((i128::from(w.waited_ms) - waited).abs(), w.position))
+        .min()
+        .map(|(_, position)| position);
+    let waiting = status.waiting();
+    let mut out = match place {
+        Some(place) => format!("place {place} of {waiting} in line; "),
+        None => format!("{waiting} waiting; "),
+    };
+    let expiring = |held: String, last: &str, ms: Option<u64>| match ms {
+        Some(ms) => format!(
+            "{held} ({last}expires in {})",
+            human(Duration::from_millis(ms))
+        ),
+        None => held,
+    };
+    let held = match status {
+        StatusBody::Lock(lock) if lock.mode == Some(Mode::Shared) => {
+            let held = format!("held shared by {}", lock.holders.unwrap_or(0));
+            // When the last of its leases expires, as far as it lists them.
+            let last = lock.leases.iter().flatten().map(|l| l.expires_in_ms).max();
+            Some(expiring(held, "the last ", last))
+        }
+        StatusBody::Lock(lock) => match &lock.owner {
+            Some(owner) => Some(format!("held by {owner}")),
+            None => lock.held.then(|| "held".into()),
+        }
+        .map(|held| expiring(held, "", lock.expires_in_ms)),
+        StatusBody::Semaphore(semaphore) => {
+            let used = semaphore.used.unwrap_or(semaphore.holders);
+            Some(match semaphore.limit {
+                Some(limit) => format!("{used} of {limit} permits used"),
+                None => format!("{used} permits used"),
+            })
+        }
+    };
+    out.push_str(held.as_deref().unwrap_or("free"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::cli::http::Target;
+    use crate::domain::Kind;
+
+    fn request(kind: Kind) -> Request {
+        Request {
+            target: Target::new(kind, "line").unwrap(),
+            ttl: Duration::from_secs(60),
+            wait: Duration::from_secs(60),
+            owner: "me".into(),
+            newest_wins: false,
+            priority: None,
+            limit: None,
+            shared: false,
+            permits: None,
+            progress: true,
+            ticket: None,
+        }
+    }
+
+    /// The status `body` of a `kind`, as the client reads it.
+    fn read_status(kind: Kind, body: Value) -> StatusBody {
+        StatusBody::from_json(kind, &body).unwrap()
+    }
+
+    #[test]
+    fn the_line_shows_our_place_and_the_holder() {
+        let status = read_status(
+            Kind::Lock,
+            json!({"name": "line", "held": true, "owner": "ci-1", "expires_in_ms": 52_000,
+                "waiting": 3, "waiters": [
+                    {"position": 1, "owner": "me", "waited_ms": 90_000},
+                    {"position": 2, "owner": "me", "waited_ms": 35_000},
+                    {"position": 3, "owner": "other", "waited_ms": 1_000}]}),
+        );
+        assert_eq!(
+            describe_line(&status, &request(Kind::Lock), Duration::from_secs(35)),
+            "place 2 of 3 in line; held by ci-1 (expires in 52s)"
+        );
+        let free = read_status(
+            Kind::Lock,
+            json!({"name": "line", "held": false, "waiting": 0, "waiters": []}),
+        );
+        assert_eq!(
+            describe_line(&free, &request(Kind::Lock), Duration::ZERO),
+            "0 waiting; free"
+        );
+        let full = read_status(
+            Kind::Semaphore,
+            json!({"name": "line", "holders": 2, "used": 4, "limit": 4, "waiting": 1,
+                "waiters": [{"position": 1, "owner": "me", "waited_ms": 10, "permits": 3}]}),
+        );
+        assert_eq!(
+            describe_line(&full, &request(Kind::Semaphore), Duration::ZERO),
+            "place 1 of 1 in line; 4 of 4 permits used"
+        );
+        let shared = read_status(
+            Kind::Lock,
+            json!({"name": "line", "held": true, "mode": "shared", "holders": 2,
+                "leases": [{"owner": "r1", "fencing_token": 1, "expires_in_ms": 5_000, "shared": true},
+                    {"owner": "r2", "fencing_token": 2, "expires_in_ms": 9_000, "shared": true}],
+                "waiting": 1, "waiters": [{"position": 1, "owner": "me", "waited_ms": 10}]}),
+        );
+        assert_eq!(
+            describe_line(&shared, &request(Kind::Lock), Duration::ZERO),
+            "place 1 of 1 in line; held shared by 2 (the last expires in 9.0s)"
+        );
+    }
+}
