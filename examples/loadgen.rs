@@ -1379,7 +1379,7 @@ impl Hammer {
         let mut i = index;
         while !shared.stop.load(Ordering::Relaxed) && tally.requests < MAX_OPS {
             i += 1;
-            let (path, status) = if i % 2 == 0 {
+            let (path, status) = if i.is_multiple_of(2) {
                 (big.as_str(), true)
             } else {
                 ("/locks", false)
@@ -1723,7 +1723,7 @@ fn thousands(v: f64) -> String {
     let digits = n.abs().to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

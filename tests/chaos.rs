@@ -263,7 +263,11 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
     let started = Instant::now();
     let alive = |instances: &mut [Instance; 2], redis: &RedisServer, when: &str| {
         for (i, instance) in instances.iter_mut().enumerate() {
-            assert!(instance.alive(), "baton instance {i} died unasked ({when})");
+            assert!(
+                instance.alive(),
+                "baton instance {i} died unasked ({when}); its last words:\n{}",
+                instance.last_words()
+            );
         }
         let pong: String = redis::cmd("PING")
             .query(&mut redis.conn())

@@ -166,7 +166,11 @@ async fn run(cluster: RedisCluster, wait_replicas: u32) -> (RedisCluster, Histor
     }
     let mut instances = instances;
     for (i, instance) in instances.iter_mut().enumerate() {
-        assert!(instance.alive(), "baton instance {i} died unasked");
+        assert!(
+            instance.alive(),
+            "baton instance {i} died unasked; its last words:\n{}",
+            instance.last_words()
+        );
     }
     drop(instances);
     let mut history = std::mem::replace(

@@ -50,8 +50,19 @@ impl Instance {
                 .collect(),
             child: None,
         };
-        instance.launch();
-        instance
+        // A port found free can be taken by another test before baton binds
+        // it: baton then exits, and the port's other listener answers the
+        // connect. Such a start is tried again on another port.
+        for _ in 0..5 {
+            instance.launch();
+            // Long enough for a baton that lost the port to have exited.
+            std::thread::sleep(Duration::from_millis(300));
+            if instance.alive() {
+                return instance;
+            }
+            instance.port = free_port();
+        }
+        panic!("baton did not start: {}", instance.last_words());
     }
 
     /// Starts it again, on the same port.
@@ -61,7 +72,7 @@ impl Instance {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "error")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(self.log_file())
             .spawn()
             .expect("baton binary");
         self.child = Some(child);
@@ -69,6 +80,38 @@ impl Instance {
         while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             assert!(Instant::now() < deadline, "baton did not start");
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Where its standard error goes (errors only, `RUST_LOG=error`):
+    /// appended across restarts, read by [`Self::last_words`].
+    fn log_path(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!(
+            "baton-chaos-instance-{}-{}.log",
+            std::process::id(),
+            self.port
+        ))
+    }
+
+    fn log_file(&self) -> Stdio {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .map_or_else(|_| Stdio::null(), Stdio::from)
+    }
+
+    /// The last lines it wrote to standard error, for a test that finds it
+    /// died unasked.
+    #[allow(dead_code)] // not every test binary checks
+    pub fn last_words(&self) -> String {
+        let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+        if tail.is_empty() {
+            "(it wrote nothing to standard error)".to_owned()
+        } else {
+            tail
         }
     }
 
@@ -156,7 +199,7 @@ impl Asks {
     fn pick(self, rng: &mut Rng) -> Ask {
         match self {
             Self::SharedOrExclusive => Ask::Lock {
-                shared: rng.next() % 2 == 0,
+                shared: rng.next().is_multiple_of(2),
             },
             Self::Permits { limit } => Ask::Permits {
                 permits: 1 + (rng.next() % u64::from(limit)) as u32,
@@ -177,7 +220,7 @@ impl Asks {
 /// Adds what `ask` asks for to an acquire body. The defaults (exclusive, one
 /// permit) are sent as often as not left out.
 fn add_ask(ask: Ask, body: &mut Value, rng: &mut Rng) {
-    let explicit = rng.next() % 2 == 0;
+    let explicit = rng.next().is_multiple_of(2);
     match ask {
         Ask::Lock { shared } => {
             if shared || explicit {
@@ -472,8 +515,8 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
         let mut hold_up_to = work.hold_up_to.as_millis() as u64;
         tokio::time::sleep(rng.ms(0, hold_up_to / 2)).await;
         let mut rest = rng.ms(0, hold_up_to / 2);
-        if work.refreshes && rng.next() % 3 == 0 {
-            let extend = rng.next() % 2 == 0;
+        if work.refreshes && rng.next().is_multiple_of(3) {
+            let extend = rng.next().is_multiple_of(2);
             let ttl_ms = if extend {
                 rng.ms(work.ttl_ms + 1000, 2 * work.ttl_ms).as_millis() as u64
             } else {

@@ -123,7 +123,7 @@ pub async fn claim_loop(id: usize, work: ClaimWork, run: Run) {
             let (name, ask) = pool.remove((rng.next() % pool.len() as u64) as usize);
             let ask = match ask {
                 Ask::Lock { .. } => Ask::Lock {
-                    shared: rng.next() % 2 == 0,
+                    shared: rng.next().is_multiple_of(2),
                 },
                 Ask::Permits { limit, .. } => Ask::Permits {
                     permits: 1 + (rng.next() % u64::from(limit)) as u32,
@@ -200,7 +200,7 @@ pub async fn claim_loop(id: usize, work: ClaimWork, run: Run) {
         let hold_up_to = work.hold_up_to.as_millis() as u64;
         tokio::time::sleep(rng.ms(0, hold_up_to / 2)).await;
         // A third are extended mid-hold (every lease, to a longer ttl).
-        if rng.next() % 3 == 0 {
+        if rng.next().is_multiple_of(3) {
             let ttl_ms = rng.ms(work.ttl_ms + 1000, 2 * work.ttl_ms).as_millis() as u64;
             let instance = (turn + 1) % bases.len();
             let sent = SystemTime::now();

@@ -124,7 +124,7 @@ impl PageCursor {
 }
 
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if hex.is_empty() || hex.len() % 2 != 0 {
+    if hex.is_empty() || !hex.len().is_multiple_of(2) {
         return None;
     }
     (0..hex.len())
