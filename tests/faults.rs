@@ -230,6 +230,51 @@ async fn a_paused_waiter_instance_does_not_answer_a_grant_that_lapsed_while_it_s
     assert!(token(&first.body) > token(&second.body));
 }
 
+/// A waiter that keeps its place (`keep_place_ms`) keeps its grant while its
+/// instance is paused across the hand-off: the grant is held for it as a
+/// ticket's would be (until its pickup), not lapsed after 3 s, so the
+/// waiter behind it, on the other instance, is not served first.
+#[tokio::test]
+async fn a_waiter_that_keeps_its_place_keeps_its_grant_while_its_instance_is_paused() {
+    let pair = Pair::start_with(&[("BATON_PICKUP_MS", "60000")]);
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let (_, holder) = pair.post(&a, "/locks/kept", HOLD).await;
+    let first = pair.waiter(
+        &b,
+        "/locks/kept",
+        r#"{"ttl_ms": 60000, "wait_ms": 30000, "keep_place_ms": 600000}"#,
+    );
+    pair.until_waiting("/locks/kept", 1).await;
+    let second = pair.waiter(&a, "/locks/kept", WAIT);
+    pair.until_waiting("/locks/kept", 2).await;
+    // (The first's place is recorded as kept right after it queued.)
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    pair.b.pause();
+    let released = Instant::now();
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    tokio::time::sleep_until((released + Duration::from_secs(5)).into()).await;
+    pair.b.resume();
+
+    // B wakes to a grant still held for its waiter: 201, first in line.
+    let first = first.await.expect("waiter").expect("an answer");
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert!(
+        !second.is_finished(),
+        "the second waiter was served before the first"
+    );
+    let (_, status) = pair.get(&a, "/locks/kept").await;
+    assert_eq!(status["waiting"], 1, "{status}");
+    let first_released = Instant::now();
+    assert_eq!(
+        pair.delete(&b, &lease_path("locks", &first.body)).await,
+        204
+    );
+    let second = second.await.expect("waiter").expect("an answer");
+    assert_eq!(second.status, 201, "{}", second.body);
+    assert!(second.at > first_released);
+}
+
 #[tokio::test]
 async fn a_sigterm_right_after_a_hand_off_never_leaves_a_201_without_its_lease() {
     let mut pair = Pair::start();

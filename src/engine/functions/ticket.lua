@@ -174,7 +174,12 @@ if mode == 'park' then
   end
   -- Out of line meanwhile (its instance presumed dead, the line lost): at
   -- the back, as a ticket (or acquired now when it fits and is answered).
+  -- Not for a client gone with no record left: its ticket was left (a
+  -- DELETE that came before this call), and must not come back.
   if gone then
+    if not rec then
+      return finish({0})
+    end
     return join_ticket(w, keep, pickup)
   end
   return take(waiter, w, used, keep, pickup)
@@ -225,7 +230,9 @@ if mode == 'show' then
   serve()
   local lease = live_lease(id)
   if lease then
-    if lease.pending then
+    if lease.pending or lease.provisional then
+      -- Held for its pickup, or granted to the request waiting on it and
+      -- not confirmed yet (its instance may be paused): until lease.score.
       return finish({3, lease.score, waiting(), rec.expires})
     end
     -- Collected: the lease is its holder's now.

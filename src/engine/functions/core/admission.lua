@@ -146,7 +146,11 @@ local function serve_line(used, kept)
         w.waited = math.max(0, now_ms - joined_ms(tonumber(head[i + 1]), priority))
         -- A ticket's grant is held for its pickup (core/tickets.lua).
         w.pickup = ticket_pickup(instance)
-        local token, expires_at, expires = write_lease(w, not mine, not kept and granted == 0)
+        -- A waiter of another instance that keeps its place keeps its grant
+        -- as long as a ticket would (kept_hold()).
+        local hold = not mine and not w.pickup and kept_hold(w.id, waiter) or nil
+        local token, expires_at, expires = write_lease(w, not mine, not kept and granted == 0,
+          hold)
         used, granted = used + weight, granted + 1
         if not w.pickup then
           tell(instance, (mine and 'G ' or 'g ') .. w.tag .. ' ' .. num(token) .. ' ' ..

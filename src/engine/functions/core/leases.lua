@@ -136,10 +136,11 @@ end
 -- Writes a new lease into leases (the solo lease, if any, moves there
 -- first) for the request `w` (a table as waiter_of() makes, with `waited`,
 -- how long it waited, ms), taking the next fencing token; provisional for a
--- waiter of another instance. `fresh` says whether the leases key may be
+-- waiter of another instance, for CONFIRM_MS or `hold` ms (a waiter that
+-- keeps its place, kept_hold()). `fresh` says whether the leases key may be
 -- new (it had no live lease). Returns the token and the full and the
 -- enforced expiry.
-local function write_lease(w, provisional, fresh)
+local function write_lease(w, provisional, fresh, hold)
   unsolo()
   local token = next_token()
   local full = now_ms + w.ttl
@@ -148,7 +149,7 @@ local function write_lease(w, provisional, fresh)
     -- A ticket's: held for its pickup (core/tickets.lua).
     expires, marker = now_ms + w.pickup, 1
   elseif provisional then
-    expires, marker = math.min(full, now_ms + CONFIRM_MS), full
+    expires, marker = math.min(full, now_ms + (hold or CONFIRM_MS)), full
   end
   w.token, w.acquired = token, now_ms
   USED, USED_DIRTY = USED + w.weight, false

@@ -25,7 +25,11 @@
 -- pending lease weighs what the ticket asked, so nobody is granted past it.
 --
 -- An active waiter with a record whose instance dies is not dropped: it
--- becomes a ticket again in the same place (orphan_kept()).
+-- becomes a ticket again in the same place (orphan_kept()). Granted while
+-- it waits on another instance than the caller's, its grant is held
+-- unconfirmed as long as a ticket's pickup (kept_hold()), not CONFIRM_MS:
+-- its instance may be paused, and a grant that lapsed would send it to the
+-- back of the line when it resumes.
 
 -- The tickets hash of the call's name.
 local function tickets_key()
@@ -67,6 +71,18 @@ local function ticket_record(id)
   local keep, pickup, expires, member = string.match(raw, '^(%d+)|(%d+)|(%d+)|(.*)$')
   return {keep = tonumber(keep), pickup = tonumber(pickup), expires = tonumber(expires),
     member = member}
+end
+
+-- How long a grant to `waiter`, an active waiter of another instance (`id`
+-- its id), is held unconfirmed: its ticket's pickup when it keeps its place
+-- (a record that names this entry), else nil (CONFIRM_MS). One HGET, only
+-- for a grant to another instance's waiter.
+local function kept_hold(id, waiter)
+  local rec = ticket_record(id)
+  if rec and rec.member == waiter and rec.pickup > CONFIRM_MS then
+    return rec.pickup
+  end
+  return nil
 end
 
 -- Keeps `until_ms` the deadline of `key` at least (a new key gets it).
