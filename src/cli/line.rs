@@ -139,6 +139,17 @@ pub async fn acquire(
         if let Some(step) = step {
             wait = wait.min(step);
         }
+        // The place is taken first without waiting (201, or 202 with the
+        // ticket), then waited on as a ticket: a wait that ends early (a
+        // signal) then always knows which ticket to leave. A waiting request
+        // that keeps its place and is cut off by a signal would leave a
+        // ticket behind that nobody knows of, and its lease would hold the
+        // name until its pickup ran out. (Not for --newest-wins: superseding
+        // is a waiting request's.)
+        let taking = keep_place && ticket.is_none() && !request.newest_wins;
+        if taking {
+            wait = Duration::ZERO;
+        }
         let keep = keep_for(deadline);
         let (path, body) = match &ticket {
             Some(at) => (
@@ -150,10 +161,24 @@ pub async fn acquire(
         let sent = Instant::now();
         let sent_clock = super::clock::now();
         let printing = request.progress && !wait.is_zero();
+        let call = service.call(
+            Method::POST,
+            &path,
+            Some(&body),
+            wait + Duration::from_secs(30),
+        );
+        tokio::pin!(call);
         let outcome = tokio::select! {
-            outcome = service.call(Method::POST, &path, Some(&body), wait + Duration::from_secs(30)) => outcome,
+            outcome = &mut call => outcome,
             () = progress(service, request, ticket.as_deref(), sent, started), if printing => unreachable!("prints forever"),
             signal = signals.recv() => {
+                if taking {
+                    // It does not wait: its answer comes at once, and what
+                    // it took (a ticket, a lease) is given back.
+                    if let Ok(Ok(answer)) = tokio::time::timeout(Duration::from_secs(5), &mut call).await {
+                        give_back(service, target, &answer).await;
+                    }
+                }
                 leave_ticket(service, ticket.as_deref()).await;
                 return Err(Failure::new(
                     signal_status(signal),
@@ -213,6 +238,12 @@ pub async fn acquire(
                 // The ticket is gone (its place expired, or Redis lost it):
                 // in line again, at the back.
                 ticket = None;
+                continue;
+            }
+            Ok(answer) if taking && matches!(answer.status, 409 | 423) => {
+                // A service that does not keep places (it ignored
+                // keep_place_ms): wait in line as before.
+                keep_place = false;
                 continue;
             }
             Ok(answer) if answer.status == 409 => {
@@ -361,6 +392,26 @@ pub async fn acquire(
         nap(backoff.min(deadline - now), signals, target).await?;
         backoff = (backoff * 2).min(Duration::from_secs(8));
     }
+}
+
+/// Gives back what a request that did not wait took, as `answer` says: its
+/// ticket (202) or its lease (201). Best effort: the caller is giving up.
+async fn give_back(service: &Service, target: &Target, answer: &Answer) {
+    let field = match answer.status {
+        202 => "ticket",
+        201 => "id",
+        _ => return,
+    };
+    let Some(id) = answer.body.get(field).and_then(Value::as_str) else {
+        return;
+    };
+    let at = match field {
+        "ticket" => format!("{}/tickets/{id}", target.path()),
+        _ => format!("{}/{id}", target.path()),
+    };
+    let _ = service
+        .call(Method::DELETE, &at, None, Duration::from_secs(5))
+        .await;
 }
 
 /// A failure that may pass.

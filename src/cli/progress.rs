@@ -71,6 +71,13 @@ fn describe_line(status: &StatusBody, request: &Request, waited: Duration) -> St
         Some(place) => format!("place {place} of {waiting} in line; "),
         None => format!("{waiting} waiting; "),
     };
+    out.push_str(&describe_holder(status));
+    out
+}
+
+/// `held by X (expires in 52s)`, `held shared by 2 (...)`, `3 of 4 permits
+/// used`, or `free`: who is in the way, from the name's status.
+pub(super) fn describe_holder(status: &StatusBody) -> String {
     let expiring = |held: String, last: &str, ms: Option<u64>| match ms {
         Some(ms) => format!(
             "{held} ({last}expires in {})",
@@ -98,8 +105,7 @@ fn describe_line(status: &StatusBody, request: &Request, waited: Duration) -> St
             })
         }
     };
-    out.push_str(held.as_deref().unwrap_or("free"));
-    out
+    held.unwrap_or_else(|| "free".into())
 }
 
 #[cfg(test)]

@@ -15,8 +15,10 @@ use super::exit::{Failure, USAGE};
 use super::http::{call, Service, Target};
 use super::line::Request;
 use super::messages::{print, say};
+use super::progress::describe_holder;
 use super::variables::quote;
 use crate::domain::Kind;
+use crate::wire::StatusBody;
 
 /// `baton enqueue NAME`: takes a ticket (or the lease, when the name is free:
 /// its id is the ticket, which `baton run --ticket` collects) and prints it.
@@ -112,7 +114,8 @@ pub(super) async fn leave_ticket(service: &Service, ticket: Option<&str>) {
 }
 
 /// Every 5 s while waiting on the ticket at `at` (the first after 1 s): its
-/// place, from the ticket itself (`GET .../tickets/ID`).
+/// place, from the ticket itself (`GET .../tickets/ID`), and who is in the
+/// way, from the name's status.
 pub(super) async fn progress(service: &Service, request: &Request, at: &str, started: Instant) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     loop {
@@ -121,26 +124,43 @@ pub(super) async fn progress(service: &Service, request: &Request, at: &str, sta
             .await
         {
             // An answer it cannot read says nothing: the next one may.
-            if let Some(place) = (answer.status == 200)
-                .then(|| describe_place(&answer.body))
-                .flatten()
-            {
-                say(format!(
-                    "waiting for {}: {place}; waited {} of {}",
-                    request.target,
-                    human(started.elapsed()),
-                    human(request.wait)
-                ));
+            if answer.status == 200 {
+                // Who is in the way, from the name's status.
+                let holder = match service
+                    .call(
+                        Method::GET,
+                        &request.target.path(),
+                        None,
+                        Duration::from_secs(5),
+                    )
+                    .await
+                {
+                    Ok(status) if status.status == 200 => {
+                        StatusBody::from_json(request.target.kind, &status.body)
+                            .ok()
+                            .map(|status| format!("; {}", describe_holder(&status)))
+                    }
+                    _ => None,
+                };
+                if let Some(place) = describe_place(&answer.body, &holder.unwrap_or_default()) {
+                    say(format!(
+                        "waiting for {}: {place}; waited {} of {}",
+                        request.target,
+                        human(started.elapsed()),
+                        human(request.wait)
+                    ));
+                }
             }
         }
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
 }
 
-/// `place 3 of 5, ticket kept until 2026-12-05T19:00:00Z` (with `frozen, `
-/// before it and `, about 2m00s left` after it when the ticket says so), or
-/// `granted, collecting` once its turn came.
-fn describe_place(ticket: &Value) -> Option<String> {
+/// `place 3 of 5 in line; ticket kept until 2026-12-05T19:00:00Z` (with
+/// `frozen, ` before it and `about 2m00s left; ` before the ticket when the
+/// ticket says so; `holder`, `; held by X`, after the place), or `granted,
+/// collecting` once its turn came.
+fn describe_place(ticket: &Value, holder: &str) -> Option<String> {
     if ticket.get("state").and_then(Value::as_str) == Some("granted") {
         return Some("granted, collecting".to_owned());
     }
@@ -154,10 +174,10 @@ fn describe_place(ticket: &Value) -> Option<String> {
     let eta = ticket
         .get("eta_ms")
         .and_then(Value::as_u64)
-        .map(|ms| format!(", about {} left", human(Duration::from_millis(ms))))
+        .map(|ms| format!("about {} left; ", human(Duration::from_millis(ms))))
         .unwrap_or_default();
     Some(format!(
-        "{frozen}place {place} of {waiting}, ticket kept until {until}{eta}"
+        "{frozen}place {place} of {waiting} in line{holder}; {eta}ticket kept until {until}"
     ))
 }
 
@@ -172,20 +192,20 @@ mod tests {
         let waiting = json!({"state": "waiting", "place": 3, "waiting": 5,
             "place_expires_at": "2026-12-05T19:00:00Z", "eta_ms": 120_000});
         assert_eq!(
-            describe_place(&waiting).as_deref(),
-            Some("place 3 of 5, ticket kept until 2026-12-05T19:00:00Z, about 2m00s left")
+            describe_place(&waiting, "").as_deref(),
+            Some("place 3 of 5 in line; about 2m00s left; ticket kept until 2026-12-05T19:00:00Z")
         );
         let frozen = json!({"state": "waiting", "place": 1, "waiting": 1,
             "place_expires_at": "2026-12-05T19:00:00Z", "frozen": {"reason": "incident"}});
         assert_eq!(
-            describe_place(&frozen).as_deref(),
-            Some("frozen, place 1 of 1, ticket kept until 2026-12-05T19:00:00Z")
+            describe_place(&frozen, "; held by x").as_deref(),
+            Some("frozen, place 1 of 1 in line; held by x; ticket kept until 2026-12-05T19:00:00Z")
         );
         let granted = json!({"state": "granted", "pickup_by": "2026-12-05T19:00:00Z"});
         assert_eq!(
-            describe_place(&granted).as_deref(),
+            describe_place(&granted, "").as_deref(),
             Some("granted, collecting")
         );
-        assert_eq!(describe_place(&json!({"state": "waiting"})), None);
+        assert_eq!(describe_place(&json!({"state": "waiting"}), ""), None);
     }
 }
