@@ -9,7 +9,6 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{RefOr, Schema};
 use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::Config;
 
@@ -75,39 +74,84 @@ pub fn document() -> utoipa::openapi::OpenApi {
 }
 
 /// The document as committed in `openapi/openapi.json`: as served with the
-/// default `BATON_MAX_WAIT_MS`.
+/// default `BATON_MAX_WAIT_MS` and `BATON_MAX_KEEP_PLACE_MS`.
 pub fn document_json() -> String {
-    document_json_with_max_wait(crate::config::DEFAULT_MAX_WAIT_MS)
+    document_json_with_max_wait(
+        crate::config::DEFAULT_MAX_WAIT_MS,
+        crate::config::DEFAULT_MAX_KEEP_PLACE_MS,
+    )
 }
 
 /// The document as a service serves it: `wait_ms` bounded by its configured
-/// `BATON_MAX_WAIT_MS`.
+/// `BATON_MAX_WAIT_MS` (unless the request keeps its place: then a longer
+/// wait is cut to it), `keep_place_ms` by its `BATON_MAX_KEEP_PLACE_MS`.
 ///
 /// # Panics
 /// Never: the document always serializes.
-pub fn document_json_with_max_wait(max_wait_ms: u64) -> String {
-    let mut doc = document();
-    bound_wait(&mut doc, max_wait_ms);
+pub fn document_json_with_max_wait(max_wait_ms: u64, max_keep_place_ms: u64) -> String {
+    let doc = document();
     let mut doc = serde_json::to_value(doc).expect("the OpenAPI document serializes");
+    bound_wait(&mut doc, max_wait_ms, max_keep_place_ms);
     polish(&mut doc);
     let mut json = serde_json::to_string_pretty(&doc).expect("the OpenAPI document serializes");
     json.push('\n');
     json
 }
 
-/// Bounds `wait_ms` in the acquire body of every kind by `max_wait_ms`.
-fn bound_wait(doc: &mut utoipa::openapi::OpenApi, max_wait_ms: u64) {
-    let Some(components) = doc.components.as_mut() else {
-        return;
-    };
+/// Bounds `wait_ms` in the acquire body of every kind by `max_wait_ms`, but
+/// only when the body has no `keep_place_ms` (with one, a longer wait is cut
+/// to the maximum, and the place kept: JSON Schema's `if`/`else`), and
+/// every `keep_place_ms` (an acquire's, a ticket's wait) by
+/// `max_keep_place_ms`.
+fn bound_wait(doc: &mut Value, max_wait_ms: u64, max_keep_place_ms: u64) {
+    if let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    {
+        for body in schemas.values_mut() {
+            if let Some(keep) = body
+                .get_mut("properties")
+                .and_then(|properties| properties.get_mut("keep_place_ms"))
+                .and_then(Value::as_object_mut)
+            {
+                keep.insert("maximum".into(), json!(max_keep_place_ms));
+            }
+        }
+    }
     for kind in Kind::ALL {
-        let body = components.schemas.get_mut(&acquire_schema_name(kind));
-        let Some(RefOr::T(Schema::Object(body))) = body else {
+        let Some(body) = doc
+            .pointer_mut(&format!(
+                "/components/schemas/{}",
+                acquire_schema_name(kind)
+            ))
+            .and_then(Value::as_object_mut)
+        else {
             continue;
         };
-        if let Some(RefOr::T(Schema::Object(wait))) = body.properties.get_mut("wait_ms") {
-            wait.maximum = Some(max_wait_ms.into());
+        if let Some(wait) = body
+            .get_mut("properties")
+            .and_then(|properties| properties.get_mut("wait_ms"))
+            .and_then(Value::as_object_mut)
+        {
+            wait.remove("maximum");
         }
+        // (Each part says it allows the body's other members: it only adds a
+        // condition, and a linter must not read it as a closed schema.)
+        body.insert(
+            "if".into(),
+            json!({
+                "properties": {"keep_place_ms": {"type": "integer"}},
+                "required": ["keep_place_ms"],
+                "additionalProperties": true
+            }),
+        );
+        body.insert(
+            "else".into(),
+            json!({
+                "properties": {"wait_ms": {"maximum": max_wait_ms}},
+                "additionalProperties": true
+            }),
+        );
     }
 }
 

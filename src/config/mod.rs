@@ -29,6 +29,8 @@ mod variables;
 pub use error::ConfigError;
 pub use parse::{one_line, Invocation};
 pub use redis_url::{redact_url, RedisMode};
-pub use settings::{Cli, LogFormat, Settings, DEFAULT_MAX_WAIT_MS, VERSION};
+pub use settings::{
+    Cli, LogFormat, Settings, DEFAULT_MAX_KEEP_PLACE_MS, DEFAULT_MAX_WAIT_MS, VERSION,
+};
 pub use values::MAX_MAX_WAIT_MS;
 pub use variables::{unknown_variables, variables};

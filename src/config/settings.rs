@@ -17,6 +17,8 @@ use super::values::{
 
 /// The largest `wait_ms` accepted unless `BATON_MAX_WAIT_MS` says otherwise.
 pub const DEFAULT_MAX_WAIT_MS: u64 = 300_000;
+/// `BATON_MAX_KEEP_PLACE_MS` unless configured: 7 days.
+pub const DEFAULT_MAX_KEEP_PLACE_MS: u64 = 604_800_000;
 
 /// The version and the source revision it was built from (build.rs reads the
 /// revision from git, or `BATON_GIT_REVISION`; "unknown" without either).
@@ -101,7 +103,7 @@ pub struct Settings {
 
     /// The largest keep_place_ms accepted: how long a ticket may keep its
     /// place in line (default 7 days)
-    #[arg(long, env = "BATON_MAX_KEEP_PLACE_MS", default_value = "604800000", value_parser = keep_place_ms, value_name = "MS")]
+    #[arg(long, env = "BATON_MAX_KEEP_PLACE_MS", default_value_t = DEFAULT_MAX_KEEP_PLACE_MS, value_parser = keep_place_ms, value_name = "MS")]
     pub max_keep_place_ms: u64,
 
     /// How long a ticket's lease is held for it after its grant, to be collected

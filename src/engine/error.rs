@@ -22,7 +22,14 @@ pub enum Error {
 
 impl From<redis::RedisError> for Error {
     fn from(err: redis::RedisError) -> Self {
-        if err.kind() == redis::ErrorKind::Parse || err.code() == Some("BATON") {
+        // A Lua runtime error in one of our functions (`ERR user_function:12:
+        // attempt to ...`) is a bug of ours, not an outage: it is answered as
+        // an internal error and logged, never hidden behind a 503.
+        let script_bug = err.code() == Some("ERR")
+            && err
+                .detail()
+                .is_some_and(|d| d.starts_with("user_function:"));
+        if script_bug || err.kind() == redis::ErrorKind::Parse || err.code() == Some("BATON") {
             Self::Protocol(err.to_string())
         } else {
             Self::Unavailable(Box::new(err))

@@ -168,7 +168,12 @@ pub fn unrouted(path: &str, method: &axum::http::Method, otherwise: AppError) ->
     let lease_path = rest
         .and_then(|r| r.split('/').nth(1))
         .is_some_and(|id| LeaseId::parse(id).is_ok());
-    if segments > 2 || (segments == 2 && method == axum::http::Method::POST && !lease_path) {
+    // A path that a route took (405: the method is what is wrong) has the
+    // segments that route names: `/tickets/{ticket}` or `/{id}/events` are
+    // not names with a `/`.
+    let routed = matches!(otherwise, AppError::MethodNotAllowed);
+    let too_many = segments > 2 && !routed;
+    if too_many || (segments == 2 && method == axum::http::Method::POST && !lease_path) {
         AppError::Invalid(
             "name: a `/` in a name must be sent percent-encoded as `%2F` \
              (POST /locks/review%2Fapp-1 for the name review/app-1)"

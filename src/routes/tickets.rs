@@ -11,6 +11,7 @@ use futures_util::FutureExt;
 use utoipa::openapi::header::Header;
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterIn};
 use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::schema::OneOfBuilder;
 use utoipa::openapi::{Content, Object, OpenApi, Ref, ResponseBuilder, Type};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 
@@ -239,7 +240,14 @@ pub fn document(kind: Kind, doc: &mut OpenApi) {
         .request_body(Some(
             RequestBodyBuilder::new()
                 .description(Some("May be empty: collect, or answer at once"))
-                .content("application/json", json(TicketWaitBody::name()))
+                .content(
+                    "application/json",
+                    Content::new(Some(
+                        OneOfBuilder::new()
+                            .item(Ref::from_schema_name(TicketWaitBody::name()))
+                            .item(Object::with_type(Type::Null)),
+                    )),
+                )
                 .build(),
         ))
         .response(

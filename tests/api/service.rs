@@ -96,8 +96,22 @@ async fn the_served_document_states_the_configured_maximum_wait() {
     let doc: Value = app.get("/openapi.json").await.json().await.unwrap();
 
     for schema in ["AcquireLock", "AcquireSemaphore"] {
-        let wait = &doc["components"]["schemas"][schema]["properties"]["wait_ms"];
-        assert_eq!(wait["maximum"], 5000, "{schema}");
+        // Bounded unless the request keeps its place (then a longer wait is
+        // cut to the maximum): JSON Schema's if/else.
+        let body = &doc["components"]["schemas"][schema];
+        assert_eq!(
+            body["else"]["properties"]["wait_ms"]["maximum"], 5000,
+            "{schema}"
+        );
+        assert_eq!(body["if"]["required"][0], "keep_place_ms", "{schema}");
+        assert!(
+            body["properties"]["wait_ms"].get("maximum").is_none(),
+            "{schema}"
+        );
+        assert_eq!(
+            body["properties"]["keep_place_ms"]["maximum"], 604_800_000_u64,
+            "{schema}"
+        );
     }
 }
 

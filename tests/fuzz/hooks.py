@@ -22,6 +22,8 @@ import schemathesis
 # an integer) are left alone, so negative testing sees them as generated.
 MAX_WAIT_MS = 200
 DOCUMENTED_MAX_WAIT_MS = 300_000
+MAX_KEEP_PLACE_MS = 604_800_000
+MIN_KEEP_PLACE_MS = 60_000
 
 
 # A semaphore's `permits` must be at most the `limit` of the same request:
@@ -48,11 +50,25 @@ def before_call(context, case, kwargs):
     limit, permits = body.get("limit"), body.get("permits")
     if _whole(limit, 1, MAX_LIMIT) and _whole(permits, 1, MAX_LIMIT) and permits > limit:
         body["permits"] = limit
+    # A request that keeps its place may ask any wait (the service cuts it
+    # to its maximum), and its place must outlive the next case, which
+    # may be a look at its ticket (ST302): a schema-valid keep_place_ms is
+    # raised to at least MIN_KEEP_PLACE_MS (still valid).
+    keep = body.get("keep_place_ms")
+    keeps = _whole(keep, 1, MAX_KEEP_PLACE_MS)
+    if keeps and keep < MIN_KEEP_PLACE_MS:
+        body["keep_place_ms"] = MIN_KEEP_PLACE_MS
     wait = body.get("wait_ms")
     if isinstance(wait, bool) or not isinstance(wait, (int, float)):
         return
-    if 0 <= wait <= DOCUMENTED_MAX_WAIT_MS and float(wait).is_integer() and wait > MAX_WAIT_MS:
+    top = float("inf") if keeps or _ticket_wait(case) else DOCUMENTED_MAX_WAIT_MS
+    if 0 <= wait <= top and float(wait).is_integer() and wait > MAX_WAIT_MS:
         body["wait_ms"] = MAX_WAIT_MS
+
+
+def _ticket_wait(case):
+    """Whether `case` waits on a ticket (its wait_ms has no maximum)."""
+    return case.operation.path.endswith("/tickets/{ticket}")
 
 
 # Every lease handed out, by lease id: its kind ("locks" or "semaphores"),
