@@ -12,7 +12,7 @@ use super::followers::{Followers, Slot};
 use super::notice::{Heard, HolderMessage};
 use crate::domain::{Kind, LeaseId, Name};
 use crate::engine::error::Error;
-use crate::engine::functions::follow::{Follow, Followed};
+use crate::engine::functions::follow::{Ended, Follow, Followed, Following};
 
 /// How long a new stream waits for its name's channel to be subscribed
 /// before it reads the lease (a resync follows when it took longer).
@@ -66,7 +66,8 @@ impl HolderStream {
     ) -> Result<Option<Self>, Error> {
         let mut slot = followers.register(kind, name);
         slot.subscribed(SUBSCRIBE_WAIT).await;
-        let Some(lease) = followers.invoker.run(kind, name, &Follow(id)).await? else {
+        let Following::Live(lease) = followers.invoker.run(kind, name, &Follow(id, None)).await?
+        else {
             return Ok(None);
         };
         let now = Instant::now();
@@ -199,15 +200,32 @@ impl HolderStream {
         let followers = self.slot.followers().clone();
         match followers
             .invoker
-            .run(self.kind, &self.name, &Follow(self.id))
+            .run(self.kind, &self.name, &Follow(self.id, Some(self.token)))
             .await
         {
-            Ok(Some(lease)) if lease.fencing_token == self.token => {
+            Ok(Following::Live(lease)) if lease.fencing_token == self.token => {
                 let before = self.expires_at_ms;
                 self.moved(&lease, asked);
                 (lease.expires_at_ms != before).then_some(HolderEvent::Refreshed {
                     fencing_token: self.token,
                     expires_at_ms: lease.expires_at_ms,
+                })
+            }
+            Ok(Following::Gone(Some(ended))) => {
+                // The name's history says how it ended (the words were
+                // missed: this instance paused, or Redis restarted).
+                self.end(match ended {
+                    Ended::Released => HolderEvent::Released {
+                        fencing_token: self.token,
+                    },
+                    Ended::Expired => HolderEvent::Lost {
+                        fencing_token: self.token,
+                        reason: LostReason::Expired,
+                    },
+                    Ended::TakenAway => HolderEvent::Lost {
+                        fencing_token: self.token,
+                        reason: LostReason::ForceReleased,
+                    },
                 })
             }
             Ok(_) => {

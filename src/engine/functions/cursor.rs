@@ -151,6 +151,12 @@ impl Cursor {
         })
     }
 
+    /// Whether every field was read (a reply whose last fields are
+    /// optional).
+    pub(in crate::engine) fn is_empty(&self) -> bool {
+        self.fields.len() == 0
+    }
+
     /// The end of the reply.
     ///
     /// # Errors
