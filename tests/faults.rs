@@ -457,6 +457,69 @@ async fn the_fencing_guard_refuses_before_anything_changes() {
     }
 }
 
+/// A claim's refresh that fails half-way (one lease refreshed, the next one's
+/// call failing) answers an error and leaves every lease held, as the holder
+/// was last told: the leases are the holder's, not the failed call's to give
+/// back. (The chaos run found it with a Redis stall between two refreshes;
+/// here the second name's lease is made unreadable, which fails its call
+/// every time.)
+#[tokio::test]
+async fn a_claim_refresh_that_fails_half_way_gives_back_nothing() {
+    let pair = Pair::start();
+    let a = pair.a.base();
+    let (status, claim) = pair
+        .post(
+            &a,
+            "/claims",
+            r#"{"locks": [{"name": "cr-1"}, {"name": "cr-2"}], "ttl_ms": 60000}"#,
+        )
+        .await;
+    assert_eq!(status, 201, "{claim}");
+    let id = claim["id"].as_str().expect("claim id").to_owned();
+    let lease_of = |name: &str| {
+        claim["leases"]
+            .as_array()
+            .expect("leases")
+            .iter()
+            .find(|l| l["name"] == name)
+            .cloned()
+            .expect("a lease of the name")
+    };
+    let (first, second) = (lease_of("cr-1"), lease_of("cr-2"));
+    let mut conn = pair.redis.conn();
+    let owners = pair.key("lock:cr-2", "owners");
+    let field = second["id"].as_str().expect("lease id");
+    let _: () = redis::cmd("HSET")
+        .arg(&owners)
+        .arg(field)
+        .arg("not a lease")
+        .query(&mut conn)
+        .expect("HSET");
+    // The solo field, when the lease is the name's only one.
+    let _: () = redis::cmd("HSET")
+        .arg(&owners)
+        .arg("solo")
+        .arg("not a lease")
+        .query(&mut conn)
+        .expect("HSET");
+
+    let (status, body) = pair
+        .call(
+            reqwest::Method::PATCH,
+            format!("{a}/claims/{id}"),
+            r#"{"ttl_ms": 60000}"#,
+        )
+        .await;
+    assert!(status >= 500, "{status} {body}");
+
+    // Whatever the failed call did, the first lease is still held.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (held, body) = pair.get(&a, &lease_path("locks", &first)).await;
+    assert_eq!(held, 200, "the first lease was given back: {body}");
+    let (other, body) = pair.post(&a, "/locks/cr-1", HOLD).await;
+    assert_eq!(other, 409, "another client took cr-1: {body}");
+}
+
 /// Calls that give up long before a stall of [`STALL`] ends: a waiting
 /// acquire's first call and its retries are all sent during the stall and
 /// all run, in the order sent, once Redis wakes.

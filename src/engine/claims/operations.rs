@@ -72,12 +72,17 @@ impl Claims {
         let Some(Record(entries)) = self.engine.load_claim(id).await? else {
             return Ok(Refreshed::NotFound);
         };
-        let mut held = Held::new(self.engine.clone(), by.cloned());
+        // The leases are the holder's, not this call's: a refresh that
+        // fails half-way (Redis out of reach: the answer is 503, "may or may
+        // not have happened") leaves every one of them held, as the holder
+        // was last told. (A `Held` would give them back when dropped.) Only
+        // a claim found broken is given back, and said so.
+        let mut refreshed = Vec::new();
         let mut lost = Vec::new();
         for entry in &entries {
             let leases = self.engine.leases(entry.kind);
             match leases.refresh(&entry.name, entry.id, ttl, by).await? {
-                Some(lease) => held.leases.push((entry.kind, lease)),
+                Some(lease) => refreshed.push((entry.kind, lease)),
                 None => lost.push((entry.kind, entry.name.clone())),
             }
         }
@@ -86,12 +91,13 @@ impl Claims {
             return Ok(Refreshed::NotFound);
         }
         if !lost.is_empty() {
+            let mut held = Held::new(self.engine.clone(), by.cloned());
+            held.leases = refreshed;
             held.release_all().await;
             self.engine.drop_claim(id).await?;
             return Ok(Refreshed::Broken(lost));
         }
-        let longest = held
-            .leases
+        let longest = refreshed
             .iter()
             .map(|(_, lease)| lease.ttl.as_duration())
             .max()
@@ -101,7 +107,7 @@ impl Claims {
             .await?;
         Ok(Refreshed::Whole(Claim {
             id: *id,
-            leases: held.into_leases(),
+            leases: refreshed,
         }))
     }
 
