@@ -520,6 +520,72 @@ async fn a_claim_refresh_that_fails_half_way_gives_back_nothing() {
     assert_eq!(other, 409, "another client took cr-1: {body}");
 }
 
+/// The event names of a holder's stream (`event: NAME` lines), read until
+/// `last` comes or `within` passes.
+async fn stream_events(
+    response: &mut reqwest::Response,
+    last: &str,
+    within: Duration,
+) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    let (mut text, mut names) = (String::new(), Vec::new());
+    while Instant::now() < deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(Ok(Some(chunk))) = tokio::time::timeout(left, response.chunk()).await else {
+            break;
+        };
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = text.find("\n\n") {
+            let event: String = text.drain(..end + 2).collect();
+            if let Some(name) = event.lines().find_map(|l| l.strip_prefix("event: ")) {
+                names.push(name.trim().to_owned());
+            }
+        }
+        if names.last().is_some_and(|n| n == last) {
+            break;
+        }
+    }
+    names
+}
+
+/// A holder's stream whose instance was paused across a refresh and past the
+/// lease's expiry says neither `refreshed` nor `expiring` for a lease already
+/// gone when it resumes: `lost` (`expired`), at once.
+#[tokio::test]
+async fn a_stream_paused_across_a_refresh_says_lost_not_refreshed_for_a_lease_gone() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let (status, lease) = pair
+        .post(&a, "/locks/hs-paused", r#"{"ttl_ms": 3000}"#)
+        .await;
+    assert_eq!(status, 201, "{lease}");
+    let mut stream = pair
+        .http
+        .get(format!("{b}{}/events", lease_path("locks", &lease)))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(stream.status(), 200);
+    let first = stream_events(&mut stream, "held", Duration::from_secs(10)).await;
+    assert_eq!(first, ["held"]);
+
+    pair.b.pause();
+    let (status, body) = pair
+        .call(
+            reqwest::Method::PATCH,
+            format!("{a}{}", lease_path("locks", &lease)),
+            r#"{"ttl_ms": 1000}"#,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    pair.b.resume();
+
+    let events = stream_events(&mut stream, "lost", Duration::from_secs(15)).await;
+    assert_eq!(events, ["lost"], "after the resume the lease was long gone");
+}
+
 /// Calls that give up long before a stall of [`STALL`] ends: a waiting
 /// acquire's first call and its retries are all sent during the stall and
 /// all run, in the order sent, once Redis wakes.

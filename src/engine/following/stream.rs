@@ -22,6 +22,12 @@ const RETRY: Duration = Duration::from_millis(500);
 /// The most `expiring` comes before the expiry (else a third of the ttl).
 const EXPIRING_BEFORE: Duration = Duration::from_secs(10);
 
+/// Now, ms since the epoch, as `expires_at` is given (Redis's clock, which
+/// is this host's or close to it).
+fn wall_clock_ms() -> u64 {
+    u64::try_from(crate::engine::freeze_book::wall_clock_ms()).unwrap_or(0)
+}
+
 /// What woke a stream.
 enum Due {
     Heard(Heard),
@@ -130,6 +136,12 @@ impl HolderStream {
             let event = match due {
                 Due::Heard(Heard::Message(message)) => self.heard(message),
                 Due::Heard(Heard::Resync) | Due::Check => self.confirm().await,
+                Due::Expiring if wall_clock_ms() >= self.expires_at_ms => {
+                    // Due long ago (this instance was paused): the expiry has
+                    // passed, so Redis is asked instead of saying `expiring`.
+                    self.expiring_at = None;
+                    self.confirm().await
+                }
                 Due::Expiring => {
                     self.expiring_at = None;
                     Some(HolderEvent::Expiring {
@@ -154,11 +166,20 @@ impl HolderStream {
                 expires_at_ms,
                 ttl_ms,
             } if t == token => {
+                // The new expiry is Redis's `expires_at`, not a ttl from when
+                // the word was heard: heard late (this instance was paused),
+                // it may already have passed. Then nothing is said but what
+                // Redis confirms (the lease gone: `lost`).
+                let left = expires_at_ms.saturating_sub(wall_clock_ms());
+                if left == 0 {
+                    self.expiring_at = None;
+                    self.check_at = Instant::now();
+                    return None;
+                }
                 let lease = Followed {
                     fencing_token: token,
                     expires_at_ms,
-                    // Said as it was refreshed: a whole ttl from now.
-                    expires_in: Duration::from_millis(ttl_ms),
+                    expires_in: Duration::from_millis(left.min(ttl_ms)),
                     ttl: crate::domain::Ttl::from_ms(ttl_ms).ok()?,
                     owner: None,
                 };
@@ -232,8 +253,7 @@ impl HolderStream {
                 // Past its expiry by this instance's clock, or by the
                 // `expires_at` Redis told (a refresh heard late, after a
                 // pause, makes the first an overestimate): gone, it expired.
-                let past_told = u64::try_from(crate::engine::freeze_book::wall_clock_ms())
-                    .is_ok_and(|now| now >= self.expires_at_ms);
+                let past_told = wall_clock_ms() >= self.expires_at_ms;
                 let reason = if Instant::now() >= self.expires || past_told {
                     LostReason::Expired
                 } else {
