@@ -733,6 +733,15 @@ async fn a_client_that_hangs_up_mid_stall_after_its_retry_leaves_no_lease() {
         let (status, lease) = pair.post(&b, &path, hold).await;
         assert_eq!(status, 201, "{kind}: {lease}");
         assert_eq!(pair.delete(&b, &lease_path(kind, &lease)).await, 204);
+        // The history lists the two leases that were told, not the one
+        // taken for a client that had gone.
+        let (_, history) = pair.get(&a, &format!("{path}/history")).await;
+        let entries = history["entries"].as_array().expect("entries");
+        assert_eq!(entries.len(), 2, "{kind}: {history}");
+        assert_eq!(
+            entries[0]["fencing_token"], lease["fencing_token"],
+            "{kind}: {history}"
+        );
     }
 }
 

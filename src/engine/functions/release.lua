@@ -7,7 +7,8 @@
 --            "leave"    a waiter whose client is gone (an abandoned
 --                       acquisition): leaves the line and releases its lease,
 --                       whichever of the two it has (never both:
---                       core/admission.lua; but both go if it had)
+--                       core/admission.lua; but both go if it had); a lease
+--                       nobody was told of leaves no history entry
 --            "give-up"  a waiter whose wait ended: takes a lease granted
 --                       meanwhile, or one the name has room for now (the line
 --                       is served first, so a waiter at the head of a free
@@ -73,7 +74,11 @@ if held then
   if held.live then
     FOLLOWED = followed(read)
     tell_followers('l ' .. num(held.token) .. ' released')
-    remember(held, 'released', now_ms)
+    if mode ~= 'leave' then
+      -- (An abandoned acquisition's lease was never told to anyone: it
+      -- is not history.)
+      remember(held, 'released', now_ms)
+    end
     event('released', held.owner, held.token, 0)
     return finish({1, 0, 0, 0, -1, '', held.token, held.owner})
   end
@@ -157,7 +162,9 @@ if lease then
   serve_line(used, true)
   redis.call('ZREM', K_LEASES, id)
   redis.call('HDEL', K_OWNERS, id)
-  remember(lease, 'released', now_ms)
+  if mode ~= 'leave' then
+    remember(lease, 'released', now_ms)
+  end
   released_token, released_owner = lease.token, lease.owner
   tell_followers('l ' .. num(lease.token) .. ' released')
   code = 1
