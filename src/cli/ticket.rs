@@ -157,7 +157,7 @@ pub(super) async fn progress(service: &Service, request: &Request, at: &str, sta
 }
 
 /// `place 3 of 5 in line; ticket kept until 2026-12-05T19:00:00Z` (with
-/// `frozen, ` before it and `about 2m00s left; ` before the ticket when the
+/// `frozen until TIME (reason); ` before it and `about 2m00s left; ` before the ticket when the
 /// ticket says so; `holder`, `; held by X`, after the place), or `granted,
 /// collecting` once its turn came.
 fn describe_place(ticket: &Value, holder: &str) -> Option<String> {
@@ -167,9 +167,18 @@ fn describe_place(ticket: &Value, holder: &str) -> Option<String> {
     let place = ticket.get("place")?.as_u64()?;
     let waiting = ticket.get("waiting")?.as_u64()?;
     let until = ticket.get("place_expires_at")?.as_str()?;
+    // `frozen until TIME (reason); `, as the status-based line says it.
     let frozen = match ticket.get("frozen") {
-        None | Some(Value::Null | Value::Bool(false)) => "",
-        Some(_) => "frozen, ",
+        None | Some(Value::Null | Value::Bool(false)) => String::new(),
+        Some(frozen) => {
+            let until = frozen.get("until").and_then(Value::as_str);
+            let reason = frozen.get("reason").and_then(Value::as_str);
+            match (until, reason) {
+                (Some(until), Some(reason)) => format!("frozen until {until} ({reason}); "),
+                (Some(until), None) => format!("frozen until {until}; "),
+                _ => "frozen; ".to_owned(),
+            }
+        }
     };
     let eta = ticket
         .get("eta_ms")
@@ -196,10 +205,10 @@ mod tests {
             Some("place 3 of 5 in line; about 2m00s left; ticket kept until 2026-12-05T19:00:00Z")
         );
         let frozen = json!({"state": "waiting", "place": 1, "waiting": 1,
-            "place_expires_at": "2026-12-05T19:00:00Z", "frozen": {"reason": "incident"}});
+            "place_expires_at": "2026-12-05T19:00:00Z", "frozen": {"until": "2026-12-06T07:00:00Z", "reason": "incident"}});
         assert_eq!(
             describe_place(&frozen, "; held by x").as_deref(),
-            Some("frozen, place 1 of 1 in line; held by x; ticket kept until 2026-12-05T19:00:00Z")
+            Some("frozen until 2026-12-06T07:00:00Z (incident); place 1 of 1 in line; held by x; ticket kept until 2026-12-05T19:00:00Z")
         );
         let granted = json!({"state": "granted", "pickup_by": "2026-12-05T19:00:00Z"});
         assert_eq!(

@@ -178,7 +178,7 @@ async fn enqueue_prints_a_ticket_that_run_waits_on_and_leave_gives_up() {
     let stderr = String::from_utf8_lossy(&waited.stderr);
     assert_eq!(waited.status.code(), Some(75), "{stderr}");
     assert!(
-        stderr.contains("waiting for lock 'queue-me': place 1 of 1, ticket kept until "),
+        stderr.contains("waiting for lock 'queue-me': place 1 of 1 in line; held by "),
         "{stderr}"
     );
 }
