@@ -63,15 +63,25 @@ fn describe_line(status: &StatusBody, request: &Request, waited: Duration) -> St
         .waiters()
         .iter()
         .filter(|w| w.owner.as_deref() == Some(request.owner.as_str()))
-        .map(|w| ((i128::from(w.waited_ms) - waited).abs(), w.position))
+        .map(|w| {
+            (
+                (i128::from(w.waited_ms) - waited).abs(),
+                w.position,
+                w.eta_ms,
+            )
+        })
         .min()
-        .map(|(_, position)| position);
+        .map(|(_, position, eta)| (position, eta));
     let waiting = status.waiting();
     let mut out = match place {
-        Some(place) => format!("place {place} of {waiting} in line; "),
+        Some((place, _)) => format!("place {place} of {waiting} in line; "),
         None => format!("{waiting} waiting; "),
     };
     out.push_str(&describe_holder(status));
+    // The expected wait, once the name has a typical hold.
+    if let Some((_, Some(ms))) = place {
+        out.push_str(&format!("; about {} left", human(Duration::from_millis(ms))));
+    }
     out
 }
 

@@ -34,7 +34,7 @@ pub enum Refusal {
     Frozen(FrozenBy),
     /// Not granted yet, and its place is kept as a ticket (`keep_place_ms`):
     /// answered 202, not a refusal to the client.
-    Ticketed(TicketPlace),
+    Ticketed(Box<TicketPlace>),
 }
 
 /// A ticket's place in line.
@@ -53,6 +53,8 @@ pub struct TicketPlace {
     /// Granted and held for it until then (ms, Redis's clock); `None` while
     /// it waits.
     pub pickup_by_ms: Option<u64>,
+    /// Its expected wait while it waits, when the name has a typical hold.
+    pub eta: Option<Eta>,
 }
 
 /// The freeze that held a name when an acquisition was refused.
@@ -91,6 +93,8 @@ pub struct Holder {
     pub expires_in: Duration,
     /// What it takes of the name (permits; a lock's capacity when exclusive).
     pub weight: u64,
+    /// How long it has been held.
+    pub held: Duration,
 }
 
 /// One queued request as anyone may see it.
@@ -107,6 +111,16 @@ pub struct Waiter {
     /// A ticket (`keep_place_ms`, nobody waiting on it now): until when its
     /// place is kept (ms since the Unix epoch, Redis's clock).
     pub kept_until_ms: Option<u64>,
+    /// Its expected wait, while the name has a typical hold.
+    pub eta: Option<Eta>,
+}
+
+/// An expected wait (`leases/eta.rs`): how long,
+/// and from how many finished holds the typical one was worked out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Eta {
+    pub wait: Duration,
+    pub holds: u32,
 }
 
 /// A lock or semaphore as anyone may see it.
@@ -270,4 +284,6 @@ pub struct Place {
     pub waiting: u64,
     /// The live leases it waits behind (at most 100), those that expire first.
     pub holders: Vec<Holder>,
+    /// Its expected wait, while the name has a typical hold.
+    pub eta: Option<Eta>,
 }

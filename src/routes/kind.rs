@@ -210,7 +210,7 @@ pub(super) fn created_or_refused(
     outcome: Result<Lease, Refusal>,
 ) -> Result<Response, AppError> {
     if let Err(Refusal::Ticketed(place)) = outcome {
-        return Ok(tickets::ticketed(kind, name, place));
+        return Ok(tickets::ticketed(kind, name, *place));
     }
     let (id, lease) = answer(kind, name, outcome)?;
     Ok(created(kind.plural(), name, id, lease))
@@ -283,7 +283,8 @@ async fn status(
     NamePath { name }: NamePath,
 ) -> Result<Json<StatusBody>, AppError> {
     caller.require(Scope::Read, &name)?;
-    let status = state.leases(kind).status(&name).await?;
+    let leases = state.leases(kind);
+    let status = leases.with_etas(leases.status(&name).await?).await;
     Ok(Json(status_body(kind, status)))
 }
 

@@ -18,7 +18,7 @@ use crate::domain::{
     AcquireRequest, Demand, KeepPlace, Kind, LeaseId, Name, Owner, Priority, Reason, Ttl, WaitTime,
 };
 use crate::engine;
-use crate::wire::{AcquireFields, WaiterBody};
+use crate::wire::{AcquireFields, EtaBasis, WaiterBody};
 
 /// The `{name}` path parameter.
 #[derive(IntoParams)]
@@ -270,7 +270,14 @@ pub fn waiter_body(kind: Kind, waiter: engine::Waiter) -> WaiterBody {
         permits,
         ticket: waiter.kept_until_ms.map(|_| true),
         kept_until: waiter.kept_until_ms.map(rfc3339_ms),
+        eta_ms: waiter.eta.map(|eta| eta_ms(eta.wait)),
+        eta_basis: waiter.eta.map(|eta| EtaBasis { holds: eta.holds }),
     }
+}
+
+/// An expected wait, in whole ms.
+pub fn eta_ms(wait: std::time::Duration) -> u64 {
+    u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The waiters of a `kind`'s status, in the order they will be served.

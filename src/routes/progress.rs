@@ -23,7 +23,7 @@ use crate::domain::{Demand, Kind, Name, Owner, Priority, WaitTime};
 use crate::engine::events::{WatchNotice, Watcher};
 use crate::engine::wall_clock_ms;
 use crate::engine::{Acquiring, Engine, InLine, Lease, Place, Refusal};
-use crate::wire::{FrozenLine, Queued, QueuedBehind};
+use crate::wire::{EtaBasis, FrozenLine, Queued, QueuedBehind};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`
 /// and a wait (without one there is nothing to report).
@@ -63,6 +63,8 @@ fn queued(kind: Kind, demand: Demand, priority: Priority, place: &Place) -> Queu
         priority: (!priority.is_default()).then(|| priority.get()),
         shared,
         permits,
+        eta_ms: place.eta.map(|eta| super::lease::eta_ms(eta.wait)),
+        eta_basis: place.eta.map(|eta| EtaBasis { holds: eta.holds }),
         holders: place
             .holders
             .iter()
@@ -208,8 +210,16 @@ impl Progress {
             }
             let Some(waiter) = &self.waiter else { continue };
             // Redis unreachable: the next change (or the outcome) will tell.
-            if let Ok(Some(place)) = self.engine.place(waiter).await {
+            if let Ok(Some(mut place)) = self.engine.place(waiter).await {
                 let now = fingerprint(&place);
+                if self.last.as_ref() != Some(&now) {
+                    let leases = self.engine.leases(self.kind);
+                    if let Ok(Some(typical)) = leases.typical_hold(&self.name).await {
+                        let limit = crate::domain::Limit::new(self.demand.limit()).ok();
+                        place.eta =
+                            Some(typical.eta(self.kind, limit, &place.holders, place.position));
+                    }
+                }
                 if self.last.as_ref() != Some(&now) {
                     self.last = Some(now);
                     return Some(json_event(

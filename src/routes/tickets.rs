@@ -22,7 +22,9 @@ use crate::domain::{Kind, LeaseId, Name, Scope, WaitTime};
 use crate::engine::{Acquiring, TicketPlace, TicketWait};
 use crate::http::Parked;
 use crate::telemetry::RequestContext;
-use crate::wire::{ProblemType, TicketBody, TicketFrozen, TicketStateBody, TicketWaitBody};
+use crate::wire::{
+    EtaBasis, ProblemType, TicketBody, TicketFrozen, TicketStateBody, TicketWaitBody,
+};
 
 /// The `{ticket}` path parameter.
 #[derive(IntoParams)]
@@ -121,6 +123,8 @@ pub async fn show(
         waiting: place.waiting,
         place_expires_at: rfc3339_ms(place.place_expires_at_ms),
         frozen: place.frozen.map(frozen_body),
+        eta_ms: place.eta.map(|eta| super::lease::eta_ms(eta.wait)),
+        eta_basis: place.eta.map(|eta| EtaBasis { holds: eta.holds }),
         pickup_by: place.pickup_by_ms.map(rfc3339_ms),
     }))
 }

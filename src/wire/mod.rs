@@ -40,4 +40,4 @@ pub use status::{
     Listing, LockHolderBody, LockStatusBody, Mode, SemaphoreStatusBody, SlotBody, StatusBody,
     WaiterBody,
 };
-pub use ticket::{TicketBody, TicketFrozen, TicketStateBody, TicketWaitBody};
+pub use ticket::{EtaBasis, TicketBody, TicketFrozen, TicketStateBody, TicketWaitBody};

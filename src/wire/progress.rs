@@ -22,6 +22,12 @@ pub struct Queued {
     pub permits: Option<u64>,
     #[serde(default)]
     pub holders: Vec<QueuedBehind>,
+    /// Its expected wait (ms), while the name has at least 3 finished holds
+    /// (see the ticket's `eta_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_basis: Option<super::EtaBasis>,
 }
 
 /// `frozen` data: a freeze holds the name, and the waiter keeps its place

@@ -61,6 +61,12 @@ pub struct WaiterBody {
     /// A ticket's place is kept until then (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_until: Option<String>,
+    /// Its expected wait (ms), while the name has at least 3 finished holds
+    /// (see the ticket's `eta_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_basis: Option<super::EtaBasis>,
 }
 
 /// How a held lock is held.

@@ -14,6 +14,13 @@ pub struct TicketFrozen {
     pub freeze_id: Option<String>,
 }
 
+/// What an expected wait (`eta_ms`) was worked out from: the median of the
+/// name's last `holds` finished holds (at least 3, at most 20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EtaBasis {
+    pub holds: u32,
+}
+
 /// A ticket's place in line: the 202 of an acquisition with `keep_place_ms`
 /// that ended before its grant, and of a wait on a ticket that did too
 /// (`Location: /{kind}/{name}/tickets/{ticket}`).
@@ -48,6 +55,15 @@ pub struct TicketStateBody {
     pub place_expires_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frozen: Option<TicketFrozen>,
+    /// The expected wait (ms), while waiting and the name has at least 3
+    /// finished holds: the time left of the leases in the way plus, for
+    /// each waiter ahead, the name's typical hold (a semaphore's shared by
+    /// its limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_ms: Option<u64>,
+    /// What `eta_ms` was worked out from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_basis: Option<EtaBasis>,
     /// Granted: collect the lease (`POST`) by then, or it ends `not-collected`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(format = DateTime)]

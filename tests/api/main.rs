@@ -5,6 +5,7 @@ mod helpers;
 mod auth;
 mod claims;
 mod errors;
+mod eta;
 mod formats;
 mod freezes;
 mod history;

@@ -6,7 +6,8 @@
 -- ARGV[3]  the waiter, as the line keeps it (core/formats.lua)
 --
 -- Reply
---   {position, waiting, n, token_1, expires_in_ms_1, weight_1, owner_1, ..., token_n, ...}
+--   {position, waiting, n, token_1, expires_in_ms_1, weight_1, owner_1, held_ms_1, ...,
+--    token_n, ...}
 --   position: 1 for the next to be served, 0 when the waiter is not in line
 --   (granted, or gone); waiting: requests in line; n (<= 100) live leases,
 --   those that expire first; owner "" when none

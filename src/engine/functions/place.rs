@@ -25,6 +25,7 @@ impl Function for Find<'_> {
         let waiting = reply.uint()?;
         let holders = holders(reply)?;
         Ok((position > 0).then_some(Place {
+            eta: None,
             position,
             waiting,
             holders,

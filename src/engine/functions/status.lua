@@ -3,7 +3,8 @@
 -- take the waiters of dead instances out of the line (and its sums).
 --
 -- Reply
---   {holders, used, limit, waiting, n, token_1, expires_in_ms_1, weight_1, owner_1, ...,
+--   {holders, used, limit, waiting, n, token_1, expires_in_ms_1, weight_1, owner_1,
+--    held_ms_1, ...,
 --    m, owner_1, waited_ms_1, weight_1, priority_1, kept_until_ms_1, ..., owner_m,
 --    waited_ms_m, weight_m, priority_m, kept_until_ms_m}
 --   holders: live leases in all; used: their weight (used_unpruned(),

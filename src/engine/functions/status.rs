@@ -26,7 +26,7 @@ pub(in crate::engine) struct Snapshot {
     pub waiters: Vec<Waiter>,
 }
 
-/// `n, (token, expires_in_ms, weight, owner) x n`: the live leases that expire first
+/// `n, (token, expires_in_ms, weight, owner, held_ms) x n`: the live leases that expire first
 /// (`append_leases()` in `core/views.lua`), those first.
 pub(in crate::engine) fn holders(reply: &mut Cursor) -> Result<Vec<Holder>, Error> {
     let n = reply.count()?;
@@ -37,6 +37,7 @@ pub(in crate::engine) fn holders(reply: &mut Cursor) -> Result<Vec<Holder>, Erro
             expires_in: reply.time_left()?,
             weight: reply.uint()?,
             owner: reply.owner()?,
+            held: Duration::from_millis(reply.uint()?),
         });
     }
     Ok(leases)
@@ -66,6 +67,7 @@ impl Function for ReadStatus {
                 priority: Priority::new(reply.uint()?)
                     .map_err(|e| Error::Protocol(format!("a waiter's priority: {e}")))?,
                 kept_until_ms: Some(reply.uint()?).filter(|ms| *ms > 0),
+                eta: None,
             });
         }
         Ok(Snapshot {

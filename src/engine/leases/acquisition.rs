@@ -133,14 +133,15 @@ impl Acquisition {
                 waiting,
                 place_expires_at_ms,
                 ..
-            } => Ok(Err(Refusal::Ticketed(TicketPlace {
+            } => Ok(Err(Refusal::Ticketed(Box::new(TicketPlace {
                 ticket: self.id,
                 place,
                 waiting,
                 place_expires_at_ms,
                 frozen: self.frozen_by(),
                 pickup_by_ms: None,
-            }))),
+                eta: None,
+            })))),
             other => Err(Error::Protocol(format!(
                 "a ticket's call replied {other:?}"
             ))),

@@ -4,10 +4,12 @@
 //! operations (`operations.rs`: refresh, check, release, force-release,
 //! status), the holders' own (`holders.rs`: following a lease, asking
 //! its holders to yield), listing (`listing.rs`), a name's history
-//! (`history.rs`) and a waiter's place (`progress.rs`).
+//! (`history.rs`), a waiter's place (`progress.rs`) and its expected wait
+//! (`eta.rs`).
 
 mod acquire;
 mod acquisition;
+mod eta;
 mod history;
 mod holders;
 mod listing;

@@ -45,6 +45,10 @@ impl Leases {
     pub async fn ticket(&self, name: &Name, ticket: LeaseId) -> Result<Option<TicketPlace>, Error> {
         let reply = self.serve(name, &TicketCall::Show(ticket)).await?;
         let frozen = self.frozen_now(name);
+        let eta = match &reply {
+            TicketReply::Waiting { place, .. } => self.eta_at(name, *place).await,
+            _ => None,
+        };
         Ok(match reply {
             TicketReply::Waiting {
                 place,
@@ -58,6 +62,7 @@ impl Leases {
                 place_expires_at_ms,
                 frozen,
                 pickup_by_ms: None,
+                eta,
             }),
             TicketReply::Granted {
                 pickup_by_ms,
@@ -70,6 +75,7 @@ impl Leases {
                 place_expires_at_ms,
                 frozen,
                 pickup_by_ms: Some(pickup_by_ms),
+                eta: None,
             }),
             _ => None,
         })
@@ -216,14 +222,15 @@ impl Leases {
                 ..
             } => {
                 let frozen = self.frozen_now(&name);
-                Ok(Some(Acquiring::Now(Err(Refusal::Ticketed(TicketPlace {
+                Ok(Some(Acquiring::Now(Err(Refusal::Ticketed(Box::new(TicketPlace {
                     ticket,
                     place,
                     waiting,
                     place_expires_at_ms,
                     frozen,
                     pickup_by_ms: None,
-                })))))
+                    eta: None,
+                }))))))
             }
             TicketReply::Gone | TicketReply::Done | TicketReply::Granted { .. } => Ok(None),
         }

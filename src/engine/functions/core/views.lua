@@ -4,7 +4,8 @@
 -- time_left()).
 
 -- Appends the live leases that expire first (at most 100) to `reply`: their
--- count n, then token, expires_in_ms, weight and owner ("" none) of each. A
+-- count n, then token, expires_in_ms, weight, owner ("" none) and held_ms
+-- (how long it has been held: the expected wait needs it) of each. A
 -- provisional grant shows its full expiry. (status.rs decodes them.)
 local function append_leases(reply)
   local leases = live_leases(100)
@@ -15,11 +16,13 @@ local function append_leases(reply)
       reply[#reply + 1] = lease.expires_at - now_ms
       reply[#reply + 1] = lease.weight
       reply[#reply + 1] = lease.owner
+      reply[#reply + 1] = math.max(0, now_ms - lease.acquired)
     else
       reply[#reply + 1] = 0
       reply[#reply + 1] = 0
       reply[#reply + 1] = 0
       reply[#reply + 1] = ''
+      reply[#reply + 1] = 0
     end
   end
   return reply
