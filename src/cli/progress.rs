@@ -80,7 +80,10 @@ fn describe_line(status: &StatusBody, request: &Request, waited: Duration) -> St
     out.push_str(&describe_holder(status));
     // The expected wait, once the name has a typical hold.
     if let Some((_, Some(ms))) = place {
-        out.push_str(&format!("; about {} left", human(Duration::from_millis(ms))));
+        out.push_str(&format!(
+            "; about {} left",
+            human(Duration::from_millis(ms))
+        ));
     }
     out
 }

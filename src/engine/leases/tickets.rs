@@ -222,15 +222,17 @@ impl Leases {
                 ..
             } => {
                 let frozen = self.frozen_now(&name);
-                Ok(Some(Acquiring::Now(Err(Refusal::Ticketed(Box::new(TicketPlace {
-                    ticket,
-                    place,
-                    waiting,
-                    place_expires_at_ms,
-                    frozen,
-                    pickup_by_ms: None,
-                    eta: None,
-                }))))))
+                Ok(Some(Acquiring::Now(Err(Refusal::Ticketed(Box::new(
+                    TicketPlace {
+                        ticket,
+                        place,
+                        waiting,
+                        place_expires_at_ms,
+                        frozen,
+                        pickup_by_ms: None,
+                        eta: None,
+                    },
+                ))))))
             }
             TicketReply::Gone | TicketReply::Done | TicketReply::Granted { .. } => Ok(None),
         }
