@@ -349,6 +349,15 @@ fn describe_status(status: &StatusBody, detail: bool) -> String {
             )
         }
     };
+    if let Some(frozen) = status.frozen() {
+        // `lock 'x': free; 3 waiting; frozen until T (reason)`.
+        out.pop();
+        out.push_str(&format!("; frozen until {}", frozen.until));
+        if let Some(reason) = &frozen.reason {
+            out.push_str(&format!(" ({reason})"));
+        }
+        out.push('\n');
+    }
     if !detail {
         return out;
     }

@@ -140,6 +140,8 @@ pub struct Status {
     pub waiting: u64,
     /// At most the first 100 of them, in the order they will be served.
     pub waiters: Vec<Waiter>,
+    /// The freeze that holds the name now, as this instance knows it.
+    pub frozen: Option<FrozenBy>,
 }
 
 impl Busy {

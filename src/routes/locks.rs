@@ -50,6 +50,7 @@ impl From<Status> for LockStatusBody {
             }),
             waiting: status.waiting,
             waiters: waiter_bodies(Kind::Lock, status.waiters),
+            frozen: status.frozen.map(super::tickets::frozen_body),
         }
     }
 }

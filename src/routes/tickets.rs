@@ -75,7 +75,8 @@ pub fn ticketed(kind: Kind, name: &Name, place: TicketPlace) -> Response {
         .into_response()
 }
 
-fn frozen_body(frozen: crate::engine::FrozenBy) -> TicketFrozen {
+/// The freeze that holds a name, as tickets and status show it.
+pub(super) fn frozen_body(frozen: crate::engine::FrozenBy) -> TicketFrozen {
     TicketFrozen {
         until: rfc3339_ms(u64::try_from(frozen.until_ms).unwrap_or(0)),
         reason: frozen.reason.map(|r| r.as_str().to_owned()),

@@ -141,6 +141,10 @@ pub struct LockStatusBody {
     #[serde(default)]
     #[schema(required = true)]
     pub waiters: Vec<WaiterBody>,
+    /// While a freeze holds the name: which, until when, and why (nothing
+    /// is granted meanwhile; the line keeps its order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen: Option<super::TicketFrozen>,
 }
 
 /// A semaphore as anyone may see it.
@@ -181,6 +185,10 @@ pub struct SemaphoreStatusBody {
     #[serde(default)]
     #[schema(required = true)]
     pub waiters: Vec<WaiterBody>,
+    /// While a freeze holds the name: which, until when, and why (nothing
+    /// is granted meanwhile; the line keeps its order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen: Option<super::TicketFrozen>,
 }
 
 /// A lock or semaphore as anyone may see it.
@@ -214,6 +222,14 @@ impl StatusBody {
         match self {
             Self::Lock(status) => &status.name,
             Self::Semaphore(status) => &status.name,
+        }
+    }
+
+    /// The freeze that holds the name now, if one does.
+    pub fn frozen(&self) -> Option<&super::TicketFrozen> {
+        match self {
+            Self::Lock(status) => status.frozen.as_ref(),
+            Self::Semaphore(status) => status.frozen.as_ref(),
         }
     }
 

@@ -469,3 +469,45 @@ async fn a_freeze_that_ends_while_redis_stalls_serves_the_line_in_order_afterwar
     );
     assert_eq!(waiting(&a, path).await, 0);
 }
+
+/// While a name is frozen its status says which freeze holds it, until when
+/// and why, and a free name with a queue behind the freeze is listed
+/// (`held: false`, its `waiting`), so that the dashboard shows it.
+#[tokio::test]
+async fn a_queue_behind_a_freeze_shows_in_status_and_listings() {
+    let app = TestApp::spawn().await;
+    let until = now_ms() + 60_000;
+    let made = freeze(
+        &app,
+        json!({"match": "rel-*", "until": rfc3339(until), "reason": "release"}),
+    )
+    .await;
+    eventually(Duration::from_secs(5), "rel-a frozen", || async {
+        app.post("/locks/rel-a", "").await.status() == 423
+    })
+    .await;
+    let waiter = join_line(&app, "/locks/rel-a", r#"{"wait_ms": 20000}"#, &app).await;
+
+    let status: Value = app.get("/locks/rel-a").await.json().await.unwrap();
+    assert_eq!(status["held"], false, "{status}");
+    assert_eq!(status["waiting"], 1, "{status}");
+    assert_eq!(status["frozen"]["freeze_id"], made["id"], "{status}");
+    assert_eq!(status["frozen"]["reason"], "release", "{status}");
+    assert_eq!(ms_of(status["frozen"]["until"].as_str().unwrap()), until);
+    let listed: Value = app.get("/locks?prefix=rel-").await.json().await.unwrap();
+    let entry = listed["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .find(|e| e["name"] == "rel-a")
+        .cloned()
+        .unwrap_or_else(|| panic!("a queue behind a freeze is not listed: {listed}"));
+    assert_eq!(entry["held"], false, "{entry}");
+    assert_eq!(entry["waiting"], 1, "{entry}");
+    let other: Value = app.get("/locks/build").await.json().await.unwrap();
+    assert!(other.get("frozen").is_none(), "{other}");
+
+    let id = made["id"].as_str().expect("id");
+    assert_eq!(app.delete(&format!("/freezes/{id}")).await.status(), 204);
+    assert_eq!(waiter.await.expect("waiter").response.status(), 201);
+}

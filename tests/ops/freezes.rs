@@ -57,6 +57,17 @@ async fn a_shell_freezes_a_prefix_lists_it_waits_it_out_and_unfreezes() {
     assert_eq!(refused.status.code(), Some(75));
     let why = String::from_utf8_lossy(&refused.stderr);
     assert!(why.contains("frozen"), "{why}");
+    // `baton status` says the freeze, until when and why.
+    let shown = run(
+        baton().args(["status", "--url", &url, "deploy-prod"]),
+        LIMIT,
+    );
+    let said = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        said.contains("free; 0 waiting; frozen until ") && said.contains("(release weekend)"),
+        "{said}{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
 
     // A run waits the freeze out, saying so, then runs its command.
     let waited = run(

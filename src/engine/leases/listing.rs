@@ -1,5 +1,6 @@
-//! Paged listings: the held locks and the semaphores with holders, whose names
-//! start with a prefix, a page at a time.
+//! Paged listings: the locks and semaphores held or with waiters (a free
+//! name with a queue behind a freeze too), whose names start with a prefix, a
+//! page at a time.
 //!
 //! Names are found with `SCAN MATCH … COUNT … TYPE hash` over the names'
 //! owners hashes (`functions/core/state.lua`: a name's only lease lives there, as
@@ -211,7 +212,12 @@ async fn page(
             .buffered(STATUS_CALLS_IN_FLIGHT)
             .try_collect()
             .await?;
-        entries.extend(statuses.into_iter().filter(|s| s.holders > 0));
+        // Held, or with a line (a queue behind a freeze is shown too).
+        entries.extend(
+            statuses
+                .into_iter()
+                .filter(|s| s.holders > 0 || s.waiting > 0),
+        );
         if entries.len() >= limit.get() {
             break;
         }

@@ -220,6 +220,7 @@ impl Leases {
             leases: snapshot.leases,
             waiting: snapshot.waiting,
             waiters: snapshot.waiters,
+            frozen: self.frozen_now(name),
         })
     }
 }

@@ -239,7 +239,7 @@ impl Leases {
     }
 
     /// The freeze that holds `name` now, as this instance knows it.
-    fn frozen_now(&self, name: &Name) -> Option<FrozenBy> {
+    pub(super) fn frozen_now(&self, name: &Name) -> Option<FrozenBy> {
         let now = wall_clock_ms();
         let freeze = self
             .engine
