@@ -288,9 +288,12 @@ pub struct RunArgs {
     #[arg(long = "lock", value_name = "NAME", conflicts_with_all = ["limit", "newest_wins"])]
     pub locks: Vec<String>,
 
-    /// Take a lease of the semaphore NAME of LIMIT permits as part of one
-    /// claim (repeat it; NAME:LIMIT, e.g. build-farm:4)
-    #[arg(long = "semaphore", value_name = "NAME:LIMIT", conflicts_with_all = ["limit", "newest_wins"])]
+    /// Take PERMITS (default 1) of the semaphore NAME of LIMIT permits as
+    /// part of one claim (repeat it): NAME:LIMIT or NAME:LIMIT:PERMITS, e.g.
+    /// build-farm:4 or test-envs:3:2 (two permits of test-envs, limit 3). A
+    /// NAME that itself ends in :digits is written with its PERMITS:
+    /// build:1:4:1 is one permit of build:1, limit 4
+    #[arg(long = "semaphore", value_name = "NAME:LIMIT[:PERMITS]", conflicts_with_all = ["limit", "newest_wins"])]
     pub semaphores: Vec<String>,
 
     /// The lock (or with --limit, the semaphore): any text, e.g. review/app-1.

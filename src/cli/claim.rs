@@ -32,11 +32,29 @@ pub const CLAIM_LEASES: &str = "BATON_CLAIM_LEASES";
 /// A claim that `baton run` asks for.
 pub struct Claim {
     locks: Vec<Name>,
-    semaphores: Vec<(Name, Limit)>,
+    /// Each semaphore with its limit and the permits taken of it.
+    semaphores: Vec<(Name, Limit, u64)>,
     shared: bool,
     ttl: Duration,
     wait: Duration,
     owner: String,
+}
+
+/// `NAME:LIMIT` or `NAME:LIMIT:PERMITS` (the name may hold `:`): the name,
+/// the limit and the permits, as written. When the last two parts are both
+/// numbers they are LIMIT and PERMITS, so a name that itself ends in
+/// `:digits` is written with its permits: `build:1:4:1` is one permit of the
+/// semaphore `build:1` of limit 4.
+fn semaphore_parts(raw: &str) -> Option<(&str, &str, Option<&str>)> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (rest, last) = raw.rsplit_once(':')?;
+    if !digits(last) {
+        return Some((rest, last, None));
+    }
+    match rest.rsplit_once(':') {
+        Some((name, limit)) if digits(limit) && !name.is_empty() => Some((name, limit, Some(last))),
+        _ => Some((rest, last, None)),
+    }
 }
 
 impl Claim {
@@ -57,10 +75,10 @@ impl Claim {
             .semaphores
             .iter()
             .map(|raw| {
-                // The last `:` parts the limit from the name (names may hold `:`).
-                let (raw_name, raw_limit) = raw.rsplit_once(':').ok_or_else(|| {
+                let (raw_name, raw_limit, permits) = semaphore_parts(raw).ok_or_else(|| {
                     Failure::usage(format!(
-                        "--semaphore {raw}: write it NAME:LIMIT, e.g. build-farm:4"
+                        "--semaphore {raw}: write it NAME:LIMIT or NAME:LIMIT:PERMITS, \
+                         e.g. build-farm:4 or test-envs:3:2"
                     ))
                 })?;
                 let limit = raw_limit
@@ -73,7 +91,19 @@ impl Claim {
                             Limit::MAX
                         ))
                     })?;
-                Ok((name(raw_name)?, limit))
+                let permits = match permits {
+                    None => 1,
+                    Some(p) => p
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|p| (1..=u64::from(limit.get())).contains(p))
+                        .ok_or_else(|| {
+                            Failure::usage(format!(
+                                "--semaphore {raw}: PERMITS must be a number from 1 to its LIMIT"
+                            ))
+                        })?,
+                };
+                Ok((name(raw_name)?, limit, permits))
             })
             .collect::<Result<_, Failure>>()?;
         let owner = super::owner::clean(&args.lease.owner.clone().unwrap_or_else(|| {
@@ -95,7 +125,7 @@ impl Claim {
         let semaphores = self
             .semaphores
             .iter()
-            .map(|(name, _)| format!("semaphore '{name}'"));
+            .map(|(name, _, _)| format!("semaphore '{name}'"));
         locks.chain(semaphores).collect::<Vec<_>>().join(", ")
     }
 
@@ -113,10 +143,10 @@ impl Claim {
             semaphores: self
                 .semaphores
                 .iter()
-                .map(|(name, limit)| ClaimSemaphore {
+                .map(|(name, limit, permits)| ClaimSemaphore {
                     name: name.to_string(),
                     limit: Some(u64::from(limit.get())),
-                    permits: None,
+                    permits: (*permits != 1).then_some(*permits),
                 })
                 .collect(),
             ttl_ms: Some(millis(self.ttl)),
@@ -257,7 +287,7 @@ impl Claim {
             .locks
             .iter()
             .map(|name| ("lock", name))
-            .chain(self.semaphores.iter().map(|(name, _)| ("semaphore", name)))
+            .chain(self.semaphores.iter().map(|(name, _, _)| ("semaphore", name)))
             .filter_map(|(kind, name)| {
                 let lease = claim.leases.iter().find(|lease| {
                     let (lease_kind, lease_name) = match lease {
@@ -283,5 +313,27 @@ impl Claim {
             received,
             follows: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod parts_tests {
+    use super::semaphore_parts;
+
+    #[test]
+    fn a_semaphore_is_name_limit_and_maybe_permits() {
+        assert_eq!(semaphore_parts("farm:4"), Some(("farm", "4", None)));
+        assert_eq!(
+            semaphore_parts("test-envs:3:2"),
+            Some(("test-envs", "3", Some("2")))
+        );
+        assert_eq!(semaphore_parts("a:b:4"), Some(("a:b", "4", None)));
+        // A name that ends in :digits is written with its permits.
+        assert_eq!(
+            semaphore_parts("build:1:4:1"),
+            Some(("build:1", "4", Some("1")))
+        );
+        assert_eq!(semaphore_parts(":3:2"), Some((":3", "2", None)));
+        assert_eq!(semaphore_parts("farm"), None);
     }
 }

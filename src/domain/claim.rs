@@ -6,7 +6,7 @@ use std::fmt;
 use super::{Demand, Invalid, Kind, LeaseId, Name};
 
 /// The fewest and the most names one claim may take.
-pub const CLAIM_NAMES: std::ops::RangeInclusive<usize> = 2..=16;
+pub const CLAIM_NAMES: std::ops::RangeInclusive<usize> = 1..=16;
 
 /// One name of a claim: its kind, and what it takes of the name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +29,8 @@ impl ClaimPart {
     }
 }
 
-/// The names of a claim, 2 to 16 of them, each at most once, in the global
+/// The names of a claim, 1 to 16 of them (one, so that a pipeline template
+/// that generates the list works at any length), each at most once, in the global
 /// order in which every claim takes them.
 ///
 /// Taking names one by one in one order shared by every claim is what rules
@@ -41,7 +42,7 @@ pub struct ClaimParts(Vec<ClaimPart>);
 
 impl ClaimParts {
     /// # Errors
-    /// Fewer than 2 or more than 16 names, or a name twice (as the same kind).
+    /// No name or more than 16, or a name twice (as the same kind).
     pub fn new(mut parts: Vec<ClaimPart>) -> Result<Self, Invalid> {
         if !CLAIM_NAMES.contains(&parts.len()) {
             return Err(Invalid(format!(
@@ -73,7 +74,7 @@ impl ClaimParts {
         self.0.len()
     }
 
-    /// Never: a claim has at least two names.
+    /// Never: a claim has at least one name.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -150,7 +150,7 @@ fn asked(body: ClaimRequest, max_wait_ms: u64) -> Result<(ClaimParts, AcquireReq
 
 /// Take several names at once, all or nothing
 ///
-/// Takes every name of the claim (2 to 16 locks and semaphores, each at most
+/// Takes every name of the claim (1 to 16 locks and semaphores, each at most
 /// once) or none: 201 only when every lease is held. While a name is busy
 /// and `wait_ms` is above 0 the claim waits in that name's line, keeping
 /// the names it holds already; claims take their names in one global order

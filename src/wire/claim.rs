@@ -37,7 +37,7 @@ pub struct ClaimSemaphore {
     pub permits: Option<u64>,
 }
 
-/// Body of `POST /claims`: 2 to 16 names in all, each at most once.
+/// Body of `POST /claims`: 1 to 16 names in all, each at most once.
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({

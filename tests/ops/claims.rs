@@ -213,3 +213,33 @@ async fn sigkill_of_baton_run_releases_the_whole_claim() {
     unsafe { libc::killpg(pgid, libc::SIGKILL) };
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--semaphore NAME:LIMIT:PERMITS` takes PERMITS of the semaphore NAME (not a
+/// semaphore named `NAME:LIMIT`), and a claim of one name runs like any other.
+#[tokio::test]
+async fn a_claim_takes_permits_and_may_have_one_name() {
+    let service = service().await;
+    let dir = scratch();
+    let (mut child, claim) = start(&service, &dir, &["--semaphore", "test-envs:3:2"], "30s").await;
+    let (status, body) = call(reqwest::Method::GET, &claim, "").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["leases"].as_array().unwrap().len(), 1, "{body}");
+    let (status, shown) = call(
+        reqwest::Method::GET,
+        &format!("{}/semaphores/test-envs", service.base),
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(shown["used"], 2, "{shown}");
+    assert_eq!(shown["limit"], 3, "{shown}");
+    std::fs::write(dir.join("go"), "").unwrap();
+    assert_eq!(
+        exit_of(&mut child).await,
+        Some(0),
+        "{}",
+        read(&dir.join("baton.log"))
+    );
+    assert!(!held(&service, "/semaphores/test-envs").await, "released");
+    let _ = std::fs::remove_dir_all(&dir);
+}
