@@ -77,7 +77,9 @@
 --           name holds): the freeze the caller's instance knows for the name
 --           ("start_ms|until_ms": the window that holds now, or the next one,
 --           as the instance's list of freezes has it; "" for none, so that a
---           name no freeze matches costs nothing more: admission.lua), the
+--           name no freeze matches costs nothing more: admission.lua; and
+--           "0|9007199254740991", every time there is, while the instance's
+--           list is not fresh: freeze_book.rs, HOLD_ALL), the
 --           kind ("lock" or "semaphore", for events), the
 --           command that publishes on the name's channel ("SPUBLISH" on a
 --           cluster: the channel's shard only; "PUBLISH" elsewhere), the
