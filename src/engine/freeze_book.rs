@@ -12,11 +12,15 @@
 //! A list is only as good as it is fresh: one never loaded (this instance
 //! started while Redis was down) or read long ago (this instance was paused
 //! while a freeze was made) does not name every freeze in force. So the book
-//! keeps when its list was last known to be Redis's (by this instance's
-//! monotonic clock, from when the read was *sent*: [`FreezeBook::is_fresh`]),
-//! and a stale book makes every call hold its line ([`HOLD_ALL`]).
+//! keeps when its list was last known to be Redis's, twice: by this
+//! instance's monotonic clock, from when the read was *sent*
+//! ([`FreezeBook::is_fresh`]: a stale book makes every call hold its line,
+//! [`HOLD_ALL`]), and by Redis's clock, when Redis read it: every call
+//! carries that plus [`FRESH_FOR`], and the function holds the line once
+//! Redis's clock passes it (a call built with a fresh list that reached
+//! Redis late: its instance stopped or its connection stalled in between).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,10 +42,19 @@ pub fn wall_clock_ms() -> i64 {
 pub const FRESH_FOR: Duration = Duration::from_secs(1);
 
 /// The freeze field a call carries while this instance's list is not fresh:
-/// a window from the epoch to 2^53 - 1 ms, so the function holds back every
-/// grant but an override's, on any name (`core/state.lua`'s FROZEN), and
-/// grants nothing a freeze this instance has not heard of yet would forbid.
-pub const HOLD_ALL: &str = "0|9007199254740991";
+/// no window, and a list fresh until the epoch, so the function holds back
+/// every grant but an override's, on any name (`core/state.lua`'s FROZEN),
+/// and grants nothing a freeze this instance has not heard of yet would
+/// forbid.
+pub const HOLD_ALL: &str = "||0";
+
+/// One read that found Redis's list of freezes at `version`: sent at `sent`
+/// (this instance's monotonic clock), run by Redis at `redis_ms` (its clock).
+pub struct Read {
+    pub version: String,
+    pub sent: Instant,
+    pub redis_ms: i64,
+}
 
 /// The freeze that holds a name now, or will next: what its calls carry.
 #[derive(Debug, Clone)]
@@ -60,8 +73,8 @@ impl NameFreeze {
         self.window.contains(now_ms)
     }
 
-    /// The first field of a call's context (`core/state.lua`):
-    /// `start_ms|until_ms`.
+    /// The window as the first field of a call's context carries it
+    /// (`core/state.lua`): `start_ms|until_ms`.
     pub fn context_field(&self) -> String {
         format!(
             "{}|{}",
@@ -116,6 +129,9 @@ pub struct FreezeBook {
     /// nanoseconds after `origin`, plus one (0: never). (No read is sent
     /// before the book is made.)
     read_at: AtomicU64,
+    /// Until when (Redis's clock, ms) the list counts as fresh: when Redis
+    /// ran that read, plus [`FRESH_FOR`].
+    fresh_until_ms: AtomicI64,
     /// Bumped whenever the list is found fresh again.
     confirmed: watch::Sender<u64>,
     /// Asks the task that follows the list to check it now.
@@ -131,6 +147,7 @@ impl Default for FreezeBook {
             version: Mutex::new(String::new()),
             origin: Instant::now(),
             read_at: AtomicU64::new(0),
+            fresh_until_ms: AtomicI64::new(0),
             confirmed: watch::Sender::new(0),
             wanted: Notify::new(),
         }
@@ -138,9 +155,8 @@ impl Default for FreezeBook {
 }
 
 impl FreezeBook {
-    /// Holds `freezes`, Redis's list at `version` by a read sent at
-    /// `read_at`, from now on.
-    pub fn replace(&self, freezes: Vec<Freeze>, version: String, read_at: Instant) {
+    /// Holds `freezes`, Redis's list as `read` found it, from now on.
+    pub fn replace(&self, freezes: Vec<Freeze>, read: &Read) {
         let entries = freezes
             .into_iter()
             .map(|freeze| Entry {
@@ -149,26 +165,29 @@ impl FreezeBook {
             })
             .collect();
         self.entries.store(Arc::new(entries));
-        *self.version.lock().unwrap_or_else(|e| e.into_inner()) = version;
+        read.version
+            .clone_into(&mut self.version.lock().unwrap_or_else(|e| e.into_inner()));
         self.changes.send_modify(|n| *n += 1);
         self.loaded.send_replace(true);
-        self.stamp(read_at);
+        self.stamp(read);
     }
 
-    /// Whether Redis's list was at `version` by a read sent at `read_at`
-    /// is the list held: then it counts as fresh from `read_at`; if not, it
-    /// must be read again.
-    pub fn confirm(&self, version: &str, read_at: Instant) -> bool {
-        let same = *self.version.lock().unwrap_or_else(|e| e.into_inner()) == version
+    /// Whether the list `read` found (its version) is the list held: then
+    /// it counts as fresh from that read; if not, it must be read again.
+    pub fn confirm(&self, read: &Read) -> bool {
+        let same = *self.version.lock().unwrap_or_else(|e| e.into_inner()) == read.version
             && *self.loaded.borrow();
         if same {
-            self.stamp(read_at);
+            self.stamp(read);
         }
         same
     }
 
-    fn stamp(&self, read_at: Instant) {
-        let ns = read_at.saturating_duration_since(self.origin).as_nanos();
+    fn stamp(&self, read: &Read) {
+        let ms = i64::try_from(FRESH_FOR.as_millis()).unwrap_or(i64::MAX);
+        self.fresh_until_ms
+            .store(read.redis_ms.saturating_add(ms), Ordering::Release);
+        let ns = read.sent.saturating_duration_since(self.origin).as_nanos();
         let ns = u64::try_from(ns).unwrap_or(u64::MAX - 1) + 1;
         self.read_at.store(ns, Ordering::Release);
         self.confirmed.send_modify(|n| *n += 1);
@@ -188,15 +207,18 @@ impl FreezeBook {
     }
 
     /// The freeze field of a call on the `kind` named `name` made now
-    /// (`core/state.lua`): the name's window, "" for none, or
-    /// [`HOLD_ALL`] while the list is not fresh.
+    /// (`core/state.lua`): `start_ms|until_ms|fresh_ms`, the name's window
+    /// (both empty for none) and until when the list is fresh by Redis's
+    /// clock; [`HOLD_ALL`] while it is not fresh by this instance's.
     pub fn context_field(&self, kind: Kind, name: &str) -> String {
         if !self.is_fresh(Instant::now()) {
             return HOLD_ALL.to_owned();
         }
-        self.for_name(kind, name, wall_clock_ms())
-            .map(|freeze| freeze.context_field())
-            .unwrap_or_default()
+        let fresh_ms = self.fresh_until_ms.load(Ordering::Acquire);
+        match self.for_name(kind, name, wall_clock_ms()) {
+            Some(freeze) => format!("{}|{fresh_ms}", freeze.context_field()),
+            None => format!("||{fresh_ms}"),
+        }
     }
 
     /// Waits, at most `limit`, until the list is fresh (asking the task that
@@ -290,15 +312,25 @@ mod tests {
         }
     }
 
+    /// A read of version `version` sent at `sent`, run by Redis at 1,004 s.
+    fn read(version: &str, sent: Instant) -> Read {
+        Read {
+            version: version.to_owned(),
+            sent,
+            redis_ms: 1_004_000,
+        }
+    }
+
     #[test]
-    fn a_name_no_freeze_matches_carries_nothing() {
+    fn a_name_no_freeze_matches_carries_no_window() {
         let book = FreezeBook::default();
         assert!(book.for_name(Kind::Lock, "x", 5).is_none());
-        book.replace(vec![once("deploy-*", 0, 10)], "1".into(), Instant::now());
+        book.replace(vec![once("deploy-*", 0, 10)], &read("1", Instant::now()));
         assert!(book.for_name(Kind::Lock, "build", 5).is_none());
         let frozen = book.for_name(Kind::Lock, "deploy-a", 5).unwrap();
         assert!(frozen.holds(5));
         assert_eq!(frozen.context_field(), "0|10");
+        assert_eq!(book.context_field(Kind::Lock, "build"), "||1005000");
     }
 
     #[test]
@@ -306,8 +338,7 @@ mod tests {
         let book = FreezeBook::default();
         book.replace(
             vec![once("a", 0, 10), once("a", 5, 20), once("a", 30, 40)],
-            "1".into(),
-            Instant::now(),
+            &read("1", Instant::now()),
         );
         let frozen = book.for_name(Kind::Semaphore, "a", 5).unwrap();
         assert_eq!((frozen.window.start_ms, frozen.window.end_ms), (0, 20));
@@ -321,15 +352,15 @@ mod tests {
     fn a_list_never_loaded_or_read_too_long_ago_holds_every_line() {
         let book = FreezeBook::default();
         assert_eq!(book.context_field(Kind::Lock, "x"), HOLD_ALL);
-        assert!(!book.confirm("0", Instant::now()), "never loaded");
-        let read = Instant::now();
-        book.replace(Vec::new(), "7".into(), read);
-        assert_eq!(book.context_field(Kind::Lock, "x"), "");
-        let later = read + FRESH_FOR;
+        assert!(!book.confirm(&read("0", Instant::now())), "never loaded");
+        let sent = Instant::now();
+        book.replace(Vec::new(), &read("7", sent));
+        assert_eq!(book.context_field(Kind::Lock, "x"), "||1005000");
+        let later = sent + FRESH_FOR;
         assert!(!book.is_fresh(later), "read too long ago");
-        assert!(!book.confirm("8", later), "another version");
+        assert!(!book.confirm(&read("8", later)), "another version");
         assert!(!book.is_fresh(later));
-        assert!(book.confirm("7", later));
+        assert!(book.confirm(&read("7", later)));
         assert!(book.is_fresh(later));
     }
 }

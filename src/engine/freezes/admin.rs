@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::domain::{Freeze, FreezeId};
 use crate::engine::error::Error;
-use crate::engine::freeze_book::FreezeBook;
+use crate::engine::freeze_book::{FreezeBook, Read};
 use crate::engine::functions::freezes::{ChangeFreezes, Changed, FreezesVersion, ListFreezes};
 use crate::engine::functions::invoker::Invoker;
 
@@ -59,7 +59,12 @@ impl Freezes {
         let index = self.invoker.keys().freeze_index();
         let sent = Instant::now();
         let listed = self.invoker.run_on(&index, &ListFreezes).await?;
-        self.book().replace(listed.freezes, listed.version, sent);
+        let read = Read {
+            version: listed.version,
+            sent,
+            redis_ms: listed.read_ms,
+        };
+        self.book().replace(listed.freezes, &read);
         Ok(())
     }
 
@@ -72,8 +77,13 @@ impl Freezes {
     pub async fn check(&self) -> Result<(), Error> {
         let index = self.invoker.keys().freeze_index();
         let sent = Instant::now();
-        let version = self.invoker.run_on(&index, &FreezesVersion).await?;
-        if self.book().confirm(&version, sent) {
+        let (version, redis_ms) = self.invoker.run_on(&index, &FreezesVersion).await?;
+        let read = Read {
+            version,
+            sent,
+            redis_ms,
+        };
+        if self.book().confirm(&read) {
             return Ok(());
         }
         self.reload().await

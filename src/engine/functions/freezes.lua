@@ -27,10 +27,12 @@
 -- ARGV[7]  put, delete: the channel every instance hears changes on
 --
 -- Replies
---   list:    {n, version, key, json, key, json, ...}: every freeze whose key
---            is still there (an expired one-off leaves the index here), and
---            the version they are
---   version: {version}
+--   list:    {n, version, now_ms, key, json, key, json, ...}: every freeze
+--            whose key is still there (an expired one-off leaves the index
+--            here), the version they are, and when they were read (Redis's
+--            clock, ms: a name's call carries when its list stops being
+--            fresh, core/state.lua)
+--   version: {version, now_ms}
 --   put:     {1} written; {0} its window is over already (nothing written);
 --            {-1} the list is full (MAX_FREEZES; nothing written)
 --   delete:  {1} deleted; {0} no such freeze
@@ -43,7 +45,7 @@ local function version()
 end
 
 if mode == 'version' then
-  return {version()}
+  return {version(), now_ms}
 end
 
 -- The index lives as long as its longest-lived freeze, and the version with
@@ -65,7 +67,7 @@ end
 if mode == 'list' then
   redis.call('ZREMRANGEBYSCORE', index, '-inf', num(now_ms))
   local keys = redis.call('ZRANGE', index, '0', '-1')
-  local reply = {0, version()}
+  local reply = {0, version(), now_ms}
   if #keys == 0 then
     return reply
   end
@@ -77,7 +79,7 @@ if mode == 'list' then
       redis.call('ZREM', index, key)
     end
   end
-  reply[1] = (#reply - 2) / 2
+  reply[1] = (#reply - 3) / 2
   return reply
 end
 

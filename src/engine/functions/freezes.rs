@@ -15,9 +15,11 @@ use crate::engine::error::Error;
 /// The list call: every freeze in Redis, and the list's version.
 pub(in crate::engine) struct ListFreezes;
 
-/// The list as one call read it: its version and its freezes.
+/// The list as one call read it: its version, when Redis read it (ms,
+/// Redis's clock) and its freezes.
 pub(in crate::engine) struct Listed {
     pub version: String,
+    pub read_ms: i64,
     pub freezes: Vec<Freeze>,
 }
 
@@ -55,11 +57,12 @@ impl Function for ListFreezes {
         call.arg("list");
     }
 
-    /// `n, version, (key, json) x n`; a freeze that no longer reads as one
-    /// is left out, and logged.
+    /// `n, version, now_ms, (key, json) x n`; a freeze that no longer
+    /// reads as one is left out, and logged.
     fn decode(reply: &mut Cursor) -> Result<Listed, Error> {
         let n = reply.count()?;
         let version = reply.text()?;
+        let read_ms = reply.int()?;
         let mut freezes = Vec::with_capacity(n);
         for _ in 0..n {
             let key = reply.text()?;
@@ -72,20 +75,25 @@ impl Function for ListFreezes {
             }
         }
         freezes.sort_by_key(|f| f.created_ms);
-        Ok(Listed { version, freezes })
+        Ok(Listed {
+            version,
+            read_ms,
+            freezes,
+        })
     }
 }
 
 impl Function for FreezesVersion {
     const OP: Op = Op::Freezes;
-    type Reply = String;
+    /// The version, and when Redis read it (ms, Redis's clock).
+    type Reply = (String, i64);
 
     fn args(&self, call: &mut Cmd) {
         call.arg("version");
     }
 
-    fn decode(reply: &mut Cursor) -> Result<String, Error> {
-        reply.text()
+    fn decode(reply: &mut Cursor) -> Result<(String, i64), Error> {
+        Ok((reply.text()?, reply.int()?))
     }
 }
 

@@ -100,7 +100,7 @@ impl Leases {
                     .map(Acquiring::Now);
             }
             let turn = leases.engine.join_turn().await;
-            let attempt = leases.try_acquire(name, acquisition.entry(), Join::No);
+            let attempt = leases.try_now(&acquisition, &mut attempts);
             let outcome = Box::pin(attempt).await.map(|a| acquisition.answer(a));
             drop(turn);
             return Box::pin(acquisition.settle(attempts, outcome))
@@ -167,6 +167,27 @@ impl Leases {
         Box::pin(acquisition.settle(attempts, outcome))
             .await
             .map(Acquiring::Now)
+    }
+
+    /// The one acquire call of a request that does not wait; if a freeze
+    /// this instance does not know of held it back, its list stopped being
+    /// fresh before the call ran (by Redis's clock, `core/state.lua`): then
+    /// once more, with a fresh list.
+    async fn try_now(
+        &self,
+        acquisition: &Acquisition,
+        attempts: &mut u32,
+    ) -> Result<Attempt, Error> {
+        let name = &acquisition.name;
+        let attempt = self.try_acquire(name, acquisition.entry(), Join::No).await;
+        if !matches!(attempt, Ok(Attempt::Frozen)) || acquisition.frozen_by().is_some() {
+            return attempt;
+        }
+        if !self.engine.invoker().book().fresh_within(FRESH_WAIT).await {
+            return attempt;
+        }
+        *attempts += 1;
+        self.try_acquire(name, acquisition.entry(), Join::No).await
     }
 
     /// One acquire call for `waiter`; `join` says whether it queues when
