@@ -941,3 +941,156 @@ async fn a_claim_never_answers_201_for_a_lease_redis_lost_while_it_waited() {
         assert_eq!(other, 409, "a second holder of {name} was told 201: {body}");
     }
 }
+
+/// A freeze on `pattern` made through `base`, from now until `until`.
+async fn freeze_until(pair: &Pair, base: &str, pattern: &str, until: SystemTime) {
+    let body = serde_json::json!({
+        "match": pattern,
+        "until": humantime::format_rfc3339_millis(until).to_string(),
+    });
+    let (status, made) = pair.post(base, "/freezes", &body.to_string()).await;
+    assert_eq!(status, 201, "{made}");
+}
+
+/// An instance paused (SIGSTOP) while a freeze is made through another
+/// resumes with a list older than the freeze: inside the window it grants
+/// neither the waiters it had queued before the pause nor a newcomer that
+/// does not wait (sent while it was stopped, so it is the first thing it
+/// hears); they are served when the window ends.
+#[tokio::test]
+async fn an_instance_paused_while_a_freeze_is_made_grants_nothing_inside_its_window() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/locks/stale-list";
+    let (status, holder) = pair.post(&a, path, HOLD).await;
+    assert_eq!(status, 201);
+    let mut waiters = Vec::new();
+    for n in 1..=3 {
+        waiters.push(pair.waiter(&b, path, WAIT));
+        pair.until_waiting(path, n).await;
+    }
+
+    // B stops; the freeze is made through A, and the holder leaves inside
+    // its window (A knows it: nothing is granted then).
+    pair.b.pause();
+    let paused = Instant::now();
+    let until = SystemTime::now() + Duration::from_millis(5_000);
+    freeze_until(&pair, &a, "stale-list*", until).await;
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    let newcomers: Vec<_> = (1..=3)
+        .map(|n| pair.waiter(&b, &format!("{path}-new-{n}"), HOLD))
+        .collect();
+    // Longer than a list stays fresh, shorter than B stays alive in Redis's
+    // lines (its waiters are not pruned).
+    tokio::time::sleep_until((paused + Duration::from_millis(1_800)).into()).await;
+    pair.b.resume();
+
+    for newcomer in newcomers {
+        let answered = newcomer.await.expect("newcomer").expect("an answer");
+        assert_ne!(
+            answered.status, 201,
+            "a newcomer was granted inside the window: {}",
+            answered.body
+        );
+        assert_eq!(answered.status, 423, "{}", answered.body);
+        assert_eq!(
+            answered.body["type"]
+                .as_str()
+                .map(|t| t.ends_with("frozen")),
+            Some(true),
+            "{}",
+            answered.body
+        );
+    }
+    while SystemTime::now() < until - Duration::from_millis(200) {
+        let (_, status) = pair.get(&a, path).await;
+        assert_eq!(status["held"], false, "granted inside the window: {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for waiter in waiters {
+        let waited = waiter.await.expect("waiter").expect("an answer");
+        assert_eq!(waited.status, 201, "{}", waited.body);
+        let granted = expires_at(&waited.body)
+            - Duration::from_millis(waited.body["ttl_ms"].as_u64().expect("ttl_ms"));
+        assert!(
+            granted >= until,
+            "a waiter was granted inside the window: {}",
+            waited.body
+        );
+        assert_eq!(
+            pair.delete(&b, &lease_path("locks", &waited.body)).await,
+            204
+        );
+    }
+}
+
+/// An instance started while Redis is down has no list of freezes: when
+/// Redis comes back (with its freezes), no request it serves is granted on
+/// a frozen name before it has read the list (503 until then, 423 after).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_started_while_redis_is_down_never_grants_a_frozen_name() {
+    let mut redis = RedisServer::start_persistent();
+    let prefix = unique_prefix();
+    let url = redis.url();
+    let env = [
+        ("BATON_REDIS_URL", url.as_str()),
+        ("BATON_KEY_PREFIX", prefix.as_str()),
+    ];
+    support::install_crypto();
+    let http = reqwest::Client::new();
+    let first = Instance::start(&env);
+    let until = SystemTime::now() + Duration::from_secs(60);
+    let body = serde_json::json!({
+        "match": "cold-*",
+        "until": humantime::format_rfc3339_millis(until).to_string(),
+    });
+    let made = http
+        .post(format!("{}/freezes", first.base()))
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("baton answers");
+    assert_eq!(made.status().as_u16(), 201);
+    drop(first);
+
+    tokio::task::block_in_place(|| redis.kill());
+    let late = Instance::start(&env);
+    let base = late.base();
+    // Requests on frozen names, one after another from a few clients, from
+    // before Redis returns until well after.
+    let stop = Instant::now() + Duration::from_secs(4);
+    let clients: Vec<_> = (0..4)
+        .map(|client| {
+            let (http, base) = (http.clone(), base.clone());
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                let mut n = 0;
+                while Instant::now() < stop {
+                    n += 1;
+                    let answer = http
+                        .post(format!("{base}/locks/cold-{client}-{n}"))
+                        .body(HOLD)
+                        .send()
+                        .await;
+                    if let Ok(answer) = answer {
+                        let status = answer.status().as_u16();
+                        answers.push((status, answer.text().await.unwrap_or_default()));
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                answers
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::task::block_in_place(|| redis.restart());
+    let mut frozen = 0;
+    for client in clients {
+        for (status, body) in client.await.expect("client") {
+            assert_ne!(status, 201, "granted on a frozen name: {body}");
+            assert!(status == 423 || status == 503, "{status}: {body}");
+            frozen += usize::from(status == 423);
+        }
+    }
+    assert!(frozen > 0, "the instance never read the list of freezes");
+}

@@ -8,11 +8,24 @@
 //! so a call that reaches Redis after the window ended (this instance was
 //! paused, Redis stalled) is served, and one that reaches it inside the
 //! window is not, whatever the instance's clock said when it sent it.
+//!
+//! A list is only as good as it is fresh: one never loaded (this instance
+//! started while Redis was down) or read long ago (this instance was paused
+//! while a freeze was made) does not name every freeze in force. So the book
+//! keeps when its list was last known to be Redis's, twice: by this
+//! instance's monotonic clock, from when the read was *sent*
+//! ([`FreezeBook::is_fresh`]: a stale book makes every call hold its line,
+//! [`HOLD_ALL`]), and by Redis's clock, when Redis read it: every call
+//! carries that plus [`FRESH_FOR`], and the function holds the line once
+//! Redis's clock passes it (a call built with a fresh list that reached
+//! Redis late: its instance stopped or its connection stalled in between).
 
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use crate::domain::{Freeze, FreezeId, Kind, Reason, Window};
 
@@ -22,6 +35,25 @@ pub fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// How long a list read from Redis counts as Redis's list: the API's
+/// promise that "every instance applies a new or deleted freeze within 1 s".
+pub const FRESH_FOR: Duration = Duration::from_secs(1);
+
+/// The freeze field a call carries while this instance's list is not fresh:
+/// no window, and a list fresh until the epoch, so the function holds back
+/// every grant but an override's, on any name (`core/state.lua`'s FROZEN),
+/// and grants nothing a freeze this instance has not heard of yet would
+/// forbid.
+pub const HOLD_ALL: &str = "||0";
+
+/// One read that found Redis's list of freezes at `version`: sent at `sent`
+/// (this instance's monotonic clock), run by Redis at `redis_ms` (its clock).
+pub struct Read {
+    pub version: String,
+    pub sent: Instant,
+    pub redis_ms: i64,
 }
 
 /// The freeze that holds a name now, or will next: what its calls carry.
@@ -41,8 +73,8 @@ impl NameFreeze {
         self.window.contains(now_ms)
     }
 
-    /// The first field of a call's context (`core/state.lua`):
-    /// `start_ms|until_ms`.
+    /// The window as the first field of a call's context carries it
+    /// (`core/state.lua`): `start_ms|until_ms`.
     pub fn context_field(&self) -> String {
         format!(
             "{}|{}",
@@ -89,6 +121,21 @@ pub struct FreezeBook {
     changes: watch::Sender<u64>,
     /// Whether the list was loaded from Redis at least once.
     loaded: watch::Sender<bool>,
+    /// The list's version in Redis (`freezes.lua`), as last read.
+    version: Mutex<String>,
+    /// What [`Self::read_at`] counts from.
+    origin: Instant,
+    /// When the read that last found the list as held was sent, in
+    /// nanoseconds after `origin`, plus one (0: never). (No read is sent
+    /// before the book is made.)
+    read_at: AtomicU64,
+    /// Until when (Redis's clock, ms) the list counts as fresh: when Redis
+    /// ran that read, plus [`FRESH_FOR`].
+    fresh_until_ms: AtomicI64,
+    /// Bumped whenever the list is found fresh again.
+    confirmed: watch::Sender<u64>,
+    /// Asks the task that follows the list to check it now.
+    wanted: Notify,
 }
 
 impl Default for FreezeBook {
@@ -97,13 +144,19 @@ impl Default for FreezeBook {
             entries: ArcSwap::from_pointee(Vec::new()),
             changes: watch::Sender::new(0),
             loaded: watch::Sender::new(false),
+            version: Mutex::new(String::new()),
+            origin: Instant::now(),
+            read_at: AtomicU64::new(0),
+            fresh_until_ms: AtomicI64::new(0),
+            confirmed: watch::Sender::new(0),
+            wanted: Notify::new(),
         }
     }
 }
 
 impl FreezeBook {
-    /// Holds `freezes` from now on.
-    pub fn replace(&self, freezes: Vec<Freeze>) {
+    /// Holds `freezes`, Redis's list as `read` found it, from now on.
+    pub fn replace(&self, freezes: Vec<Freeze>, read: &Read) {
         let entries = freezes
             .into_iter()
             .map(|freeze| Entry {
@@ -112,8 +165,85 @@ impl FreezeBook {
             })
             .collect();
         self.entries.store(Arc::new(entries));
+        read.version
+            .clone_into(&mut self.version.lock().unwrap_or_else(|e| e.into_inner()));
         self.changes.send_modify(|n| *n += 1);
         self.loaded.send_replace(true);
+        self.stamp(read);
+    }
+
+    /// Whether the list `read` found (its version) is the list held: then
+    /// it counts as fresh from that read; if not, it must be read again.
+    pub fn confirm(&self, read: &Read) -> bool {
+        let same = *self.version.lock().unwrap_or_else(|e| e.into_inner()) == read.version
+            && *self.loaded.borrow();
+        if same {
+            self.stamp(read);
+        }
+        same
+    }
+
+    fn stamp(&self, read: &Read) {
+        let ms = i64::try_from(FRESH_FOR.as_millis()).unwrap_or(i64::MAX);
+        self.fresh_until_ms
+            .store(read.redis_ms.saturating_add(ms), Ordering::Release);
+        let ns = read.sent.saturating_duration_since(self.origin).as_nanos();
+        let ns = u64::try_from(ns).unwrap_or(u64::MAX - 1) + 1;
+        self.read_at.store(ns, Ordering::Release);
+        self.confirmed.send_modify(|n| *n += 1);
+    }
+
+    /// Whether the list held was Redis's less than [`FRESH_FOR`] before
+    /// `now` (by this instance's monotonic clock, which runs on while the
+    /// process is stopped); never, before it was first loaded.
+    pub fn is_fresh(&self, now: Instant) -> bool {
+        match self.read_at.load(Ordering::Acquire) {
+            0 => false,
+            ns => {
+                let read_at = self.origin + Duration::from_nanos(ns - 1);
+                now.saturating_duration_since(read_at) < FRESH_FOR
+            }
+        }
+    }
+
+    /// The freeze field of a call on the `kind` named `name` made now
+    /// (`core/state.lua`): `start_ms|until_ms|fresh_ms`, the name's window
+    /// (both empty for none) and until when the list is fresh by Redis's
+    /// clock; [`HOLD_ALL`] while it is not fresh by this instance's.
+    pub fn context_field(&self, kind: Kind, name: &str) -> String {
+        if !self.is_fresh(Instant::now()) {
+            return HOLD_ALL.to_owned();
+        }
+        let fresh_ms = self.fresh_until_ms.load(Ordering::Acquire);
+        match self.for_name(kind, name, wall_clock_ms()) {
+            Some(freeze) => format!("{}|{fresh_ms}", freeze.context_field()),
+            None => format!("||{fresh_ms}"),
+        }
+    }
+
+    /// Waits, at most `limit`, until the list is fresh (asking the task that
+    /// follows it to check it at once): whether it is.
+    pub async fn fresh_within(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut confirmed = self.confirmed.subscribe();
+        loop {
+            if self.is_fresh(Instant::now()) {
+                return true;
+            }
+            self.wanted.notify_one();
+            confirmed.mark_unchanged();
+            if tokio::time::timeout_at(deadline, confirmed.changed())
+                .await
+                .is_err()
+            {
+                return self.is_fresh(Instant::now());
+            }
+        }
+    }
+
+    /// Resolves when a request waits for the list to be fresh.
+    pub(crate) async fn wanted(&self) {
+        self.wanted.notified().await;
     }
 
     /// Every freeze held.
@@ -182,26 +312,55 @@ mod tests {
         }
     }
 
+    /// A read of version `version` sent at `sent`, run by Redis at 1,004 s.
+    fn read(version: &str, sent: Instant) -> Read {
+        Read {
+            version: version.to_owned(),
+            sent,
+            redis_ms: 1_004_000,
+        }
+    }
+
     #[test]
-    fn a_name_no_freeze_matches_carries_nothing() {
+    fn a_name_no_freeze_matches_carries_no_window() {
         let book = FreezeBook::default();
         assert!(book.for_name(Kind::Lock, "x", 5).is_none());
-        book.replace(vec![once("deploy-*", 0, 10)]);
+        book.replace(vec![once("deploy-*", 0, 10)], &read("1", Instant::now()));
         assert!(book.for_name(Kind::Lock, "build", 5).is_none());
         let frozen = book.for_name(Kind::Lock, "deploy-a", 5).unwrap();
         assert!(frozen.holds(5));
         assert_eq!(frozen.context_field(), "0|10");
+        assert_eq!(book.context_field(Kind::Lock, "build"), "||1005000");
     }
 
     #[test]
     fn overlapping_windows_are_one_and_an_ended_one_gives_way_to_the_next() {
         let book = FreezeBook::default();
-        book.replace(vec![once("a", 0, 10), once("a", 5, 20), once("a", 30, 40)]);
+        book.replace(
+            vec![once("a", 0, 10), once("a", 5, 20), once("a", 30, 40)],
+            &read("1", Instant::now()),
+        );
         let frozen = book.for_name(Kind::Semaphore, "a", 5).unwrap();
         assert_eq!((frozen.window.start_ms, frozen.window.end_ms), (0, 20));
         let next = book.for_name(Kind::Semaphore, "a", 25).unwrap();
         assert!(!next.holds(25));
         assert_eq!(next.window.start_ms, 30);
         assert!(book.for_name(Kind::Semaphore, "a", 40).is_none());
+    }
+
+    #[test]
+    fn a_list_never_loaded_or_read_too_long_ago_holds_every_line() {
+        let book = FreezeBook::default();
+        assert_eq!(book.context_field(Kind::Lock, "x"), HOLD_ALL);
+        assert!(!book.confirm(&read("0", Instant::now())), "never loaded");
+        let sent = Instant::now();
+        book.replace(Vec::new(), &read("7", sent));
+        assert_eq!(book.context_field(Kind::Lock, "x"), "||1005000");
+        let later = sent + FRESH_FOR;
+        assert!(!book.is_fresh(later), "read too long ago");
+        assert!(!book.confirm(&read("8", later)), "another version");
+        assert!(!book.is_fresh(later));
+        assert!(book.confirm(&read("7", later)));
+        assert!(book.is_fresh(later));
     }
 }

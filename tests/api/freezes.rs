@@ -510,4 +510,47 @@ async fn a_queue_behind_a_freeze_shows_in_status_and_listings() {
     let id = made["id"].as_str().expect("id");
     assert_eq!(app.delete(&format!("/freezes/{id}")).await.status(), 204);
     assert_eq!(waiter.await.expect("waiter").response.status(), 201);
+
+/// A call carries until when (Redis's clock) the list of freezes it was
+/// chosen from counts as fresh: one that reaches Redis after that (built,
+/// then its instance stopped or its connection stalled) grants nothing, as
+/// a freeze would, though it carries no window; one in time is served.
+#[tokio::test]
+async fn a_call_that_reaches_redis_after_its_list_of_freezes_went_stale_grants_nothing() {
+    let redis = shared_redis();
+    let app = TestApp::spawn().await;
+    // (Its first call loads the library where it is missing.)
+    assert_eq!(app.get("/locks/stale").await.status(), 200);
+    let mut conn = redis.conn();
+    let keys = baton::engine::Keys::new(app.prefix.clone());
+    let capacity = baton::domain::Demand::LOCK_CAPACITY;
+    let acquire = |name: &str, freeze: &str| {
+        let name = baton::domain::Name::parse(name).unwrap();
+        let mut call = redis::cmd("FCALL");
+        call.arg(baton::engine::function_name("acquire").unwrap())
+            .arg(1)
+            .arg(keys.owners(baton::domain::Kind::Lock, &name))
+            .arg("")
+            .arg(baton::engine::call_context(
+                freeze,
+                baton::domain::Kind::Lock,
+                "PUBLISH",
+                "an-instance",
+                "nowhere",
+                &baton::engine::history_terms(0, 7),
+                &name,
+            ))
+            .arg(format!(
+                "{}|1|an-instance|30000|{capacity}|{capacity}|0|0|\n\n",
+                uuid::Uuid::new_v4()
+            ))
+            .arg(0);
+        call
+    };
+    let stale = format!("||{}", now_ms() - 1);
+    let reply: Vec<redis::Value> = acquire("stale", &stale).query(&mut conn).unwrap();
+    assert_eq!(reply[0], redis::Value::Int(3), "held back: {reply:?}");
+    let fresh = format!("||{}", now_ms() + 60_000);
+    let reply: Vec<redis::Value> = acquire("stale", &fresh).query(&mut conn).unwrap();
+    assert_eq!(reply[0], redis::Value::Int(1), "acquired: {reply:?}");
 }

@@ -3,11 +3,12 @@
 //! of it.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::domain::{Freeze, FreezeId};
 use crate::engine::error::Error;
-use crate::engine::freeze_book::FreezeBook;
-use crate::engine::functions::freezes::{ChangeFreezes, Changed, ListFreezes};
+use crate::engine::freeze_book::{FreezeBook, Read};
+use crate::engine::functions::freezes::{ChangeFreezes, Changed, FreezesVersion, ListFreezes};
 use crate::engine::functions::invoker::Invoker;
 
 /// The freezes in Redis, and this instance's copy of them; cheap to clone.
@@ -38,7 +39,7 @@ impl Freezes {
     /// Redis unavailable.
     pub async fn list(&self) -> Result<Vec<Freeze>, Error> {
         let index = self.invoker.keys().freeze_index();
-        self.invoker.run_on(&index, &ListFreezes).await
+        Ok(self.invoker.run_on(&index, &ListFreezes).await?.freezes)
     }
 
     /// The freeze `id`, as Redis has it now.
@@ -49,14 +50,43 @@ impl Freezes {
         Ok(self.list().await?.into_iter().find(|f| f.id == id))
     }
 
-    /// Reads the list into this instance's copy.
+    /// Reads the list into this instance's copy, fresh from when the read
+    /// was sent.
     ///
     /// # Errors
     /// Redis unavailable (the copy stays as it was).
     pub async fn reload(&self) -> Result<(), Error> {
-        let freezes = self.list().await?;
-        self.book().replace(freezes);
+        let index = self.invoker.keys().freeze_index();
+        let sent = Instant::now();
+        let listed = self.invoker.run_on(&index, &ListFreezes).await?;
+        let read = Read {
+            version: listed.version,
+            sent,
+            redis_ms: listed.read_ms,
+        };
+        self.book().replace(listed.freezes, &read);
         Ok(())
+    }
+
+    /// Checks that this instance's copy is still Redis's list (its version
+    /// unchanged): then it is fresh from when the check was sent; if not,
+    /// reads it again.
+    ///
+    /// # Errors
+    /// Redis unavailable (the copy stays as it was, and ages).
+    pub async fn check(&self) -> Result<(), Error> {
+        let index = self.invoker.keys().freeze_index();
+        let sent = Instant::now();
+        let (version, redis_ms) = self.invoker.run_on(&index, &FreezesVersion).await?;
+        let read = Read {
+            version,
+            sent,
+            redis_ms,
+        };
+        if self.book().confirm(&read) {
+            return Ok(());
+        }
+        self.reload().await
     }
 
     /// Makes `freeze`; every instance hears of it.

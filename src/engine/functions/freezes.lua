@@ -1,7 +1,7 @@
 -- The list of freezes, kept apart from every name's keys: this is not a
 -- name's function (core/state.lua's begin() takes Redis's clock for it, and
 -- nothing else of the lease core is used). Each instance holds the list in
--- memory and reads it whole only when told of a change (and every few
+-- memory and reads it whole only when its version changed (and every few
 -- seconds, as a safety net), so no acquisition reads it.
 --
 -- KEYS[1]  the index: "prefix{freezes}:index", zset: the key of each freeze
@@ -11,39 +11,63 @@
 --          every name's), its JSON as functions/freezes.rs writes it.
 --          The index expires with its last one-off freeze, or lives while it
 --          names a recurring one (written only by an administrator).
+--          Beside it, "prefix{freezes}:version": the list's version, a
+--          number that every put and delete raises (max(version + 1, now in
+--          microseconds), so it never comes back to an earlier value after
+--          Redis lost it); it lives as the index does (KEEP_MS once the index
+--          is empty). Missing reads as "0" (then the list is empty, or only
+--          one-off freezes whose windows are over are left in it).
+--          Each instance checks it a few times a second: its list counts as
+--          fresh only while the version it was read at is still Redis's.
 -- ARGV[1..2] "" (no events channel, no context)
--- ARGV[3]  "list", "put" or "delete"
+-- ARGV[3]  "list", "version", "put" or "delete"
 -- ARGV[4]  put, delete: the freeze's key
 -- ARGV[5]  put: the freeze, as JSON
 -- ARGV[6]  put: when its key expires (ms, Redis's clock); "0": never
 -- ARGV[7]  put, delete: the channel every instance hears changes on
 --
 -- Replies
---   list:   {n, key, json, key, json, ...}: every freeze whose key is still
---           there (an expired one-off leaves the index here)
---   put:    {1} written; {0} its window is over already (nothing written);
---           {-1} the list is full (MAX_FREEZES; nothing written)
---   delete: {1} deleted; {0} no such freeze
+--   list:    {n, version, now_ms, key, json, key, json, ...}: every freeze
+--            whose key is still there (an expired one-off leaves the index
+--            here), the version they are, and when they were read (Redis's
+--            clock, ms: a name's call carries when its list stops being
+--            fresh, core/state.lua)
+--   version: {version, now_ms}
+--   put:     {1} written; {0} its window is over already (nothing written);
+--            {-1} the list is full (MAX_FREEZES; nothing written)
+--   delete:  {1} deleted; {0} no such freeze
 local MAX_FREEZES = 1000
 local index, mode = KEYS[1], ARGV[3]
+local version_key = string.sub(index, 1, -6) .. 'version'
 
--- The index lives as long as its longest-lived freeze.
+local function version()
+  return redis.call('GET', version_key) or '0'
+end
+
+if mode == 'version' then
+  return {version(), now_ms}
+end
+
+-- The index lives as long as its longest-lived freeze, and the version with
+-- it; a change raises the version (written last: nothing is checked after).
 local function keep_index()
+  local v = num(math.max(tonumber(version()) + 1, now_us))
   local last = redis.call('ZRANGE', index, '-1', '-1', 'WITHSCORES')
   if #last == 0 then
-    return
-  end
-  if last[2] == 'inf' then
+    redis.call('SET', version_key, v, 'PX', num(KEEP_MS))
+  elseif last[2] == 'inf' then
     redis.call('PERSIST', index)
+    redis.call('SET', version_key, v)
   else
     redis.call('PEXPIREAT', index, last[2])
+    redis.call('SET', version_key, v, 'PXAT', last[2])
   end
 end
 
 if mode == 'list' then
   redis.call('ZREMRANGEBYSCORE', index, '-inf', num(now_ms))
   local keys = redis.call('ZRANGE', index, '0', '-1')
-  local reply = {0}
+  local reply = {0, version(), now_ms}
   if #keys == 0 then
     return reply
   end
@@ -55,7 +79,7 @@ if mode == 'list' then
       redis.call('ZREM', index, key)
     end
   end
-  reply[1] = (#reply - 1) / 2
+  reply[1] = (#reply - 3) / 2
   return reply
 end
 

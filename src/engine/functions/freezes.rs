@@ -12,8 +12,20 @@ use crate::domain::{
 };
 use crate::engine::error::Error;
 
-/// The list call: every freeze in Redis.
+/// The list call: every freeze in Redis, and the list's version.
 pub(in crate::engine) struct ListFreezes;
+
+/// The list as one call read it: its version, when Redis read it (ms,
+/// Redis's clock) and its freezes.
+pub(in crate::engine) struct Listed {
+    pub version: String,
+    pub read_ms: i64,
+    pub freezes: Vec<Freeze>,
+}
+
+/// The version call: the list's version in Redis, whose change says the
+/// list must be read again.
+pub(in crate::engine) struct FreezesVersion;
 
 /// A change to the list, told to every instance on `channel`.
 pub(in crate::engine) enum ChangeFreezes<'a> {
@@ -39,16 +51,18 @@ pub(in crate::engine) enum Changed {
 
 impl Function for ListFreezes {
     const OP: Op = Op::Freezes;
-    type Reply = Vec<Freeze>;
+    type Reply = Listed;
 
     fn args(&self, call: &mut Cmd) {
         call.arg("list");
     }
 
-    /// `n, (key, json) x n`; a freeze that no longer reads as one is left
-    /// out, and logged.
-    fn decode(reply: &mut Cursor) -> Result<Vec<Freeze>, Error> {
+    /// `n, version, now_ms, (key, json) x n`; a freeze that no longer
+    /// reads as one is left out, and logged.
+    fn decode(reply: &mut Cursor) -> Result<Listed, Error> {
         let n = reply.count()?;
+        let version = reply.text()?;
+        let read_ms = reply.int()?;
         let mut freezes = Vec::with_capacity(n);
         for _ in 0..n {
             let key = reply.text()?;
@@ -61,7 +75,25 @@ impl Function for ListFreezes {
             }
         }
         freezes.sort_by_key(|f| f.created_ms);
-        Ok(freezes)
+        Ok(Listed {
+            version,
+            read_ms,
+            freezes,
+        })
+    }
+}
+
+impl Function for FreezesVersion {
+    const OP: Op = Op::Freezes;
+    /// The version, and when Redis read it (ms, Redis's clock).
+    type Reply = (String, i64);
+
+    fn args(&self, call: &mut Cmd) {
+        call.arg("version");
+    }
+
+    fn decode(reply: &mut Cursor) -> Result<(String, i64), Error> {
+        Ok((reply.text()?, reply.int()?))
     }
 }
 

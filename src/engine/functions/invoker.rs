@@ -15,7 +15,7 @@ use crate::domain::{Kind, Name};
 use crate::engine::connection::Store;
 use crate::engine::error::Error;
 use crate::engine::events::Audience;
-use crate::engine::freeze_book::{wall_clock_ms, FreezeBook};
+use crate::engine::freeze_book::FreezeBook;
 use crate::engine::keys::Keys;
 
 /// Who calls the library and how: the connection, the key layout, this
@@ -94,12 +94,20 @@ impl Invoker {
             } else {
                 ""
             })
+            // Every call that may grant (an acquire, and any call that serves
+            // the line: release, refresh, keep-alive, ...) is built here, so
+            // this is where a stale list is kept from granting: while the
+            // list was never loaded or was last found to be Redis's more than
+            // FRESH_FOR ago (this instance was stopped, Redis was out of
+            // reach), the call carries HOLD_ALL and grants nothing but an
+            // override. Staleness is judged by age, not by a version the
+            // function reads, because the list lives in its own slot and a
+            // name's function on Redis Cluster may touch only its name's
+            // slot; age works on every topology and costs no command here
+            // (the list's version is checked by `freezes::follow`, a few
+            // times a second per instance, not per request).
             .arg(call_context(
-                &self
-                    .book
-                    .for_name(kind, name.as_str(), wall_clock_ms())
-                    .map(|freeze| freeze.context_field())
-                    .unwrap_or_default(),
+                &self.book.context_field(kind, name.as_str()),
                 kind,
                 self.store.shard_publish_command(),
                 &self.instance,

@@ -222,8 +222,9 @@ pub fn function_name(op: &str) -> Option<&'static str> {
 }
 
 /// The context every call passes as its second argument (`core/state.lua`):
-/// the freeze the instance knows for the name (`start_ms|until_ms`, or ""
-/// for none), kind, publish command, instance, the name's channel, the
+/// the freeze the instance knows for the name and until when its list is
+/// fresh (`start_ms|until_ms|fresh_ms`, `||fresh_ms` for none:
+/// `FreezeBook::context_field`; "" holds nothing, for tools), kind, publish command, instance, the name's channel, the
 /// history's terms (`MAX|MS`, [`history_terms`]) and the name, one field a
 /// line (a name holds no newline: it is printable).
 pub fn call_context(

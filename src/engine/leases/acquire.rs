@@ -29,6 +29,9 @@ use crate::engine::model::{Lease, Refusal};
 /// How long a waiter waits for its name's channel before joining anyway (it
 /// asks Redis again once subscribed, so nothing is lost either way).
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(1);
+/// How long a request that does not wait waits for this instance's list of
+/// freezes to be fresh (it is, but after a pause or an outage): then 503.
+const FRESH_WAIT: Duration = Duration::from_millis(1500);
 
 /// What an acquisition came to at once, or its place in line.
 pub enum Acquiring {
@@ -57,7 +60,29 @@ impl Leases {
         // What a request keeps while it waits for its turn to join is this
         // future: every call it makes along the way is boxed, so that its
         // space is not the future's.
-        let acquisition = Acquisition::new(self, name, demand, request);
+        let mut acquisition = Acquisition::new(self, name, demand, request);
+        // Whether a request that does not wait is frozen is judged by a list
+        // that is fresh: else its call would hold the line
+        // (`FreezeBook::context_field`) and it be refused as frozen by no
+        // freeze it could name. Nothing was tried: nothing to undo.
+        if acquisition.request.wait.as_duration().is_zero()
+            && acquisition.request.keep_place.is_none()
+            && acquisition.request.override_reason.is_none()
+            && !Box::pin(
+                acquisition
+                    .leases
+                    .engine
+                    .invoker()
+                    .book()
+                    .fresh_within(FRESH_WAIT),
+            )
+            .await
+        {
+            acquisition.armed = false;
+            return Err(Error::Unavailable(
+                "the list of freezes could not be read".into(),
+            ));
+        }
         let (leases, name) = (&acquisition.leases, &acquisition.name);
         let mut attempts = 1u32;
         if acquisition.request.wait.as_duration().is_zero() {
@@ -75,7 +100,7 @@ impl Leases {
                     .map(Acquiring::Now);
             }
             let turn = leases.engine.join_turn().await;
-            let attempt = leases.try_acquire(name, acquisition.entry(), Join::No);
+            let attempt = leases.try_now(&acquisition, &mut attempts);
             let outcome = Box::pin(attempt).await.map(|a| acquisition.answer(a));
             drop(turn);
             return Box::pin(acquisition.settle(attempts, outcome))
@@ -142,6 +167,27 @@ impl Leases {
         Box::pin(acquisition.settle(attempts, outcome))
             .await
             .map(Acquiring::Now)
+    }
+
+    /// The one acquire call of a request that does not wait; if a freeze
+    /// this instance does not know of held it back, its list stopped being
+    /// fresh before the call ran (by Redis's clock, `core/state.lua`): then
+    /// once more, with a fresh list.
+    async fn try_now(
+        &self,
+        acquisition: &Acquisition,
+        attempts: &mut u32,
+    ) -> Result<Attempt, Error> {
+        let name = &acquisition.name;
+        let attempt = self.try_acquire(name, acquisition.entry(), Join::No).await;
+        if !matches!(attempt, Ok(Attempt::Frozen)) || acquisition.frozen_by().is_some() {
+            return attempt;
+        }
+        if !self.engine.invoker().book().fresh_within(FRESH_WAIT).await {
+            return attempt;
+        }
+        *attempts += 1;
+        self.try_acquire(name, acquisition.entry(), Join::No).await
     }
 
     /// One acquire call for `waiter`; `join` says whether it queues when

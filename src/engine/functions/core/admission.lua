@@ -75,7 +75,8 @@ local function fits(used, ahead, weight, limit)
 end
 
 -- Freezes: while the call's freeze holds (FROZEN, state.lua: Redis's clock
--- inside the window the caller's instance sent), nothing is granted but to a
+-- inside the window the caller's instance sent, or past when its list of
+-- freezes stopped being fresh), nothing is granted but to a
 -- request that overrides it (its waiter's `override`, an administrator's
 -- reason). Those held back keep their place in line and weigh nothing ahead
 -- of an override meanwhile (serve_line()), so overrides are served in line

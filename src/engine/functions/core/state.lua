@@ -75,9 +75,16 @@
 --           every second)
 --   ARGV[2] the call's context, its fields separated by newlines (which no
 --           name holds): the freeze the caller's instance knows for the name
---           ("start_ms|until_ms": the window that holds now, or the next one,
---           as the instance's list of freezes has it; "" for none, so that a
---           name no freeze matches costs nothing more: admission.lua), the
+--           and until when its list of freezes is fresh,
+--           "start_ms|until_ms|fresh_ms" (start and until: the window that
+--           holds now, or the next one, as the instance's list has it, both
+--           empty for none, so that a name no freeze matches costs nothing
+--           more: admission.lua; fresh_ms: Redis's clock when the list was
+--           last found to be Redis's, plus 1 s: from then on the call holds
+--           the line as a freeze would, since a freeze made after that read
+--           may be missing from it; "||0" while the instance itself finds
+--           its list stale, freeze_book.rs; a context without this field
+--           holds nothing: tools that call a function by hand), the
 --           kind ("lock" or "semaphore", for events), the
 --           command that publishes on the name's channel ("SPUBLISH" on a
 --           cluster: the channel's shard only; "PUBLISH" elsewhere), the
@@ -155,8 +162,9 @@ local ALIVE
 -- waiters it left in line (AHEAD), which is all of them when AHEAD_ALL.
 local QUEUE_EMPTY, AHEAD, AHEAD_ALL
 -- Whether Redis's clock lies inside the window of the freeze the call
--- carries (ARGV[2]'s first field): nothing is granted then but to a waiter
--- that overrides it (held_back(), admission.lua).
+-- carries (ARGV[2]'s first field), or past when the list it was chosen
+-- from stopped being fresh: nothing is granted then but to a waiter that
+-- overrides it (held_back(), admission.lua).
 local FROZEN
 -- And for a newcomer of a priority above 0: the waiters it left in line by
 -- priority (nil: none above 0; else priority -> {count, weight}), and the
@@ -175,9 +183,16 @@ local function begin(keys, args)
   QUEUED_N, QUEUED_W, QUEUED_DIRTY, LOST = 0, 0, false, nil
   RANKED, RANKED_DIRTY = nil, false
   QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE = false, 0, false, nil
-  -- (Anchored: a call without a freeze fails at the first character.)
-  local from, till = string.match(CONTEXT, '^(%d+)|(%d+)\n')
-  FROZEN = from ~= nil and now_ms >= tonumber(from) and now_ms < tonumber(till)
+  -- A list of freezes read more than a second ago (by Redis's clock: the
+  -- call was built with a fresh list, then waited, its instance stopped or
+  -- its connection stalled) may miss a freeze made since: held as frozen.
+  -- This check is here, on Redis's clock and in the call itself, because a
+  -- name's function cannot read the freezes' version on Redis Cluster (it
+  -- lives in another slot); the instance's own check by age
+  -- (freeze_book.rs) covers the time before a call is built.
+  local from, till, fresh = string.match(CONTEXT, '^(%d*)|(%d*)|(%d+)\n')
+  FROZEN = fresh ~= nil and (now_ms >= tonumber(fresh)
+    or (from ~= '' and now_ms >= tonumber(from) and now_ms < tonumber(till)))
   AHEAD_RANKED, LOWEST = nil, 10
   FOLLOWED = false
 end
