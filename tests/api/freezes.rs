@@ -510,6 +510,7 @@ async fn a_queue_behind_a_freeze_shows_in_status_and_listings() {
     let id = made["id"].as_str().expect("id");
     assert_eq!(app.delete(&format!("/freezes/{id}")).await.status(), 204);
     assert_eq!(waiter.await.expect("waiter").response.status(), 201);
+}
 
 /// A call carries until when (Redis's clock) the list of freezes it was
 /// chosen from counts as fresh: one that reaches Redis after that (built,
