@@ -538,10 +538,21 @@ async fn stream_events(
         while let Some(end) = text.find("\n\n") {
             let event: String = text.drain(..end + 2).collect();
             if let Some(name) = event.lines().find_map(|l| l.strip_prefix("event: ")) {
-                names.push(name.trim().to_owned());
+                let data = event.lines().find_map(|l| l.strip_prefix("data: "));
+                let reason = data
+                    .and_then(|d| serde_json::from_str::<Value>(d).ok())
+                    .and_then(|d| d["reason"].as_str().map(str::to_owned));
+                // `lost` with its reason: `lost:expired`.
+                names.push(match reason {
+                    Some(reason) => format!("{}:{reason}", name.trim()),
+                    None => name.trim().to_owned(),
+                });
             }
         }
-        if names.last().is_some_and(|n| n == last) {
+        if names
+            .last()
+            .is_some_and(|n| n.split(':').next() == Some(last))
+        {
             break;
         }
     }
@@ -583,7 +594,37 @@ async fn a_stream_paused_across_a_refresh_says_lost_not_refreshed_for_a_lease_go
     pair.b.resume();
 
     let events = stream_events(&mut stream, "lost", Duration::from_secs(15)).await;
-    assert_eq!(events, ["lost"], "after the resume the lease was long gone");
+    assert_eq!(
+        events,
+        ["lost:expired"],
+        "after the resume the lease was long gone"
+    );
+}
+
+/// A holder's stream whose lease Redis lost with its data (a restart without
+/// persistence) ends `lost`, `expired`: nobody force-released it.
+#[tokio::test]
+async fn a_stream_on_a_lease_lost_with_redis_s_data_says_expired() {
+    let mut pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let (status, lease) = pair
+        .post(&a, "/locks/hs-lost", r#"{"ttl_ms": 60000}"#)
+        .await;
+    assert_eq!(status, 201, "{lease}");
+    let mut stream = pair
+        .http
+        .get(format!("{b}{}/events", lease_path("locks", &lease)))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(stream.status(), 200);
+    let first = stream_events(&mut stream, "held", Duration::from_secs(10)).await;
+    assert_eq!(first, ["held"]);
+
+    pair.redis.restart();
+    let events = stream_events(&mut stream, "lost", Duration::from_secs(30)).await;
+    assert_eq!(events, ["lost:expired"]);
 }
 
 /// Calls that give up long before a stall of [`STALL`] ends: a waiting

@@ -250,18 +250,14 @@ impl HolderStream {
                 })
             }
             Ok(_) => {
-                // Past its expiry by this instance's clock, or by the
-                // `expires_at` Redis told (a refresh heard late, after a
-                // pause, makes the first an overestimate): gone, it expired.
-                let past_told = wall_clock_ms() >= self.expires_at_ms;
-                let reason = if Instant::now() >= self.expires || past_told {
-                    LostReason::Expired
-                } else {
-                    LostReason::ForceReleased
-                };
+                // Gone, and the history does not say how: past its expiry,
+                // or lost with Redis's data (or the name keeps no history).
+                // Nobody is named as having taken it: it ended as if it
+                // expired. (A force-release is said by its word on the
+                // name's channel, or by the history.)
                 self.end(HolderEvent::Lost {
                     fencing_token: self.token,
-                    reason,
+                    reason: LostReason::Expired,
                 })
             }
             Err(err) => {
