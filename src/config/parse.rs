@@ -91,6 +91,14 @@ impl Settings {
     /// The checks that involve more than one setting, and the token files read.
     fn check(mut self) -> Result<Self, ConfigError> {
         check_urls(self.redis_mode, &self.redis_url)?;
+        if !self.webhook_hosts.is_empty() && self.webhook_secret.is_empty() {
+            return Err(ConfigError {
+                setting: "BATON_WEBHOOK_SECRET (--webhook-secret)".to_owned(),
+                value: None,
+                expected: "a key to sign turn notices with, since BATON_WEBHOOK_HOSTS is set"
+                    .to_owned(),
+            });
+        }
         if let Some(path) = &self.api_tokens_file {
             let tokens = read_tokens(path, "BATON_API_TOKENS_FILE (--api-tokens-file)")?;
             self.api_tokens.extend(tokens);

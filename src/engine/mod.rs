@@ -54,5 +54,5 @@ pub use leases::{
 };
 pub use model::{
     Busy, FrozenBy, History, HistoryCursor, HistoryEntry, HistoryLimit, Holder, Lease, LeaseEnd,
-    Place, Refusal, Status, TicketPlace, Waiter,
+    NoticeState, Place, Refusal, Status, TicketPlace, Waiter,
 };

@@ -53,6 +53,17 @@ pub struct TicketPlace {
     /// Granted and held for it until then (ms, Redis's clock); `None` while
     /// it waits.
     pub pickup_by_ms: Option<u64>,
+    /// Its turn notice, once granted.
+    pub notice: NoticeState,
+}
+
+/// A ticket's turn notice (`notify`), as far as it went.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NoticeState {
+    /// Delivered then (ms since the Unix epoch, Redis's clock).
+    pub notified_at_ms: Option<u64>,
+    /// Why its delivery fails, while it does (a short sentence).
+    pub error: Option<String>,
 }
 
 /// The freeze that held a name when an acquisition was refused.

@@ -61,7 +61,7 @@ impl Leases {
         let (leases, name) = (&acquisition.leases, &acquisition.name);
         let mut attempts = 1u32;
         if acquisition.request.wait.as_duration().is_zero() {
-            if let Some(keep) = acquisition.request.keep_place {
+            if let Some(keep) = acquisition.request.keep_place.clone() {
                 // Acquired now, or in line as a ticket: one call either way.
                 return Box::pin(acquisition.take_ticket(keep))
                     .await
@@ -104,7 +104,7 @@ impl Leases {
             match attempt {
                 Ok(Attempt::Queued { next_expiry_in }) => {
                     registration.in_line(next_expiry_in);
-                    if let Some(keep) = acquisition.request.keep_place {
+                    if let Some(keep) = acquisition.request.keep_place.clone() {
                         // Its place outlives this request (and this instance).
                         Box::pin(acquisition.adopt(keep)).await;
                     }

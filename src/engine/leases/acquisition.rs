@@ -14,7 +14,7 @@ use crate::engine::functions::acquire::Attempt;
 use crate::engine::functions::release::{End, Ended};
 use crate::engine::functions::ticket::{TicketCall, TicketReply};
 use crate::engine::functions::waiter::LineEntry;
-use crate::engine::model::{Busy, FrozenBy, Lease, Occupancy, Refusal, TicketPlace};
+use crate::engine::model::{Busy, FrozenBy, Lease, NoticeState, Occupancy, Refusal, TicketPlace};
 use crate::engine::waiters::new_tag;
 use crate::telemetry::{audit, audit_override, record_acquisition};
 
@@ -140,6 +140,7 @@ impl Acquisition {
                 place_expires_at_ms,
                 frozen: self.frozen_by(),
                 pickup_by_ms: None,
+                notice: NoticeState::default(),
             }))),
             other => Err(Error::Protocol(format!(
                 "a ticket's call replied {other:?}"
@@ -294,7 +295,7 @@ impl Drop for Acquisition {
         runtime.spawn(async move {
             let mut backoff = Duration::from_millis(100);
             loop {
-                let ended = if let Some(keep) = parting.request.keep_place {
+                let ended = if let Some(keep) = parting.request.keep_place.clone() {
                     // Its place (or a lease granted meanwhile, held for
                     // pickup) is kept as its ticket.
                     let park = TicketCall::Park(parting.entry(), keep, true);

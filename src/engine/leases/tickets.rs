@@ -18,7 +18,7 @@ use crate::engine::freeze_book::wall_clock_ms;
 use crate::engine::functions::acquire::{Attempt, Join};
 use crate::engine::functions::ticket::{TicketCall, TicketReply};
 use crate::engine::functions::waiter::StoredWaiter;
-use crate::engine::model::{FrozenBy, Lease, Refusal, TicketPlace};
+use crate::engine::model::{FrozenBy, Lease, NoticeState, Refusal, TicketPlace};
 use crate::engine::waiters::new_tag;
 
 /// How long a wait on a ticket waits for its name's channel (as an acquire).
@@ -58,11 +58,13 @@ impl Leases {
                 place_expires_at_ms,
                 frozen,
                 pickup_by_ms: None,
+                notice: NoticeState::default(),
             }),
             TicketReply::Granted {
                 pickup_by_ms,
                 waiting,
                 place_expires_at_ms,
+                notice,
             } => Some(TicketPlace {
                 ticket,
                 place: 0,
@@ -70,6 +72,7 @@ impl Leases {
                 place_expires_at_ms,
                 frozen,
                 pickup_by_ms: Some(pickup_by_ms),
+                notice,
             }),
             _ => None,
         })
@@ -146,6 +149,8 @@ impl Leases {
             keep_place: Some(KeepPlace {
                 keep_ms: keep_ms.max(1),
                 pickup_ms: asked.pickup_ms,
+                // The ticket's notice, if it asked one, stays as it was.
+                notify: None,
             }),
         };
         let acquisition =
@@ -223,6 +228,7 @@ impl Leases {
                     place_expires_at_ms,
                     frozen,
                     pickup_by_ms: None,
+                    notice: NoticeState::default(),
                 })))))
             }
             TicketReply::Gone | TicketReply::Done | TicketReply::Granted { .. } => Ok(None),
