@@ -10,9 +10,10 @@ use super::Invalid;
 pub const MAX_NOTIFY_URL_LEN: usize = 2000;
 
 /// A turn notice's URL, checked against the hosts the service may notify.
-/// Cheap to clone: a waiting request keeps it for its whole wait.
+/// Cheap to clone, and one pointer wide: a waiting request keeps it for its
+/// whole wait.
 #[derive(Clone, PartialEq, Eq)]
-pub struct NotifyUrl(Arc<str>);
+pub struct NotifyUrl(Arc<String>);
 
 impl NotifyUrl {
     /// `raw` when it is an absolute http or https URL whose host is one of
@@ -40,7 +41,7 @@ impl NotifyUrl {
                 "the host {host:?} is not one this service may notify (BATON_WEBHOOK_HOSTS)"
             )));
         }
-        Ok(Self(Arc::from(url.as_str())))
+        Ok(Self(Arc::new(url.as_str().to_owned())))
     }
 
     /// The URL, to send the notice to (and to keep with the ticket).

@@ -12,11 +12,11 @@ use crate::engine::model::NoticeState;
 /// One call on a ticket.
 pub(in crate::engine) enum TicketCall<'a> {
     /// A request that does not wait: acquires now, or joins as a ticket.
-    Take(LineEntry<'a>, KeepPlace),
+    Take(LineEntry<'a>, &'a KeepPlace),
     /// A waiting request just queued: its place is kept should it end early.
-    Adopt(LineEntry<'a>, KeepPlace),
+    Adopt(LineEntry<'a>, &'a KeepPlace),
     /// A waiting request ended before its grant (`gone`: nobody hears it).
-    Park(LineEntry<'a>, KeepPlace, bool),
+    Park(LineEntry<'a>, &'a KeepPlace, bool),
     /// Wait again on a ticket, as the waiter `tag` of this instance when
     /// `Some`, or collect its lease; `keep_ms` renews its place.
     Resume {
