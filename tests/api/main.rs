@@ -14,6 +14,7 @@ mod locks;
 mod long_lines;
 mod modes;
 mod names;
+mod notices;
 mod outages;
 mod permits;
 mod priority;
