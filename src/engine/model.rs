@@ -53,8 +53,9 @@ pub struct TicketPlace {
     /// Granted and held for it until then (ms, Redis's clock); `None` while
     /// it waits.
     pub pickup_by_ms: Option<u64>,
-    /// Its turn notice, once granted.
-    pub notice: NoticeState,
+    /// Its turn notice, once granted and delivered or failing (boxed: a
+    /// refusal carries a ticket's place); `None` otherwise.
+    pub notice: Option<Box<NoticeState>>,
 }
 
 /// A ticket's turn notice (`notify`), as far as it went.

@@ -122,8 +122,12 @@ pub async fn show(
         place_expires_at: rfc3339_ms(place.place_expires_at_ms),
         frozen: place.frozen.map(frozen_body),
         pickup_by: place.pickup_by_ms.map(rfc3339_ms),
-        notified_at: place.notice.notified_at_ms.map(rfc3339_ms),
-        notify_error: place.notice.error,
+        notified_at: place
+            .notice
+            .as_ref()
+            .and_then(|n| n.notified_at_ms)
+            .map(rfc3339_ms),
+        notify_error: place.notice.and_then(|n| n.error),
     }))
 }
 

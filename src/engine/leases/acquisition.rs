@@ -14,7 +14,7 @@ use crate::engine::functions::acquire::Attempt;
 use crate::engine::functions::release::{End, Ended};
 use crate::engine::functions::ticket::{TicketCall, TicketReply};
 use crate::engine::functions::waiter::LineEntry;
-use crate::engine::model::{Busy, FrozenBy, Lease, NoticeState, Occupancy, Refusal, TicketPlace};
+use crate::engine::model::{Busy, FrozenBy, Lease, Occupancy, Refusal, TicketPlace};
 use crate::engine::waiters::new_tag;
 use crate::telemetry::{audit, audit_override, record_acquisition};
 
@@ -140,7 +140,7 @@ impl Acquisition {
                 place_expires_at_ms,
                 frozen: self.frozen_by(),
                 pickup_by_ms: None,
-                notice: NoticeState::default(),
+                notice: None,
             }))),
             other => Err(Error::Protocol(format!(
                 "a ticket's call replied {other:?}"

@@ -58,7 +58,7 @@ impl Leases {
                 place_expires_at_ms,
                 frozen,
                 pickup_by_ms: None,
-                notice: NoticeState::default(),
+                notice: None,
             }),
             TicketReply::Granted {
                 pickup_by_ms,
@@ -72,7 +72,7 @@ impl Leases {
                 place_expires_at_ms,
                 frozen,
                 pickup_by_ms: Some(pickup_by_ms),
-                notice,
+                notice: (notice != NoticeState::default()).then(|| Box::new(notice)),
             }),
             _ => None,
         })
@@ -228,7 +228,7 @@ impl Leases {
                     place_expires_at_ms,
                     frozen,
                     pickup_by_ms: None,
-                    notice: NoticeState::default(),
+                    notice: None,
                 })))))
             }
             TicketReply::Gone | TicketReply::Done | TicketReply::Granted { .. } => Ok(None),
