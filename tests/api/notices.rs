@@ -344,3 +344,26 @@ async fn a_notify_url_the_service_may_not_call_is_refused_naming_notify() {
     let refused = problem(off.post("/locks/n", body).await, 400, "invalid-request").await;
     assert!(refused["detail"].as_str().unwrap().starts_with("notify"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_its_granting_instance_did_not_send_is_sent_by_another() {
+    // The grant is made by an instance that sends no notices (as one that
+    // died right after the grant would): another finds it in the index
+    // (looked at every 30 s at most) and sends it.
+    let (receiver, url) = Receiver::start(vec![Answer::Status(200)]).await;
+    let sender = service(None).await;
+    let silent = TestApp::spawn_with(settings_for(&shared_redis().url(), &sender.prefix)).await;
+    let lease = hold(&silent, "handover").await;
+    let ticket = ticket(&sender, "handover", &url).await;
+    assert_eq!(silent.delete(&lease).await.status(), 204);
+
+    receiver.wait_for(1, Duration::from_secs(60)).await;
+    let got = receiver.got();
+    assert_signed(&got[0]);
+    let notice: Value = serde_json::from_slice(&got[0].body).unwrap();
+    assert_eq!(notice["ticket"], ticket.as_str());
+    let collected = silent
+        .post(&format!("/locks/handover/tickets/{ticket}"), "")
+        .await;
+    assert_eq!(collected.status(), 201);
+}

@@ -7,7 +7,8 @@
 -- ARGV[3]  mode:
 --            "claim"   claims the notices due now (10 at most) for ARGV[4]
 --                      ms, and forgets those whose grant is gone and the
---                      notices of tickets gone (100 looked at, at most)
+--                      notices of tickets gone (HSCAN COUNT 100: about 100
+--                      looked at; a small hash whole)
 --            "sent"    ticket ARGV[4]'s notice was delivered
 --            "failed"  ticket ARGV[4]'s delivery failed, ARGV[6] saying why
 --                      (a short sentence): tried again in ARGV[5] ms
