@@ -361,4 +361,27 @@ mod tests {
         );
         assert!(shown.contains("api_tokens: 2"), "{shown}");
     }
+
+    #[test]
+    fn webhook_hosts_are_listed_and_need_a_secret() {
+        let s = settings(&[
+            (
+                "BATON_WEBHOOK_HOSTS",
+                " Hooks.example.com, relay.internal ,",
+            ),
+            ("BATON_WEBHOOK_SECRET", "s3cret-key"),
+        ])
+        .unwrap();
+        assert_eq!(s.webhook_hosts, ["hooks.example.com", "relay.internal"]);
+        assert!(!format!("{s:?}").contains("s3cret"));
+        let err = settings(&[("BATON_WEBHOOK_HOSTS", "hooks.example.com")]).unwrap_err();
+        assert!(err.to_string().contains("BATON_WEBHOOK_SECRET"), "{err}");
+        let err = settings(&[
+            ("BATON_WEBHOOK_HOSTS", "https://hooks.example.com/x"),
+            ("BATON_WEBHOOK_SECRET", "k"),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("BATON_WEBHOOK_HOSTS"), "{err}");
+        assert!(settings(&[]).unwrap().webhook_hosts.is_empty());
+    }
 }
