@@ -51,6 +51,7 @@ const ENGINE_ROOMS: &[(&str, u8)] = &[
     ("waiters", 4),
     ("freezes", 4),
     ("following", 4),
+    ("notices", 4),
     ("handle", 5),
     ("leases", 6),
     ("claims", 7),

@@ -381,6 +381,12 @@ pub struct EnqueueArgs {
     #[arg(long, value_name = "DURATION", default_value = "1d", value_parser = duration::parse)]
     pub keep: Duration,
 
+    /// When the ticket's turn comes while nobody waits on it, the service
+    /// POSTs a signed turn notice here (its host must be one of the
+    /// service's BATON_WEBHOOK_HOSTS)
+    #[arg(long, value_name = "URL")]
+    pub notify: Option<String>,
+
     /// How to print the ticket (env, shell: BATON_TICKET= with BATON_LOCK_NAME,
     /// BATON_KIND and BATON_LIMIT)
     #[arg(long, value_enum, default_value_t)]

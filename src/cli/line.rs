@@ -71,6 +71,7 @@ impl Request {
     /// member whose default says the same.
     pub fn body(&self, wait: Duration, keep_place: Option<Duration>) -> Value {
         let fields = AcquireFields {
+            notify: None,
             ttl_ms: Some(millis(self.ttl)),
             wait_ms: Some(millis(wait)),
             owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),

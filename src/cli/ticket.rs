@@ -30,7 +30,10 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), Failure> {
     let target = Target::new(kind, &args.name)?;
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
     let request = Request::new(&target, args.lease.ttl, &args.lease);
-    let body = request.body(Duration::ZERO, Some(args.keep));
+    let mut body = request.body(Duration::ZERO, Some(args.keep));
+    if let Some(url) = &args.notify {
+        body["notify"] = Value::String(url.clone());
+    }
     let answer = call(&service, Method::POST, &target.path(), Some(&body)).await?;
     let ticket = match answer.status {
         202 => answer.body.get("ticket").and_then(Value::as_str),

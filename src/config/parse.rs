@@ -91,6 +91,14 @@ impl Settings {
     /// The checks that involve more than one setting, and the token files read.
     fn check(mut self) -> Result<Self, ConfigError> {
         check_urls(self.redis_mode, &self.redis_url)?;
+        if !self.webhook_hosts.is_empty() && self.webhook_secret.is_empty() {
+            return Err(ConfigError {
+                setting: "BATON_WEBHOOK_SECRET (--webhook-secret)".to_owned(),
+                value: None,
+                expected: "a key to sign turn notices with, since BATON_WEBHOOK_HOSTS is set"
+                    .to_owned(),
+            });
+        }
         if let Some(path) = &self.api_tokens_file {
             let tokens = read_tokens(path, "BATON_API_TOKENS_FILE (--api-tokens-file)")?;
             self.api_tokens.extend(tokens);
@@ -352,5 +360,28 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("api_tokens: 2"), "{shown}");
+    }
+
+    #[test]
+    fn webhook_hosts_are_listed_and_need_a_secret() {
+        let s = settings(&[
+            (
+                "BATON_WEBHOOK_HOSTS",
+                " Hooks.example.com, relay.internal ,",
+            ),
+            ("BATON_WEBHOOK_SECRET", "s3cret-key"),
+        ])
+        .unwrap();
+        assert_eq!(s.webhook_hosts, ["hooks.example.com", "relay.internal"]);
+        assert!(!format!("{s:?}").contains("s3cret"));
+        let err = settings(&[("BATON_WEBHOOK_HOSTS", "hooks.example.com")]).unwrap_err();
+        assert!(err.to_string().contains("BATON_WEBHOOK_SECRET"), "{err}");
+        let err = settings(&[
+            ("BATON_WEBHOOK_HOSTS", "https://hooks.example.com/x"),
+            ("BATON_WEBHOOK_SECRET", "k"),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("BATON_WEBHOOK_HOSTS"), "{err}");
+        assert!(settings(&[]).unwrap().webhook_hosts.is_empty());
     }
 }

@@ -13,6 +13,20 @@ pub(super) fn token_list(raw: &str) -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// `BATON_WEBHOOK_HOSTS`: `" a.example.com, B.example.com"` -> `["a.example.com",
+/// "b.example.com"]`; each a host name (or address) alone, no scheme or path.
+pub(super) fn host_list(raw: &str) -> Result<Vec<String>, String> {
+    let hosts = token_list(raw)?;
+    for host in &hosts {
+        if host.contains(['/', ':', '@', ' ']) && !host.starts_with('[') {
+            return Err(format!(
+                "comma-separated host names (such as hooks.example.com), not {host:?}"
+            ));
+        }
+    }
+    Ok(hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect())
+}
+
 /// The tokens of a secret file: comma- or newline-separated, blanks ignored.
 pub(super) fn read_tokens(
     path: &std::path::Path,

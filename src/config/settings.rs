@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, ValueEnum};
 
 use super::redis_url::{redact_url, RedisMode};
-use super::secrets::token_list;
+use super::secrets::{host_list, token_list};
 use super::values::{
     history_days, history_max, keep_place_ms, listen_address, max_wait_ms, non_empty, pickup_ms,
     positive_count, positive_millis, worker_threads,
@@ -184,6 +184,23 @@ pub struct Settings {
     #[arg(long, env = "BATON_HISTORY_DAYS", default_value = "7", value_parser = history_days, value_name = "DAYS")]
     pub history_days: u32,
 
+    /// Comma-separated host names that turn notices (notify) may be sent to;
+    /// unset: notices are off
+    #[arg(long, env = "BATON_WEBHOOK_HOSTS", default_value = "", hide_default_value = true,
+          value_parser = host_list)]
+    pub webhook_hosts: ::std::vec::Vec<String>,
+
+    /// The key that signs turn notices (HMAC-SHA256 in Baton-Signature);
+    /// needed with BATON_WEBHOOK_HOSTS. Prefer the variable: flags show in `ps`
+    #[arg(
+        long,
+        env = "BATON_WEBHOOK_SECRET",
+        default_value = "",
+        hide_default_value = true,
+        hide_env_values = true
+    )]
+    pub webhook_secret: String,
+
     /// Log lines on stderr as text or as one JSON object per line
     #[arg(long, env = "BATON_LOG_FORMAT", value_enum, default_value_t)]
     pub log_format: LogFormat,
@@ -218,6 +235,8 @@ impl fmt::Debug for Settings {
             .field("worker_threads", &self.worker_threads)
             .field("history_max", &self.history_max)
             .field("history_days", &self.history_days)
+            .field("webhook_hosts", &self.webhook_hosts)
+            .field("webhook_secret", &!self.webhook_secret.is_empty())
             .field("log_format", &self.log_format)
             .finish()
     }

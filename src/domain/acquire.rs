@@ -1,6 +1,6 @@
 //! What an acquisition asks for, whichever the kind.
 
-use super::{Owner, Priority, Reason, TokenName, Ttl, WaitTime};
+use super::{NotifyUrl, Owner, Priority, Reason, TokenName, Ttl, WaitTime};
 
 /// The parts of an acquisition that locks and semaphores share.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,10 +31,13 @@ pub struct AcquireRequest {
 }
 
 /// How long a ticket keeps its place, and a grant is held for its pickup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeepPlace {
     /// From each call on the ticket (ms): `keep_place_ms`.
     pub keep_ms: u64,
     /// From the grant (ms): the service's `BATON_PICKUP_MS`.
     pub pickup_ms: u64,
+    /// `notify`: where its turn notice goes when it is granted while nobody
+    /// waits on it.
+    pub notify: Option<NotifyUrl>,
 }

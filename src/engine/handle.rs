@@ -19,6 +19,7 @@ use super::freezes::{follow, Freezes};
 use super::functions::invoker::Invoker;
 use super::functions::library::{history_terms, LIBRARY};
 use super::keys::Keys;
+use super::notices::Notices;
 use super::waiters::Registry;
 use crate::config::{RedisMode, Settings};
 
@@ -43,6 +44,8 @@ struct EngineState {
     events: Arc<Events>,
     /// This instance's holders' streams.
     followers: Arc<Followers>,
+    /// The deliverer of turn notices; `None` while they are off.
+    notices: Option<Arc<Notices>>,
     /// Why Redis may evict baton's keys, if it may (checked at start).
     eviction: Arc<std::sync::Mutex<Option<String>>>,
     /// Turns for the reads whose cost grows with the data (a status call, a
@@ -114,11 +117,33 @@ impl Engine {
             freeze_notices,
             shutdown.clone(),
         ));
+        // Turn notices, while BATON_WEBHOOK_HOSTS names where they may go.
+        let (notices, notices_due) = if settings.webhook_hosts.is_empty() {
+            (None, None)
+        } else {
+            let (due, hear) = tokio::sync::mpsc::unbounded_channel();
+            let notices = Notices::start(
+                invoker.clone(),
+                &settings.webhook_secret,
+                hear,
+                shutdown.clone(),
+                &tasks,
+            )
+            .map_err(|err| {
+                redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "no HTTP client for turn notices",
+                    err.to_string(),
+                ))
+            })?;
+            (Some(notices), Some(due))
+        };
         let waiters = Registry::start(
             invoker.clone(),
             settings.max_waiters,
             shutdown.clone(),
             tasks.clone(),
+            notices_due,
         );
         let followers = Followers::start(invoker.clone(), shutdown.clone(), &tasks);
         let engine = Self(Arc::new(EngineState {
@@ -128,6 +153,7 @@ impl Engine {
             shutdown,
             tasks,
             events,
+            notices,
             eviction: Arc::default(),
             reads: tokio::sync::Semaphore::new(READS_AT_ONCE),
             joins: tokio::sync::Semaphore::new(JOINS_AT_ONCE),
@@ -235,6 +261,11 @@ impl Engine {
 
     pub(in crate::engine) fn followers(&self) -> &Arc<Followers> {
         &self.0.followers
+    }
+
+    /// The deliverer of turn notices, while they are on.
+    pub(in crate::engine) fn notices(&self) -> Option<&Arc<Notices>> {
+        self.0.notices.as_ref()
     }
 
     pub(in crate::engine) fn waiters(&self) -> &Arc<Registry> {

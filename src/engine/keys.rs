@@ -81,6 +81,12 @@ impl Keys {
         format!("{}{{freezes}}:{id}", self.prefix)
     }
 
+    /// The index of the names with tickets that asked a turn notice
+    /// (`prefix{notices}:index`, engine/notices): outside every name's slot.
+    pub fn notice_index(&self) -> String {
+        format!("{}{{notices}}:index", self.prefix)
+    }
+
     /// The channel on which every instance hears that the freezes changed
     /// (classic pub/sub: on a cluster, heard on every node).
     pub fn freezes_channel(&self) -> String {

@@ -20,7 +20,8 @@
 //!   their leases by the name's channel while someone follows.
 //! - `waiters/`: this instance's waiters, what each hears, and the tasks
 //!   that keep them alive in the line; `freezes/`: the freezes in Redis,
-//!   and the task that keeps this instance's copy in step.
+//!   and the task that keeps this instance's copy in step; [`notices`]:
+//!   tickets' turn notices, delivered by whichever instance claims them.
 //! - `handle.rs`: the [`Engine`]: one instance's core, its start and stop.
 //! - `leases/`: the operations of both kinds ([`Leases`]): acquiring (at
 //!   once or by waiting in line), refresh, check, release, force-release,
@@ -40,6 +41,7 @@ mod handle;
 mod keys;
 mod leases;
 mod model;
+pub mod notices;
 mod waiters;
 
 pub use claims::{Claim, ClaimProgress, ClaimRefused, Claims, Refreshed};
@@ -54,5 +56,5 @@ pub use leases::{
 };
 pub use model::{
     Busy, FrozenBy, History, HistoryCursor, HistoryEntry, HistoryLimit, Holder, Lease, LeaseEnd,
-    Place, Refusal, Status, TicketPlace, Waiter,
+    NoticeState, Place, Refusal, Status, TicketPlace, Waiter,
 };

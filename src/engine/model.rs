@@ -55,6 +55,18 @@ pub struct TicketPlace {
     pub pickup_by_ms: Option<u64>,
     /// Its expected wait while it waits, when the name has a typical hold.
     pub eta: Option<Eta>,
+    /// Its turn notice, once granted and delivered or failing (boxed: a
+    /// refusal carries a ticket's place); `None` otherwise.
+    pub notice: Option<Box<NoticeState>>,
+}
+
+/// A ticket's turn notice (`notify`), as far as it went.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NoticeState {
+    /// Delivered then (ms since the Unix epoch, Redis's clock).
+    pub notified_at_ms: Option<u64>,
+    /// Why its delivery fails, while it does (a short sentence).
+    pub error: Option<String>,
 }
 
 /// The freeze that held a name when an acquisition was refused.

@@ -143,8 +143,9 @@ fn asked(body: ClaimRequest, max_wait_ms: u64) -> Result<(ClaimParts, AcquireReq
         ask_yield: None,
         override_reason: None,
         keep_place_ms: None,
+        notify: None,
     };
-    let request = acquire_request(fields, max_wait_ms)?;
+    let request = acquire_request(fields, max_wait_ms, &[])?;
     Ok((parts, request))
 }
 

@@ -6,6 +6,7 @@
 
 use std::future::Future;
 
+use crate::config::Settings;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
@@ -126,10 +127,15 @@ impl FromRequest<AppState> for AcquireCall {
 /// What an acquisition of `kind` asks for: what it takes of the name (shared
 /// or exclusive, its permits of its limit) and the fields every acquisition
 /// takes.
-fn asked(kind: Kind, body: &[u8], max_wait_ms: u64) -> Result<(Demand, AcquireRequest), AppError> {
+fn asked(
+    kind: Kind,
+    body: &[u8],
+    settings: &Settings,
+) -> Result<(Demand, AcquireRequest), AppError> {
+    let (max_wait_ms, hosts) = (settings.max_wait_ms, &settings.webhook_hosts);
     match kind {
-        Kind::Lock => locks::asked(parse_json(body)?, max_wait_ms),
-        Kind::Semaphore => semaphores::asked(parse_json(body)?, max_wait_ms),
+        Kind::Lock => locks::asked(parse_json(body)?, max_wait_ms, hosts),
+        Kind::Semaphore => semaphores::asked(parse_json(body)?, max_wait_ms, hosts),
     }
 }
 
@@ -156,7 +162,7 @@ async fn acquire(
         context,
         body,
     } = call;
-    let (demand, mut request) = asked(kind, &body, state.settings.max_wait_ms)?;
+    let (demand, mut request) = asked(kind, &body, &state.settings)?;
     if request.override_reason.is_some() {
         // Granted through a freeze: an administrator's decision.
         admin?;

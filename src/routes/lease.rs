@@ -15,7 +15,8 @@ use utoipa::IntoParams;
 
 use super::{AppError, Json};
 use crate::domain::{
-    AcquireRequest, Demand, KeepPlace, Kind, LeaseId, Name, Owner, Priority, Reason, Ttl, WaitTime,
+    AcquireRequest, Demand, KeepPlace, Kind, LeaseId, Name, NotifyUrl, Owner, Priority, Reason,
+    Ttl, WaitTime,
 };
 use crate::engine;
 use crate::wire::{AcquireFields, EtaBasis, WaiterBody};
@@ -97,9 +98,11 @@ pub fn ttl(ttl_ms: Option<u64>) -> Result<Option<Ttl>, AppError> {
 ///
 /// # Errors
 /// `invalid-request` naming the first field at fault.
+/// `webhook_hosts` are those a `notify` URL may name (none: notices are off).
 pub fn acquire_request(
     fields: AcquireFields,
     max_wait_ms: u64,
+    webhook_hosts: &[String],
 ) -> Result<AcquireRequest, AppError> {
     let AcquireFields {
         ttl_ms,
@@ -110,7 +113,19 @@ pub fn acquire_request(
         priority,
         ask_yield,
         keep_place_ms,
+        notify,
     } = fields;
+    let notify = match (notify, keep_place_ms) {
+        (None, _) => None,
+        (Some(_), None) => {
+            return Err(AppError::Invalid(
+                "notify: a turn notice is for a ticket: send keep_place_ms with it".into(),
+            ))
+        }
+        (Some(raw), Some(_)) => {
+            Some(NotifyUrl::parse(&raw, webhook_hosts).map_err(|e| AppError::field("notify", e))?)
+        }
+    };
     let ttl = ttl(ttl_ms)?.unwrap_or_default();
     let mut wait_ms = wait_ms.unwrap_or(0);
     if keep_place_ms.is_some() {
@@ -139,6 +154,7 @@ pub fn acquire_request(
         keep_place: keep_place_ms.map(|keep_ms| KeepPlace {
             keep_ms,
             pickup_ms: 0,
+            notify,
         }),
     })
 }

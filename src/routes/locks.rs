@@ -14,9 +14,16 @@ use crate::wire::{AcquireLock, LockHolderBody, LockLeaseBody, LockStatusBody, Mo
 ///
 /// # Errors
 /// `invalid-request` naming the first field at fault.
-pub fn asked(body: AcquireLock, max_wait_ms: u64) -> Result<(Demand, AcquireRequest), AppError> {
+pub fn asked(
+    body: AcquireLock,
+    max_wait_ms: u64,
+    webhook_hosts: &[String],
+) -> Result<(Demand, AcquireRequest), AppError> {
     let demand = Demand::lock(body.shared.unwrap_or(false));
-    Ok((demand, acquire_request(body.into(), max_wait_ms)?))
+    Ok((
+        demand,
+        acquire_request(body.into(), max_wait_ms, webhook_hosts)?,
+    ))
 }
 
 lease_body!(LockLeaseBody, shared = |lease| lease.demand.is_shared());

@@ -17,6 +17,7 @@ use crate::wire::{AcquireSemaphore, SemaphoreLeaseBody, SemaphoreStatusBody, Slo
 pub fn asked(
     body: AcquireSemaphore,
     max_wait_ms: u64,
+    webhook_hosts: &[String],
 ) -> Result<(Demand, AcquireRequest), AppError> {
     let limit = body
         .limit
@@ -27,7 +28,10 @@ pub fn asked(
         .map_or(Ok(Permits::ONE), Permits::new)
         .map_err(|e| AppError::field("permits", e))?;
     let demand = Demand::semaphore(permits, limit).map_err(|e| AppError::field("permits", e))?;
-    Ok((demand, acquire_request(body.into(), max_wait_ms)?))
+    Ok((
+        demand,
+        acquire_request(body.into(), max_wait_ms, webhook_hosts)?,
+    ))
 }
 
 lease_body!(

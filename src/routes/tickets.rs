@@ -127,6 +127,12 @@ pub async fn show(
         eta_ms: place.eta.map(|eta| super::lease::eta_ms(eta.wait)),
         eta_basis: place.eta.map(|eta| EtaBasis { holds: eta.holds }),
         pickup_by: place.pickup_by_ms.map(rfc3339_ms),
+        notified_at: place
+            .notice
+            .as_ref()
+            .and_then(|n| n.notified_at_ms)
+            .map(rfc3339_ms),
+        notify_error: place.notice.and_then(|n| n.error),
     }))
 }
 

@@ -16,6 +16,7 @@ pub struct AcquireFields {
     pub priority: Option<u64>,
     pub ask_yield: Option<bool>,
     pub keep_place_ms: Option<u64>,
+    pub notify: Option<String>,
 }
 
 /// Declares an acquire-request body: the fields given, then the ones every
@@ -68,6 +69,15 @@ macro_rules! acquire_body {
             #[serde(skip_serializing_if = "Option::is_none")]
             #[schema(minimum = 1)]
             pub keep_place_ms: Option<u64>,
+            /// With `keep_place_ms`: when the ticket's turn comes while
+            /// nobody waits on it, one instance POSTs a turn notice
+            /// (`{"event": "granted", "kind", "name", "ticket",
+            /// "fencing_token", "pickup_by"}`, signed in `Baton-Signature`)
+            /// to this http or https URL, whose host must be one of the
+            /// service's `BATON_WEBHOOK_HOSTS`; retried until `pickup_by`.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            #[schema(format = "uri", max_length = 2000)]
+            pub notify: Option<String>,
         }
 
         impl From<AcquireFields> for $body {
@@ -82,6 +92,7 @@ macro_rules! acquire_body {
                     priority: fields.priority,
                     ask_yield: fields.ask_yield,
                     keep_place_ms: fields.keep_place_ms,
+                    notify: fields.notify,
                     ..Self::default()
                 }
             }
@@ -98,6 +109,7 @@ macro_rules! acquire_body {
                     priority: body.priority,
                     ask_yield: body.ask_yield,
                     keep_place_ms: body.keep_place_ms,
+                    notify: body.notify,
                 }
             }
         }

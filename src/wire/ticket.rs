@@ -68,6 +68,16 @@ pub struct TicketStateBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(format = DateTime)]
     pub pickup_by: Option<String>,
+    /// Granted with a turn notice (`notify`): when the notice was delivered
+    /// (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    pub notified_at: Option<String>,
+    /// Granted with a turn notice not delivered yet: why its last try
+    /// failed (e.g. "receiver answered 500"); it is tried again until
+    /// `pickup_by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_error: Option<String>,
 }
 
 /// `POST /{kind}/{name}/tickets/{ticket}`: wait again in the same place

@@ -15,6 +15,7 @@ mod locks;
 mod long_lines;
 mod modes;
 mod names;
+mod notices;
 mod outages;
 mod permits;
 mod priority;

@@ -39,10 +39,11 @@ pub(in crate::engine) enum Op {
     AskYield,
     History,
     Ticket,
+    Notice,
 }
 
 impl Op {
-    const ALL: [Self; 13] = [
+    const ALL: [Self; 14] = [
         Self::Acquire,
         Self::Release,
         Self::Refresh,
@@ -56,6 +57,7 @@ impl Op {
         Self::AskYield,
         Self::History,
         Self::Ticket,
+        Self::Notice,
     ];
 
     /// The operation's name, and its file in `functions/`.
@@ -74,6 +76,7 @@ impl Op {
             Self::AskYield => "ask_yield",
             Self::History => "history",
             Self::Ticket => "ticket",
+            Self::Notice => "notice",
         }
     }
 
@@ -92,6 +95,7 @@ impl Op {
             Self::AskYield => include_str!("ask_yield.lua"),
             Self::History => include_str!("history.lua"),
             Self::Ticket => include_str!("ticket.lua"),
+            Self::Notice => include_str!("notice.lua"),
         }
     }
 }

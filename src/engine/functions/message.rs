@@ -26,6 +26,9 @@ pub(in crate::engine) enum LineMessage {
     Superseded { tag: u64, owner: Option<Owner> },
     /// `x EXPIRES_IN_MS`: a lease of the name now ends sooner.
     EndsSooner { expires_in: Duration },
+    /// `d 1` (in the caller's reply only): a ticket's turn notice is due on
+    /// the name.
+    NoticeDue,
 }
 
 impl LineMessage {
@@ -56,6 +59,7 @@ impl LineMessage {
             "x" => Some(Self::EndsSooner {
                 expires_in: Duration::from_millis(number(rest)?),
             }),
+            "d" => (rest == "1").then_some(Self::NoticeDue),
             _ => None,
         }
     }
@@ -64,7 +68,7 @@ impl LineMessage {
     pub(in crate::engine) fn tag(&self) -> Option<u64> {
         match self {
             Self::Granted { tag, .. } | Self::Superseded { tag, .. } => Some(*tag),
-            Self::EndsSooner { .. } => None,
+            Self::EndsSooner { .. } | Self::NoticeDue => None,
         }
     }
 }
@@ -120,9 +124,12 @@ mod tests {
             "G 1 2 3 4 5",
             "q 1",
             "g a 2 3 4",
+            "d",
+            "d 2",
         ] {
             assert_eq!(LineMessage::decode(text), None, "{text:?}");
         }
+        assert_eq!(LineMessage::decode("d 1"), Some(LineMessage::NoticeDue));
         assert_eq!(
             LineMessage::decode("x 250"),
             Some(LineMessage::EndsSooner {

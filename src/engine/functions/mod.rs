@@ -20,6 +20,7 @@ pub(super) mod invoker;
 pub(super) mod keep_alive;
 pub(super) mod library;
 pub(super) mod message;
+pub(super) mod notice;
 pub(super) mod place;
 pub(super) mod refresh;
 pub(super) mod release;

@@ -23,6 +23,8 @@
 -- ARGV[6]  how long the place is kept (ms); "" for resume: as before
 -- ARGV[7]  how long a grant is held for pickup (ms)
 -- ARGV[8]  "1" or "0", see the modes
+-- ARGV[9]  the turn notice's URL (take, adopt, park: kept with the ticket,
+--          core/tickets.lua); "" none (an earlier one is kept)
 --
 -- Replies, each ended by finish() (core/messages.lua)
 --   {0}    no such ticket (gone, left, collected, expired); "adopt": done
@@ -34,13 +36,15 @@
 --   {2, place, waiting, place_expires_at_ms, waiter}
 --          in line at place (1: next) of waiting, kept until
 --          place_expires_at_ms; waiter: its entry in line now
---   {3, pickup_by_ms, waiting, place_expires_at_ms}
---          granted, held for pickup until pickup_by_ms ("show")
+--   {3, pickup_by_ms, waiting, place_expires_at_ms, notified_at_ms, notify_error}
+--          granted, held for pickup until pickup_by_ms ("show"); its turn
+--          notice delivered at notified_at_ms (0: not, or none asked), or
+--          why its delivery fails ("" none)
 --   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
 --
 -- Every mode reads and checks before its first write, and serves the line
 -- first (a ticket's turn comes with the first call that touches the name).
-local mode, id = ARGV[3], ARGV[4]
+local mode, id, notify = ARGV[3], ARGV[4], ARGV[9] or ''
 local packed = take_state(read_fields(id))
 guard()
 
@@ -89,7 +93,8 @@ local function join_ticket(w, keep, pickup)
     redis.call('HSET', K_OWNERS, 'slow', '1')
     SLOW = true
   end
-  save_ticket(id, {keep = keep, pickup = pickup, expires = expires, member = member}, expires)
+  save_ticket(id, {keep = keep, pickup = pickup, expires = expires, member = member,
+    notify = notify}, expires)
   event('queued', w.owner)
   return waiting_reply(member, expires)
 end
@@ -126,7 +131,8 @@ end
 if mode == 'adopt' then
   local waiter, keep = ARGV[5], tonumber(ARGV[6])
   if redis.call('ZSCORE', K_QUEUE, waiter) then
-    local rec = {keep = keep, pickup = tonumber(ARGV[7]), expires = now_ms + keep, member = waiter}
+    local rec = {keep = keep, pickup = tonumber(ARGV[7]), expires = now_ms + keep, member = waiter,
+      notify = notify}
     save_ticket(id, rec, rec.expires)
   end
   return finish({0})
@@ -143,7 +149,8 @@ if mode == 'park' then
   local rec = ticket_record(id)
   if lease then
     -- Nobody was told of it: held for the ticket's pickup instead.
-    if not lease.pending then
+    local newly = not lease.pending
+    if newly then
       local expires = now_ms + pickup
       redis.call('ZADD', K_LEASES, 'XX', num(expires), id)
       redis.call('HSET', K_OWNERS, id, pack_lease(lease, lease.ttl, expires, 1))
@@ -154,7 +161,12 @@ if mode == 'park' then
     end
     rec = rec or {member = waiter}
     rec.keep, rec.pickup, rec.expires = keep, pickup, now_ms + keep
+    -- (A lease held for pickup before this call keeps its notice as it is.)
+    rec.notify = newly and notify or nil
     save_ticket(id, rec, math.max(rec.expires, lease.score))
+    if newly then
+      notice_due(id, lease.score)
+    end
     return finish({0})
   end
   local member = nil
@@ -169,7 +181,8 @@ if mode == 'park' then
     replace_in_line(member, kept)
     local instance = waiter_of(member).instance
     redis.call('ZREM', K_BYINST, instance .. '|' .. member)
-    save_ticket(id, {keep = keep, pickup = pickup, expires = expires, member = kept}, expires)
+    save_ticket(id, {keep = keep, pickup = pickup, expires = expires, member = kept,
+      notify = notify}, expires)
     return waiting_reply(kept, expires)
   end
   -- Out of line meanwhile (its instance presumed dead, the line lost): at
@@ -198,7 +211,7 @@ if mode == 'resume' then
   end
   local before = rec.member
   if not redis.call('ZSCORE', K_QUEUE, before) then
-    redis.call('HDEL', tickets_key(), id)
+    forget_ticket(id)
     return finish({0})
   end
   local keep = ARGV[6] ~= '' and tonumber(ARGV[6]) or rec.keep
@@ -233,13 +246,15 @@ if mode == 'show' then
     if lease.pending or lease.provisional then
       -- Held for its pickup, or granted to the request waiting on it and
       -- not confirmed yet (its instance may be paused): until lease.score.
-      return finish({3, lease.score, waiting(), rec.expires})
+      local notice = redis.call('HGET', tickets_key(), id .. ':n') or ''
+      local at, err = string.match(notice, '^(%d+)|[^\n]*\n?(.*)$')
+      return finish({3, lease.score, waiting(), rec.expires, tonumber(at or '0'), err or ''})
     end
     -- Collected: the lease is its holder's now.
     return finish({0})
   end
   if not redis.call('ZSCORE', K_QUEUE, rec.member) then
-    redis.call('HDEL', tickets_key(), id)
+    forget_ticket(id)
     return finish({0})
   end
   return waiting_reply(rec.member, rec.expires)
@@ -252,7 +267,7 @@ if lease and not lease.pending then
   -- Collected: the lease is its holder's now (released with its id).
   return finish({0})
 end
-redis.call('HDEL', tickets_key(), id)
+forget_ticket(id)
 if lease then
   USED, USED_DIRTY = math.max(0, USED - lease.weight), true
   redis.call('ZREM', K_LEASES, id)

@@ -7,15 +7,16 @@ use super::library::{Function, Op, Serving};
 use super::waiter::LineEntry;
 use crate::domain::{KeepPlace, LeaseId, Owner};
 use crate::engine::error::Error;
+use crate::engine::model::NoticeState;
 
 /// One call on a ticket.
 pub(in crate::engine) enum TicketCall<'a> {
     /// A request that does not wait: acquires now, or joins as a ticket.
-    Take(LineEntry<'a>, KeepPlace),
+    Take(LineEntry<'a>, &'a KeepPlace),
     /// A waiting request just queued: its place is kept should it end early.
-    Adopt(LineEntry<'a>, KeepPlace),
+    Adopt(LineEntry<'a>, &'a KeepPlace),
     /// A waiting request ended before its grant (`gone`: nobody hears it).
-    Park(LineEntry<'a>, KeepPlace, bool),
+    Park(LineEntry<'a>, &'a KeepPlace, bool),
     /// Wait again on a ticket, as the waiter `tag` of this instance when
     /// `Some`, or collect its lease; `keep_ms` renews its place.
     Resume {
@@ -58,6 +59,8 @@ pub(in crate::engine) enum TicketReply {
         pickup_by_ms: u64,
         waiting: u64,
         place_expires_at_ms: u64,
+        /// Its turn notice: delivered then (ms), or why it is not yet.
+        notice: NoticeState,
     },
 }
 
@@ -87,7 +90,8 @@ impl Function for TicketCall<'_> {
                     .arg(entry.encode())
                     .arg(keep.keep_ms)
                     .arg(keep.pickup_ms)
-                    .arg(u8::from(gone));
+                    .arg(u8::from(gone))
+                    .arg(keep.notify.as_ref().map_or("", |url| url.as_str()));
             }
             Self::Resume {
                 ticket,
@@ -98,10 +102,16 @@ impl Function for TicketCall<'_> {
                     .arg(tag.map_or(String::new(), |t| t.to_string()))
                     .arg(keep_ms.map_or(String::new(), |k| k.to_string()))
                     .arg("")
-                    .arg(u8::from(tag.is_some()));
+                    .arg(u8::from(tag.is_some()))
+                    .arg("");
             }
             Self::Show(ticket) | Self::Leave(ticket) => {
-                call.arg(ticket.expose()).arg("").arg("").arg("").arg("0");
+                call.arg(ticket.expose())
+                    .arg("")
+                    .arg("")
+                    .arg("")
+                    .arg("0")
+                    .arg("");
             }
         }
     }
@@ -128,6 +138,14 @@ impl Function for TicketCall<'_> {
                 pickup_by_ms: reply.uint()?,
                 waiting: reply.uint()?,
                 place_expires_at_ms: reply.uint()?,
+                notice: {
+                    let at = reply.uint()?;
+                    let error = reply.text()?;
+                    NoticeState {
+                        notified_at_ms: (at > 0).then_some(at),
+                        error: (!error.is_empty()).then_some(error),
+                    }
+                },
             }),
             code => Err(Error::Protocol(format!("ticket replied code {code}"))),
         }

@@ -13,6 +13,8 @@
 //! it lapsed meanwhile (this instance was paused, Redis stalled), the same
 //! call puts the waiter back in line.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -85,10 +87,11 @@ impl Leases {
         }
         let (leases, name) = (&acquisition.leases, &acquisition.name);
         let mut attempts = 1u32;
+
         if acquisition.request.wait.as_duration().is_zero() {
-            if let Some(keep) = acquisition.request.keep_place {
+            if acquisition.request.keep_place.is_some() {
                 // Acquired now, or in line as a ticket: one call either way.
-                return Box::pin(acquisition.take_ticket(keep))
+                return Box::pin(acquisition.take_ticket())
                     .await
                     .map(Acquiring::Now);
             }
@@ -129,9 +132,9 @@ impl Leases {
             match attempt {
                 Ok(Attempt::Queued { next_expiry_in }) => {
                     registration.in_line(next_expiry_in);
-                    if let Some(keep) = acquisition.request.keep_place {
+                    if acquisition.request.keep_place.is_some() {
                         // Its place outlives this request (and this instance).
-                        Box::pin(acquisition.adopt(keep)).await;
+                        Box::pin(acquisition.adopt()).await;
                     }
                     if acquisition.request.ask_yield {
                         // Asked once, as it joins: a request, not a condition.
@@ -202,6 +205,22 @@ impl Leases {
     }
 }
 
+impl Leases {
+    /// Lists `name` among the names with turn notices (engine/notices):
+    /// before a ticket there asks one, so some instance looks at it.
+    pub(super) fn watch_notices<'a>(
+        &'a self,
+        name: &'a Name,
+    ) -> Pin<Box<dyn Future<Output = Result<(), Error>> + Send + 'a>> {
+        Box::pin(async move {
+            match self.engine.notices() {
+                Some(notices) => notices.watch(self.kind, name).await,
+                None => Ok(()),
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,16 +242,16 @@ mod tests {
     #[test]
     fn what_a_waiting_request_keeps_stays_small() {
         let queued = std::mem::size_of::<Waiting>();
-        // (288 and 696: an override reason's pointer, boxed, and a ticket's
-        // terms (keep_place_ms, 24 bytes, held twice while joining) among
-        // the request's fields.)
-        assert!(queued <= 288, "a queued acquisition is {queued} bytes");
+        // (296 and 712: an override reason's pointer, boxed, and a ticket's
+        // terms (keep_place_ms and its notify URL's pointer, 32 bytes, held
+        // twice while joining) among the request's fields.)
+        assert!(queued <= 296, "a queued acquisition is {queued} bytes");
         let waiting = size_of_return(Waiting::outcome);
         assert!(
             waiting <= 384,
             "a queued acquisition's outcome future is {waiting} bytes"
         );
         let joining = size_of_return4(Leases::acquire);
-        assert!(joining <= 696, "an acquisition's future is {joining} bytes");
+        assert!(joining <= 712, "an acquisition's future is {joining} bytes");
     }
 }

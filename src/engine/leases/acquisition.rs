@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::operations::Leases;
-use crate::domain::{AcquireRequest, Demand, KeepPlace, LeaseId, Name, TokenName};
+use crate::domain::{AcquireRequest, Demand, LeaseId, Name, TokenName};
 use crate::engine::error::Error;
 use crate::engine::freeze_book::wall_clock_ms;
 use crate::engine::functions::acquire::Attempt;
@@ -141,6 +141,7 @@ impl Acquisition {
                 frozen: self.frozen_by(),
                 pickup_by_ms: None,
                 eta: None,
+                notice: None,
             })))),
             other => Err(Error::Protocol(format!(
                 "a ticket's call replied {other:?}"
@@ -150,13 +151,24 @@ impl Acquisition {
 
     /// A request that keeps its place and does not wait: acquired now (a
     /// full lease, written by the call that replied), or in line as a ticket.
-    pub(super) async fn take_ticket(
-        self,
-        keep: KeepPlace,
-    ) -> Result<Result<Lease, Refusal>, Error> {
+    pub(super) async fn take_ticket(self) -> Result<Result<Lease, Refusal>, Error> {
         let turn = self.leases.engine.join_turn().await;
-        let take = TicketCall::Take(self.entry(), keep);
-        let reply = self.leases.serve(&self.name, &take).await;
+        let reply = match &self.request.keep_place {
+            Some(keep) => {
+                let watched = match keep.notify {
+                    Some(_) => self.leases.watch_notices(&self.name).await,
+                    None => Ok(()),
+                };
+                let take = TicketCall::Take(self.entry(), keep);
+                match watched {
+                    Ok(()) => self.leases.serve(&self.name, &take).await,
+                    Err(err) => Err(err),
+                }
+            }
+            None => Err(Error::Protocol(
+                "a ticket taken without keep_place_ms".into(),
+            )),
+        };
         drop(turn);
         let outcome = reply.and_then(|reply| self.ticketed(reply));
         self.settle(1, outcome).await
@@ -164,7 +176,15 @@ impl Acquisition {
 
     /// A waiting request that keeps its place, just queued: its place
     /// outlives the request (and this instance) from now on.
-    pub(super) async fn adopt(&self, keep: KeepPlace) {
+    pub(super) async fn adopt(&self) {
+        let Some(keep) = &self.request.keep_place else {
+            return;
+        };
+        if keep.notify.is_some() {
+            if let Err(err) = self.leases.watch_notices(&self.name).await {
+                tracing::debug!(%err, "listing a name with turn notices failed");
+            }
+        }
         let adopt = TicketCall::Adopt(self.entry(), keep);
         if let Err(err) = self.leases.serve(&self.name, &adopt).await {
             tracing::debug!(%err, "keeping a waiter's place failed");
@@ -295,7 +315,7 @@ impl Drop for Acquisition {
         runtime.spawn(async move {
             let mut backoff = Duration::from_millis(100);
             loop {
-                let ended = if let Some(keep) = parting.request.keep_place {
+                let ended = if let Some(keep) = &parting.request.keep_place {
                     // Its place (or a lease granted meanwhile, held for
                     // pickup) is kept as its ticket.
                     let park = TicketCall::Park(parting.entry(), keep, true);

@@ -18,7 +18,7 @@ use crate::engine::freeze_book::wall_clock_ms;
 use crate::engine::functions::acquire::{Attempt, Join};
 use crate::engine::functions::ticket::{TicketCall, TicketReply};
 use crate::engine::functions::waiter::StoredWaiter;
-use crate::engine::model::{FrozenBy, Lease, Refusal, TicketPlace};
+use crate::engine::model::{FrozenBy, Lease, NoticeState, Refusal, TicketPlace};
 use crate::engine::waiters::new_tag;
 
 /// How long a wait on a ticket waits for its name's channel (as an acquire).
@@ -63,11 +63,13 @@ impl Leases {
                 frozen,
                 pickup_by_ms: None,
                 eta,
+                notice: None,
             }),
             TicketReply::Granted {
                 pickup_by_ms,
                 waiting,
                 place_expires_at_ms,
+                notice,
             } => Some(TicketPlace {
                 ticket,
                 place: 0,
@@ -76,6 +78,7 @@ impl Leases {
                 frozen,
                 pickup_by_ms: Some(pickup_by_ms),
                 eta: None,
+                notice: (notice != NoticeState::default()).then(|| Box::new(notice)),
             }),
             _ => None,
         })
@@ -152,6 +155,8 @@ impl Leases {
             keep_place: Some(KeepPlace {
                 keep_ms: keep_ms.max(1),
                 pickup_ms: asked.pickup_ms,
+                // The ticket's notice, if it asked one, stays as it was.
+                notify: None,
             }),
         };
         let acquisition =
@@ -231,6 +236,7 @@ impl Leases {
                         frozen,
                         pickup_by_ms: None,
                         eta: None,
+                        notice: None,
                     },
                 ))))))
             }

@@ -127,7 +127,7 @@ impl Waiting {
         // The wait is over: take a lease granted meanwhile (or room there is
         // now), else leave the line.
         self.registration = None;
-        if let Some(keep) = acquisition.request.keep_place {
+        if let Some(keep) = &acquisition.request.keep_place {
             // Its place is kept as a ticket (or it takes a lease granted
             // meanwhile, or room there is now).
             let park = TicketCall::Park(acquisition.entry(), keep, false);

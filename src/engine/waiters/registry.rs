@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -59,6 +60,9 @@ pub(crate) struct Registry {
     pub(super) generation: watch::Sender<u64>,
     pub(super) shutdown: CancellationToken,
     pub(super) tasks: tokio_util::task::TaskTracker,
+    /// Where a reply's word that a turn notice is due on a name goes (the
+    /// notices' deliverer); `None` while notices are off.
+    notices_due: Option<UnboundedSender<(Kind, Name)>>,
 }
 
 impl Registry {
@@ -68,6 +72,7 @@ impl Registry {
         max: usize,
         shutdown: CancellationToken,
         tasks: tokio_util::task::TaskTracker,
+        notices_due: Option<UnboundedSender<(Kind, Name)>>,
     ) -> Arc<Self> {
         let (pubsub, notices) = invoker.store().pubsub(shutdown.clone());
         let registry = Arc::new(Self {
@@ -80,6 +85,7 @@ impl Registry {
             generation: watch::Sender::new(0),
             shutdown,
             tasks,
+            notices_due,
         });
         registry
             .tasks
@@ -148,6 +154,12 @@ impl Registry {
         }
         let channel = self.invoker.keys().name_channel(kind, name);
         for message in tail.messages {
+            if message == LineMessage::NoticeDue {
+                if let Some(due) = &self.notices_due {
+                    let _ = due.send((kind, name.clone()));
+                }
+                continue;
+            }
             self.dispatch(&channel, message);
         }
     }
@@ -188,6 +200,8 @@ impl Registry {
                 self.wake_at(channel, expires_in);
                 return;
             }
+            // Only ever in the caller's reply (heard()).
+            LineMessage::NoticeDue => return,
         };
         let mut names = self.names();
         let slot = tag.and_then(|tag| names.get_mut(channel)?.waiters.get_mut(&tag));

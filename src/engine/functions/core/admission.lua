@@ -153,7 +153,10 @@ local function serve_line(used, kept)
         local token, expires_at, expires = write_lease(w, not mine, not kept and granted == 0,
           hold)
         used, granted = used + weight, granted + 1
-        if not w.pickup then
+        if w.pickup then
+          -- Nobody waits on it: its turn notice, if it asked one, is due.
+          notice_due(w.id, expires)
+        else
           tell(instance, (mine and 'G ' or 'g ') .. w.tag .. ' ' .. num(token) .. ' ' ..
             num(expires_at) .. ' ' .. num(expires - now_ms))
         end

@@ -15,6 +15,8 @@
 --   s TAG OWNER                               waiter TAG was superseded by a newer
 --                                             newest_wins request of OWNER ("" none)
 --   x EXPIRES_IN_MS                           a lease now ends sooner: wake the line then
+--   d 1                                       (the caller's only) a ticket's turn notice
+--                                             is due on the name (core/tickets.lua)
 -- (message.rs decodes them.) Messages for the holders' streams, on the same
 -- channel and only while someone follows a lease of the name (FOLLOWED,
 -- state.lua), each naming a lease by its fencing token, never by its id:

@@ -15,6 +15,9 @@
 --   ticket -> "keep_ms|pickup_ms|expires_ms|" .. its entry in queue as it
 --             is now (a ticket's, or an active waiter's while a request
 --             waits on it on some instance)
+--   ticket .. ":n" -> "notified_ms|url", with "\n" .. error after it while
+--             its delivery fails: a ticket that asked a turn notice
+--             (notify; notified_ms 0: not delivered yet)
 -- The hash's TTL is the latest of its tickets' deadlines (never shortened).
 --
 -- Granted while nobody waits on it (serve_line(), admission.lua), a ticket's
@@ -23,6 +26,14 @@
 -- gets its full ttl from the collect (ticket.lua); not collected, it
 -- expires and its history entry says "not-collected" (history.lua). The
 -- pending lease weighs what the ticket asked, so nobody is granted past it.
+--
+-- A ticket that asked a turn notice, granted while nobody waits on it, has
+-- its notice due (notice_due()): the name's notices zset
+-- ("prefix{lock:NAME}:notices", its slot) gets ticket -> when an instance
+-- may try it next (ms, Redis clock), and the call tells its caller in its
+-- reply ("d 1", messages.lua), which delivers it at once; an instance
+-- claims a notice by moving that time past its try (notice.lua), so a
+-- notice claimed by an instance that died is tried again by another.
 --
 -- An active waiter with a record whose instance dies is not dropped: it
 -- becomes a ticket again in the same place (orphan_kept()). Granted while
@@ -85,21 +96,52 @@ local function kept_hold(id, waiter)
   return nil
 end
 
+-- The name's turn notices due (see above).
+local function notices_key()
+  return string.sub(K_OWNERS, 1, -8) .. ':notices'
+end
+
 -- Keeps `until_ms` the deadline of `key` at least (a new key gets it).
 local function keep_key_until(key, until_ms)
   redis.call('PEXPIREAT', key, num(until_ms), 'NX')
   redis.call('PEXPIREAT', key, num(until_ms), 'GT')
 end
 
--- Writes ticket `id`'s record; the tickets hash, the queue and the owners
--- hash (with the line's sums) live until `until_ms` at least.
+-- Writes ticket `id`'s record (and, when rec.notify is a URL, the turn
+-- notice it asks, not delivered yet); the tickets hash, the queue and the
+-- owners hash (with the line's sums) live until `until_ms` at least.
 local function save_ticket(id, rec, until_ms)
   local key = tickets_key()
-  redis.call('HSET', key, id, num(rec.keep) .. '|' .. num(rec.pickup) .. '|' ..
-    num(rec.expires) .. '|' .. rec.member)
+  local record = num(rec.keep) .. '|' .. num(rec.pickup) .. '|' .. num(rec.expires) .. '|' ..
+    rec.member
+  if rec.notify and rec.notify ~= '' then
+    redis.call('HSET', key, id, record, id .. ':n', '0|' .. rec.notify)
+  else
+    redis.call('HSET', key, id, record)
+  end
   keep_key_until(key, until_ms)
   keep_key_until(K_QUEUE, until_ms)
   keep_leases(until_ms, false)
+end
+
+-- Forgets ticket `id`'s record (and the notice it asked).
+local function forget_ticket(id)
+  redis.call('HDEL', tickets_key(), id, id .. ':n')
+end
+
+-- Ticket `id` was granted while nobody waits on it, its lease held until
+-- `pickup_by` (ms): when it asked a turn notice, the notice is due now, and
+-- the caller is told (see above). One HEXISTS for a ticket that asked none.
+local function notice_due(id, pickup_by)
+  local tickets = tickets_key()
+  if redis.call('HEXISTS', tickets, id .. ':n') == 0 then
+    return
+  end
+  local key = notices_key()
+  redis.call('ZADD', key, now_arg(), id)
+  keep_key_until(key, pickup_by)
+  keep_key_until(tickets, pickup_by)
+  tell(ME, 'd 1')
 end
 
 -- Moves `waiter` (in queue) to `member`, in the same place.
@@ -123,7 +165,7 @@ local function orphan_kept(waiter, w)
     return false
   end
   if string.byte(w.instance, 1) == 126 or rec.expires <= now_ms or rec.member ~= waiter then
-    redis.call('HDEL', tickets_key(), w.id)
+    forget_ticket(w.id)
     return false
   end
   local member = ticket_form(w, rec.expires, rec.pickup)
