@@ -96,6 +96,8 @@
 -- without the fence (docs/design.md): each is max(fence + 1, now in
 -- microseconds) (next_token()).
 local ALIVE_MS = 3000        -- an instance not heard of for this long is dead
+local GAP_MS = 1500          -- no call on this node for longer: Redis stalled (stalled_ms())
+local GAPS_KEPT_MS = 60000   -- a gap is remembered this long after it ended
 local CONFIRM_MS = 3000      -- an unconfirmed grant lives at most this long
 local LINE_TTL_MS = 10000    -- the line's keys outlive the last touch by this
 local KEEP_MS = 60000        -- leases, owners and the fence outlive every lease by this
@@ -163,12 +165,58 @@ local FROZEN
 -- lowest priority it looked at (10: none).
 local AHEAD_RANKED, LOWEST
 
+-- Redis's stalls, as this node's library saw them (kept between calls, in
+-- this Lua state only: never a write). Every call notes Redis's clock
+-- (LAST_MS); a call that finds no call ran on this node for more than
+-- GAP_MS notes the gap (GAPS: {from_ms, to_ms}, the latest last, kept
+-- GAPS_KEPT_MS after they ended). While any instance has a waiter on this
+-- node, its keep-alives call about every second, so such a gap is a time
+-- Redis did not serve (DEBUG SLEEP, a slow fork, a VM freeze, a restart or
+-- a failover: the first call after a load notes a gap from 0) or that
+-- every instance was cut off from it: no sign that one instance died.
+-- Liveness counts Redis's serving time only (alive(), pruning.lua).
+local LAST_MS, GAPS = nil, {}
+
+-- Notes the gap since the last call on this node, when there is one.
+local function note_gap()
+  if LAST_MS and now_ms - LAST_MS <= GAP_MS then
+    if now_ms > LAST_MS then
+      LAST_MS = now_ms
+    end
+    return
+  end
+  local kept = {}
+  for _, gap in ipairs(GAPS) do
+    if gap[2] > now_ms - GAPS_KEPT_MS then
+      kept[#kept + 1] = gap
+    end
+  end
+  kept[#kept + 1] = {LAST_MS or 0, now_ms}
+  GAPS, LAST_MS = kept, now_ms
+end
+
+-- How much of the time since `heard_ms` Redis did not serve while a
+-- deadline of `until_ms` had not passed (ms): the gaps after `heard_ms` that
+-- began before `until_ms`. A gap that began after it does not count: the
+-- node was idle, or served nobody, after the deadline had passed (so a
+-- dead instance is not kept alive by calls a few seconds apart).
+local function stalled_ms(heard_ms, until_ms)
+  local stalled = 0
+  for _, gap in ipairs(GAPS) do
+    if gap[2] > heard_ms and gap[1] < until_ms then
+      stalled = stalled + gap[2] - math.max(gap[1], heard_ms)
+    end
+  end
+  return stalled
+end
+
 -- Every call begins here: its key, its first two arguments, the clock.
 local function begin(keys, args)
   K_OWNERS, EVENTS, CONTEXT, K_LEASES, K_HISTORY = keys[1], args[1], args[2], nil, nil
   local clock = redis.call('TIME')
   now_us = clock[1] * 1000000 + clock[2]
   now_ms = math.floor(now_us / 1000)
+  note_gap()
   NOW_MS = nil
   NOTICED, MESSAGES = EMPTY, EMPTY
   OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
