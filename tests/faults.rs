@@ -898,14 +898,6 @@ async fn a_redis_stall_keeps_the_line_in_order_across_instances_and_priorities()
         pair.until_waiting(path, n as u64 + 1).await;
     }
     let order = ["b3", "a4", "a7", "b8", "b1", "a2", "b5", "a6"];
-    let line = |status: &Value| -> Vec<String> {
-        status["waiters"]
-            .as_array()
-            .expect("waiters")
-            .iter()
-            .map(|w| w["owner"].as_str().expect("owner").to_owned())
-            .collect()
-    };
     assert_eq!(line(&pair.get(&a, path).await.1), order);
 
     stall(&pair.redis, 3.0).join().expect("stall");
@@ -919,10 +911,34 @@ async fn a_redis_stall_keeps_the_line_in_order_across_instances_and_priorities()
     );
 
     // Each one released as soon as it is told: served in joining order.
-    let mut lease = holder;
+    let served = served_in_turn(&pair, holder, waiters).await;
+    assert_eq!(served, order, "the order served after the stall");
+}
+
+/// The owners of the waiters a status shows, in line order.
+fn line(status: &Value) -> Vec<String> {
+    status["waiters"]
+        .as_array()
+        .expect("waiters")
+        .iter()
+        .map(|w| w["owner"].as_str().expect("owner").to_owned())
+        .collect()
+}
+
+/// Releases `lease` (of a lock), then each lease granted to one of
+/// `waiters` as soon as it is told: the owners, in the order served.
+async fn served_in_turn(
+    pair: &Pair,
+    mut lease: Value,
+    mut waiters: Vec<(&'static str, JoinHandle<Option<Waited>>)>,
+) -> Vec<&'static str> {
     let mut served = Vec::new();
     while !waiters.is_empty() {
-        assert_eq!(pair.delete(&a, &lease_path("locks", &lease)).await, 204);
+        assert_eq!(
+            pair.delete(&pair.a.base(), &lease_path("locks", &lease))
+                .await,
+            204
+        );
         let deadline = Instant::now() + Duration::from_secs(10);
         let next = loop {
             if let Some(next) = waiters.iter().position(|(_, w)| w.is_finished()) {
@@ -937,7 +953,7 @@ async fn a_redis_stall_keeps_the_line_in_order_across_instances_and_priorities()
         served.push(owner);
         lease = told.body;
     }
-    assert_eq!(served, order, "the order served after the stall");
+    served
 }
 
 /// What a stall forgives is only the time Redis did not serve: an instance
@@ -976,4 +992,50 @@ async fn an_instance_killed_during_a_redis_stall_still_leaves_the_line_soon_afte
     }
     assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
     served_long_before_its_wait_ran_out(behind, sent).await;
+}
+
+/// A waiter dropped from the line anyway (its instance paused past the 3 s
+/// after which it looks dead) rejoins in the place it had, not at the back:
+/// once its instance runs again, the line is in the order it joined.
+#[tokio::test]
+async fn waiters_pruned_while_their_instance_was_paused_rejoin_in_their_places() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/locks/pruned-places";
+    let (_, holder) = pair.post(&a, path, HOLD).await;
+    let joins = [
+        ("b1", &b, 0),
+        ("a2", &a, 0),
+        ("b3", &b, 5),
+        ("a4", &a, 5),
+        ("b5", &b, 0),
+    ];
+    let mut waiters = Vec::new();
+    for (n, (owner, base, priority)) in joins.into_iter().enumerate() {
+        let body = format!(
+            r#"{{"ttl_ms": 60000, "wait_ms": 60000, "owner": "{owner}", "priority": {priority}}}"#
+        );
+        waiters.push((owner, pair.waiter(base, path, &body)));
+        pair.until_waiting(path, n as u64 + 1).await;
+    }
+    let order = ["b3", "a4", "b1", "a2", "b5"];
+    assert_eq!(line(&pair.get(&a, path).await.1), order);
+
+    // B looks dead after 3 s without a keep-alive: A's status calls take its
+    // waiters out of the line.
+    pair.b.pause();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    pair.until_waiting(path, 2).await;
+    assert_eq!(line(&pair.get(&a, path).await.1), ["a4", "a2"]);
+
+    // B runs again: its waiters learn it, and rejoin where they were.
+    pair.b.resume();
+    pair.until_waiting(path, 5).await;
+    assert_eq!(
+        line(&pair.get(&a, path).await.1),
+        order,
+        "the line after the rejoin"
+    );
+    let served = served_in_turn(&pair, holder, waiters).await;
+    assert_eq!(served, order);
 }

@@ -75,7 +75,7 @@ impl Leases {
                     .map(Acquiring::Now);
             }
             let turn = leases.engine.join_turn().await;
-            let attempt = leases.try_acquire(name, acquisition.entry(), Join::No);
+            let attempt = leases.try_acquire(name, acquisition.entry(), Join::No, None);
             let outcome = Box::pin(attempt).await.map(|a| acquisition.answer(a));
             drop(turn);
             return Box::pin(acquisition.settle(attempts, outcome))
@@ -99,10 +99,13 @@ impl Leases {
         let outcome = loop {
             let turn = leases.engine.join_turn().await;
             let attempt =
-                Box::pin(leases.try_acquire(name, acquisition.entry(), Join::Queue)).await;
+                Box::pin(leases.try_acquire(name, acquisition.entry(), Join::Queue, None)).await;
             drop(turn);
             match attempt {
-                Ok(Attempt::Queued { next_expiry_in }) => {
+                Ok(Attempt::Queued {
+                    next_expiry_in,
+                    place,
+                }) => {
                     registration.in_line(next_expiry_in);
                     if let Some(keep) = acquisition.request.keep_place {
                         // Its place outlives this request (and this instance).
@@ -121,6 +124,7 @@ impl Leases {
                         registration: Some(registration),
                         deadline,
                         attempts,
+                        place,
                     })));
                 }
                 Ok(attempt) => break Ok(acquisition.answer(attempt)),
@@ -145,14 +149,24 @@ impl Leases {
     }
 
     /// One acquire call for `waiter`; `join` says whether it queues when
-    /// busy (and then finds what an earlier call with the same waiter made).
+    /// busy (and then finds what an earlier call with the same waiter made),
+    /// `place` where it was in line, if it was ([`Acquire::place`]).
     pub(super) async fn try_acquire(
         &self,
         name: &Name,
         waiter: LineEntry<'_>,
         join: Join,
+        place: Option<i64>,
     ) -> Result<Attempt, Error> {
-        self.serve(name, &Acquire { waiter, join }).await
+        self.serve(
+            name,
+            &Acquire {
+                waiter,
+                join,
+                place,
+            },
+        )
+        .await
     }
 }
 
@@ -177,16 +191,16 @@ mod tests {
     #[test]
     fn what_a_waiting_request_keeps_stays_small() {
         let queued = std::mem::size_of::<Waiting>();
-        // (288 and 696: an override reason's pointer, boxed, and a ticket's
+        // (296 and 704: an override reason's pointer, boxed, and a ticket's
         // terms (keep_place_ms, 24 bytes, held twice while joining) among
-        // the request's fields.)
-        assert!(queued <= 288, "a queued acquisition is {queued} bytes");
+        // the request's fields; its place in line, 8 bytes, to rejoin there.)
+        assert!(queued <= 296, "a queued acquisition is {queued} bytes");
         let waiting = size_of_return(Waiting::outcome);
         assert!(
             waiting <= 384,
             "a queued acquisition's outcome future is {waiting} bytes"
         );
         let joining = size_of_return4(Leases::acquire);
-        assert!(joining <= 696, "an acquisition's future is {joining} bytes");
+        assert!(joining <= 704, "an acquisition's future is {joining} bytes");
     }
 }
