@@ -1,6 +1,7 @@
 -- The lease core, part 4: pruning what ended without a word. Leases past
 -- their expiry leave the leases zset (end_expired(), forget_lease()), and
--- the waiters of instances that stopped keeping them alive leave the line
+-- the waiters of instances that stopped keeping them alive (for ALIVE_MS
+-- of Redis's serving time: alive_at()) leave the line
 -- (drop_dead_instances()); both at most PRUNE_BATCH per call, so one call
 -- stays bounded.
 --

@@ -62,7 +62,8 @@
 --                     joining, whichever instance a waiter is on (seq())
 --   byinst    zset, all scores 0: "instance|waiter", each instance's waiters
 --   instances zset: instance id -> alive until (ms); kept fresh by that
---                     instance's keep-alive about every second
+--                     instance's keep-alive about every second (a stall of
+--                     Redis does not count against it: alive_at(), pruning.lua)
 --   history   stream: one entry per lease that ended (core/history.lua)
 --   notes     hash: "newest" -> the queued newest_wins waiter; "s:ID" -> the
 --                     owner of the request that superseded waiter ID, for as long as
