@@ -1039,3 +1039,37 @@ async fn waiters_pruned_while_their_instance_was_paused_rejoin_in_their_places()
     let served = served_in_turn(&pair, holder, waiters).await;
     assert_eq!(served, order);
 }
+
+/// A silence is forgiven once, not for ever: an instance killed on a node
+/// that then runs no call for seconds (nothing else waits there) looks, to
+/// the first call after the silence, as if Redis had stalled; its waiter
+/// still leaves the line within 3 s of that call (5 s here, a margin),
+/// however the calls come.
+#[tokio::test]
+async fn an_instance_killed_on_an_idle_node_leaves_the_line_soon_after_the_next_call() {
+    let mut pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/locks/idle-kill";
+    let (_, holder) = pair.post(&a, path, HOLD).await;
+    let _doomed = pair.waiter(&b, path, WAIT);
+    pair.until_waiting(path, 1).await;
+
+    pair.b.kill();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let asked = Instant::now();
+    loop {
+        let (_, status) = pair.get(&a, path).await;
+        if status["waiting"] == 0 {
+            break;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "the killed instance's waiter is still in line: {status}"
+        );
+        // A slow poller: calls more than 1.5 s apart keep nobody alive.
+        tokio::time::sleep(Duration::from_millis(1600)).await;
+    }
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    let (_, status) = pair.get(&a, path).await;
+    assert_eq!(status["held"], false, "{status}");
+}

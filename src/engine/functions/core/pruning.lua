@@ -44,13 +44,13 @@ end
 -- (its score in instances, ms) is alive now: heard within ALIVE_MS of
 -- Redis's serving time. A stall of Redis (stalled_ms(), state.lua) is no
 -- sign that an instance died: no keep-alive could reach Redis, so an
--- instance alive when Redis stopped serving keeps, once Redis serves again,
--- the time it had left then. (So a dead instance's waiters leave the line
--- ALIVE_MS after its last keep-alive, or, when the node ran no call at all
--- from before then, at most ALIVE_MS after the first call since.)
+-- instance that was on time when Redis stopped serving keeps, once Redis
+-- serves again, the time it had left then. (So a dead instance's waiters
+-- leave the line ALIVE_MS after its last keep-alive, or, when the node ran
+-- no call for more than GAP_MS right after it, at most ALIVE_MS after the
+-- call that ended that silence.)
 local function alive_at(alive_until)
-  return alive_until > now_ms or
-    alive_until + stalled_ms(alive_until - ALIVE_MS, alive_until) > now_ms
+  return alive_until > now_ms or alive_until + stalled_ms(alive_until - ALIVE_MS) > now_ms
 end
 
 -- Whether `instance` keeps its waiters alive (the caller does: it is
@@ -80,7 +80,8 @@ end
 -- Waiters of instances that stopped keeping them alive leave the line; at
 -- most PRUNE_BATCH per call. The dead are the first in instances: one
 -- heard earlier is never alive when one heard later is dead (alive_at():
--- the time Redis did not serve between their keep-alives is at most the
+-- what the earlier one is forgiven beyond the later one is at most the
+-- time Redis did not serve between their keep-alives, which is at most the
 -- time between them), so the scan stops at the first live one.
 local function drop_dead_instances()
   local first = redis.call('ZRANGE', K_INSTANCES, '0', '0', 'WITHSCORES')

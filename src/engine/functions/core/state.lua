@@ -196,15 +196,18 @@ local function note_gap()
   GAPS, LAST_MS = kept, now_ms
 end
 
--- How much of the time since `heard_ms` Redis did not serve while a
--- deadline of `until_ms` had not passed (ms): the gaps after `heard_ms` that
--- began before `until_ms`. A gap that began after it does not count: the
--- node was idle, or served nobody, after the deadline had passed (so a
--- dead instance is not kept alive by calls a few seconds apart).
-local function stalled_ms(heard_ms, until_ms)
+-- How much of the time since an instance's keep-alive at `heard_ms`
+-- Redis did not serve while that instance was on time (ms): the gap that
+-- began less than GAP_MS after it (it keeps alive every second, so it was
+-- not late yet), from `heard_ms` on. A gap that began later does not
+-- count: the instance was late already, and the node idle or serving
+-- nobody else (so a dead instance is not kept alive by calls a few seconds
+-- apart). Gaps last more than GAP_MS, so at most one counts, besides the
+-- one before the library's first call.
+local function stalled_ms(heard_ms)
   local stalled = 0
   for _, gap in ipairs(GAPS) do
-    if gap[2] > heard_ms and gap[1] < until_ms then
+    if gap[2] > heard_ms and gap[1] < heard_ms + GAP_MS then
       stalled = stalled + gap[2] - math.max(gap[1], heard_ms)
     end
   end
