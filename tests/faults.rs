@@ -894,7 +894,9 @@ async fn a_freeze_that_ends_while_its_instance_is_paused_serves_the_line_in_orde
     let (status, made) = pair.post(&b, "/freezes", &body.to_string()).await;
     assert_eq!(status, 201, "{made}");
     let deadline = Instant::now() + Duration::from_secs(5);
-    while pair.post(&a, path, r#"{"limit": 5}"#).await.0 != 423 {
+    // (A probe that beats the freeze to A does not fit beside the holder:
+    // refused, it takes no lease.)
+    while pair.post(&a, path, r#"{"limit": 1}"#).await.0 != 423 {
         assert!(Instant::now() < deadline, "A never applied the freeze");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -1134,4 +1136,211 @@ async fn an_instance_started_while_redis_is_down_never_grants_a_frozen_name() {
         }
     }
     assert!(frozen > 0, "the instance never read the list of freezes");
+}
+
+/// A stall of Redis (DEBUG SLEEP for 3 s, past the 3 s after which an
+/// instance not heard of is presumed dead) is no sign that an instance
+/// died: no keep-alive could reach Redis meanwhile, so nobody leaves the
+/// line, and the waiters of both instances, of two priorities, are served
+/// afterwards in the order they joined.
+#[tokio::test]
+async fn a_redis_stall_keeps_the_line_in_order_across_instances_and_priorities() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/locks/stall-order";
+    let (status, holder) = pair.post(&a, path, HOLD).await;
+    assert_eq!(status, 201, "{holder}");
+    let joins = [
+        ("b1", &b, 0),
+        ("a2", &a, 0),
+        ("b3", &b, 5),
+        ("a4", &a, 5),
+        ("b5", &b, 0),
+        ("a6", &a, 0),
+        ("a7", &a, 5),
+        ("b8", &b, 5),
+    ];
+    let mut waiters = Vec::new();
+    for (n, (owner, base, priority)) in joins.into_iter().enumerate() {
+        let body = format!(
+            r#"{{"ttl_ms": 60000, "wait_ms": 60000, "owner": "{owner}", "priority": {priority}}}"#
+        );
+        waiters.push((owner, pair.waiter(base, path, &body)));
+        pair.until_waiting(path, n as u64 + 1).await;
+    }
+    let order = ["b3", "a4", "a7", "b8", "b1", "a2", "b5", "a6"];
+    assert_eq!(line(&pair.get(&a, path).await.1), order);
+
+    stall(&pair.redis, 3.0).join().expect("stall");
+    // Every instance's keep-alive reaches Redis again (and a waiter that
+    // was dropped would have rejoined by then).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        line(&pair.get(&a, path).await.1),
+        order,
+        "the line after the stall"
+    );
+
+    // Each one released as soon as it is told: served in joining order.
+    let served = served_in_turn(&pair, holder, waiters).await;
+    assert_eq!(served, order, "the order served after the stall");
+}
+
+/// The owners of the waiters a status shows, in line order.
+fn line(status: &Value) -> Vec<String> {
+    status["waiters"]
+        .as_array()
+        .expect("waiters")
+        .iter()
+        .map(|w| w["owner"].as_str().expect("owner").to_owned())
+        .collect()
+}
+
+/// Releases `lease` (of a lock), then each lease granted to one of
+/// `waiters` as soon as it is told: the owners, in the order served.
+async fn served_in_turn(
+    pair: &Pair,
+    mut lease: Value,
+    mut waiters: Vec<(&'static str, JoinHandle<Option<Waited>>)>,
+) -> Vec<&'static str> {
+    let mut served = Vec::new();
+    while !waiters.is_empty() {
+        assert_eq!(
+            pair.delete(&pair.a.base(), &lease_path("locks", &lease))
+                .await,
+            204
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let next = loop {
+            if let Some(next) = waiters.iter().position(|(_, w)| w.is_finished()) {
+                break next;
+            }
+            assert!(Instant::now() < deadline, "nobody served after {served:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let (owner, waiter) = waiters.remove(next);
+        let told = waiter.await.expect("waiter").expect("an answer");
+        assert_eq!(told.status, 201, "{owner}: {}", told.body);
+        served.push(owner);
+        lease = told.body;
+    }
+    served
+}
+
+/// What a stall forgives is only the time Redis did not serve: an instance
+/// killed while Redis stalls still leaves the line within seconds of the
+/// stall's end (its waiter keeps only what it had left of its 3 s when the
+/// stall began), and the waiter behind it, on the other instance, is served.
+#[tokio::test]
+async fn an_instance_killed_during_a_redis_stall_still_leaves_the_line_soon_after() {
+    let mut pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/locks/stall-kill";
+    let (_, holder) = pair.post(&a, path, HOLD).await;
+    let _doomed = pair.waiter(&b, path, WAIT);
+    pair.until_waiting(path, 1).await;
+    let sent = Instant::now();
+    let behind = pair.waiter(&a, path, WAIT);
+    pair.until_waiting(path, 2).await;
+
+    let stalled = stall(&pair.redis, 3.0);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    pair.b.kill();
+    stalled.join().expect("stall");
+    let ended = Instant::now();
+
+    // Within 5 s of the stall's end, only the waiter on A is in line.
+    loop {
+        let (_, status) = pair.get(&a, path).await;
+        if status["waiting"] == 1 {
+            break;
+        }
+        assert!(
+            ended.elapsed() < Duration::from_secs(5),
+            "the killed instance's waiter is still in line: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    served_long_before_its_wait_ran_out(behind, sent).await;
+}
+
+/// A waiter dropped from the line anyway (its instance paused past the 3 s
+/// after which it looks dead) rejoins in the place it had, not at the back:
+/// once its instance runs again, the line is in the order it joined.
+#[tokio::test]
+async fn waiters_pruned_while_their_instance_was_paused_rejoin_in_their_places() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/locks/pruned-places";
+    let (_, holder) = pair.post(&a, path, HOLD).await;
+    let joins = [
+        ("b1", &b, 0),
+        ("a2", &a, 0),
+        ("b3", &b, 5),
+        ("a4", &a, 5),
+        ("b5", &b, 0),
+    ];
+    let mut waiters = Vec::new();
+    for (n, (owner, base, priority)) in joins.into_iter().enumerate() {
+        let body = format!(
+            r#"{{"ttl_ms": 60000, "wait_ms": 60000, "owner": "{owner}", "priority": {priority}}}"#
+        );
+        waiters.push((owner, pair.waiter(base, path, &body)));
+        pair.until_waiting(path, n as u64 + 1).await;
+    }
+    let order = ["b3", "a4", "b1", "a2", "b5"];
+    assert_eq!(line(&pair.get(&a, path).await.1), order);
+
+    // B looks dead after 3 s without a keep-alive: A's status calls take its
+    // waiters out of the line.
+    pair.b.pause();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    pair.until_waiting(path, 2).await;
+    assert_eq!(line(&pair.get(&a, path).await.1), ["a4", "a2"]);
+
+    // B runs again: its waiters learn it, and rejoin where they were.
+    pair.b.resume();
+    pair.until_waiting(path, 5).await;
+    assert_eq!(
+        line(&pair.get(&a, path).await.1),
+        order,
+        "the line after the rejoin"
+    );
+    let served = served_in_turn(&pair, holder, waiters).await;
+    assert_eq!(served, order);
+}
+
+/// A silence is forgiven once, not for ever: an instance killed on a node
+/// that then runs no call for seconds (nothing else waits there) looks, to
+/// the first call after the silence, as if Redis had stalled; its waiter
+/// still leaves the line within 3 s of that call (5 s here, a margin),
+/// however the calls come.
+#[tokio::test]
+async fn an_instance_killed_on_an_idle_node_leaves_the_line_soon_after_the_next_call() {
+    let mut pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/locks/idle-kill";
+    let (_, holder) = pair.post(&a, path, HOLD).await;
+    let _doomed = pair.waiter(&b, path, WAIT);
+    pair.until_waiting(path, 1).await;
+
+    pair.b.kill();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let asked = Instant::now();
+    loop {
+        let (_, status) = pair.get(&a, path).await;
+        if status["waiting"] == 0 {
+            break;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "the killed instance's waiter is still in line: {status}"
+        );
+        // A slow poller: calls more than 1.5 s apart keep nobody alive.
+        tokio::time::sleep(Duration::from_millis(1600)).await;
+    }
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    let (_, status) = pair.get(&a, path).await;
+    assert_eq!(status["held"], false, "{status}");
 }

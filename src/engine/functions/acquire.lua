@@ -8,6 +8,11 @@
 --          and weight as core/admission.lua names them for each kind, owner,
 --          by and override "" for none
 -- ARGV[4]  1: join the line when busy (the caller waits); 0: do not queue
+-- ARGV[5]  the place (its seq, core/state.lua) an earlier call of this waiter
+--          replied, "" for none: a waiter that asks again and is no longer in
+--          line (dropped while its instance looked dead, its grant lapsed
+--          unconfirmed, the queue's key lost) joins again in that place, not
+--          at the back; a place of another priority is not taken
 --
 -- Replies, each ended by finish() (core/messages.lua)
 --   {1, fencing_token, expires_at_ms}
@@ -19,12 +24,13 @@
 --   {2, owner}
 --       superseded: a newer newest_wins request (of that owner, "" none) took
 --       this waiter's place; it neither joins the line nor acquires
---   {0, holders, used, waiting, expires_in_ms, owner, queued}
+--   {0, holders, used, waiting, expires_in_ms, owner, queued[, place]}
 --       busy. queued 1: in line (joined now or before), holders, used and
 --       waiting 0 (not counted: a waiter needs only when the first lease
---       ends), and the time left of the lease that ends first; queued 0:
---       refused, with the live leases and their weight, the requests in line,
---       and the time left and owner of the lease in its way (in_the_way(),
+--       ends), the time left of the lease that ends first, and its place (its
+--       seq, for ARGV[5] when it asks again); queued 0 (no place): refused,
+--       with the live leases and their weight, the requests in line, and the
+--       time left and owner of the lease in its way (in_the_way(),
 --       core/views.lua; -1 and "" when none)
 --   {3}
 --       frozen: the call's freeze holds (core/admission.lua), the request
@@ -38,7 +44,7 @@
 -- A request that has not queued acquires only when it fits beside the live
 -- leases and every waiter (newcomer_fits(), exact at any length of the
 -- line), so it never overtakes a queued waiter.
-local waiter, join = ARGV[3], ARGV[4] == '1'
+local waiter, join, had = ARGV[3], ARGV[4] == '1', tonumber(ARGV[5])
 if FROZEN and not join and held_back(string.match(waiter, '^[^\n]*\n[^\n]*\n(.*)$')) then
   return finish({3})
 end
@@ -116,7 +122,7 @@ if join then
   end
   -- Queued already (asking again after a missed message, or an earlier call
   -- joined), or superseded meanwhile by a newer newest_wins request.
-  queued = redis.call('ZSCORE', K_QUEUE, waiter) ~= false
+  queued = redis.call('ZSCORE', K_QUEUE, waiter)
   if not queued and newest then
     local by = redis.call('HGET', K_NOTES, 's:' .. id)
     if by then
@@ -140,7 +146,7 @@ if queued then
   -- In line already; its entry in byinst too (which a lost byinst key took,
   -- and whose absence would make its instance ask again every second).
   redis.call('ZADD', K_BYINST, '0', instance .. '|' .. waiter)
-  return finish({0, 0, 0, 0, (time_left(first, false)), '', 1})
+  return finish({0, 0, 0, 0, (time_left(first, false)), '', 1, tonumber(queued)})
 end
 if not held_back(w.override) and newcomer_fits(used, weight, limit, priority) then
   -- Written with its full expiry; the caller answers it from this reply.
@@ -165,8 +171,14 @@ if newest then
     superseded = true
   end
 end
--- Last in line among its priority: a seq after theirs, in joining order.
+-- Last in line among its priority: a seq after theirs, in joining order;
+-- or, asking again, the place it had (ARGV[5]), when that is earlier and of
+-- its priority (within half a step of its band, as seq() looks).
 local place, first_here = seq(priority)
+local back = false
+if had and had < place and math.abs(had - (now_us - priority * PRIORITY_STEP)) < PRIORITY_STEP / 2 then
+  place, back = had, true
+end
 if redis.call('ZADD', K_QUEUE, num(place), waiter) == 1 then
   count_queued(1, weight, priority)
 end
@@ -189,12 +201,14 @@ if first_here or newest then
   touch_line()
 end
 event('queued', owner)
-if superseded then
-  -- A superseded waiter ahead may have left room (with mixed limits).
+if superseded or back then
+  -- A superseded waiter ahead may have left room (with mixed limits), and a
+  -- waiter back in its place may fit there (newcomer_fits() judged it at the
+  -- back of its priority).
   serve_line(used, true)
   local lease = live_lease(id)
   if lease then
     return finish({1, lease.token, lease.expires_at})
   end
 end
-return finish({0, 0, 0, 0, (time_left(first, false)), '', 1})
+return finish({0, 0, 0, 0, (time_left(first, false)), '', 1, place})

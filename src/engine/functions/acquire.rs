@@ -26,6 +26,11 @@ pub(in crate::engine) enum Join {
 pub(in crate::engine) struct Acquire<'a> {
     pub waiter: LineEntry<'a>,
     pub join: Join,
+    /// The place an earlier call of this waiter replied ([`Attempt::Queued`]):
+    /// a waiter that asks again and is no longer in line (dropped while its
+    /// instance looked dead, its grant lapsed, the queue lost) joins again
+    /// there, not at the back.
+    pub place: Option<i64>,
 }
 
 /// What one acquire call came to.
@@ -36,9 +41,11 @@ pub(in crate::engine) enum Attempt {
     Acquired { token: u64, expires_at_ms: u64 },
     /// A newer `newest_wins` request took this waiter's place.
     Superseded { owner: Option<crate::domain::Owner> },
-    /// In line (joined now or before); a lease of the name ends in this long.
+    /// In line (joined now or before), at `place` (for [`Acquire::place`]
+    /// when it asks again); a lease of the name ends in this long.
     Queued {
         next_expiry_in: Option<std::time::Duration>,
+        place: i64,
     },
     /// Busy, and not queued (`Join::No`): how busy.
     Refused(Occupancy),
@@ -52,7 +59,11 @@ impl Function for Acquire<'_> {
 
     fn args(&self, call: &mut Cmd) {
         call.arg(self.waiter.encode())
-            .arg(u8::from(self.join == Join::Queue));
+            .arg(u8::from(self.join == Join::Queue))
+            .arg(
+                self.place
+                    .map_or_else(String::new, |place| place.to_string()),
+            );
     }
 
     fn decode(reply: &mut Cursor) -> Result<Attempt, Error> {
@@ -70,6 +81,7 @@ impl Function for Acquire<'_> {
                 Ok(if reply.flag()? {
                     Attempt::Queued {
                         next_expiry_in: state.next_expiry_in,
+                        place: reply.int()?,
                     }
                 } else {
                     Attempt::Refused(state)

@@ -127,10 +127,13 @@ impl Leases {
         let outcome = loop {
             let turn = leases.engine.join_turn().await;
             let attempt =
-                Box::pin(leases.try_acquire(name, acquisition.entry(), Join::Queue)).await;
+                Box::pin(leases.try_acquire(name, acquisition.entry(), Join::Queue, None)).await;
             drop(turn);
             match attempt {
-                Ok(Attempt::Queued { next_expiry_in }) => {
+                Ok(Attempt::Queued {
+                    next_expiry_in,
+                    place,
+                }) => {
                     registration.in_line(next_expiry_in);
                     if acquisition.request.keep_place.is_some() {
                         // Its place outlives this request (and this instance).
@@ -149,6 +152,7 @@ impl Leases {
                         registration: Some(registration),
                         deadline,
                         attempts,
+                        place,
                     })));
                 }
                 Ok(attempt) => break Ok(acquisition.answer(attempt)),
@@ -182,7 +186,9 @@ impl Leases {
         attempts: &mut u32,
     ) -> Result<Attempt, Error> {
         let name = &acquisition.name;
-        let attempt = self.try_acquire(name, acquisition.entry(), Join::No).await;
+        let attempt = self
+            .try_acquire(name, acquisition.entry(), Join::No, None)
+            .await;
         if !matches!(attempt, Ok(Attempt::Frozen)) || acquisition.frozen_by().is_some() {
             return attempt;
         }
@@ -190,18 +196,29 @@ impl Leases {
             return attempt;
         }
         *attempts += 1;
-        self.try_acquire(name, acquisition.entry(), Join::No).await
+        self.try_acquire(name, acquisition.entry(), Join::No, None)
+            .await
     }
 
     /// One acquire call for `waiter`; `join` says whether it queues when
-    /// busy (and then finds what an earlier call with the same waiter made).
+    /// busy (and then finds what an earlier call with the same waiter made),
+    /// `place` where it was in line, if it was ([`Acquire::place`]).
     pub(super) async fn try_acquire(
         &self,
         name: &Name,
         waiter: LineEntry<'_>,
         join: Join,
+        place: Option<i64>,
     ) -> Result<Attempt, Error> {
-        self.serve(name, &Acquire { waiter, join }).await
+        self.serve(
+            name,
+            &Acquire {
+                waiter,
+                join,
+                place,
+            },
+        )
+        .await
     }
 }
 
@@ -242,16 +259,17 @@ mod tests {
     #[test]
     fn what_a_waiting_request_keeps_stays_small() {
         let queued = std::mem::size_of::<Waiting>();
-        // (296 and 712: an override reason's pointer, boxed, and a ticket's
+        // (304 and 720: an override reason's pointer, boxed, a ticket's
         // terms (keep_place_ms and its notify URL's pointer, 32 bytes, held
-        // twice while joining) among the request's fields.)
-        assert!(queued <= 296, "a queued acquisition is {queued} bytes");
+        // twice while joining) among the request's fields, and its place in
+        // line, 8 bytes, to rejoin there.)
+        assert!(queued <= 304, "a queued acquisition is {queued} bytes");
         let waiting = size_of_return(Waiting::outcome);
         assert!(
             waiting <= 384,
             "a queued acquisition's outcome future is {waiting} bytes"
         );
         let joining = size_of_return4(Leases::acquire);
-        assert!(joining <= 712, "an acquisition's future is {joining} bytes");
+        assert!(joining <= 720, "an acquisition's future is {joining} bytes");
     }
 }

@@ -107,7 +107,7 @@ impl Acquisition {
                 until_ms: wall_clock_ms() + 1000,
             }))),
             // Only asked of a call that did not queue.
-            Attempt::Queued { next_expiry_in } => Err(Refusal::Busy(Busy {
+            Attempt::Queued { next_expiry_in, .. } => Err(Refusal::Busy(Busy {
                 holders: 0,
                 used: 0,
                 demand: self.demand,

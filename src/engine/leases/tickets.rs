@@ -164,15 +164,20 @@ impl Leases {
         // In line as this instance's waiter now: one acquire call serves the
         // line with it in its place (and confirms a grant), as a join would.
         let attempt =
-            Box::pin(self.try_acquire(&acquisition.name, acquisition.entry(), Join::Queue)).await;
+            Box::pin(self.try_acquire(&acquisition.name, acquisition.entry(), Join::Queue, None))
+                .await;
         match attempt {
-            Ok(Attempt::Queued { next_expiry_in }) => {
+            Ok(Attempt::Queued {
+                next_expiry_in,
+                place,
+            }) => {
                 registration.in_line(next_expiry_in);
                 Ok(Some(Acquiring::Queued(Box::new(Waiting {
                     acquisition,
                     registration: Some(registration),
                     deadline,
                     attempts: 1,
+                    place,
                 }))))
             }
             Ok(attempt) => {

@@ -21,6 +21,10 @@ pub struct Waiting {
     pub(super) registration: Option<Registration>,
     pub(super) deadline: Instant,
     pub(super) attempts: u32,
+    /// Its place in line as Redis last replied it: should it be dropped from
+    /// the line (its instance presumed dead, its grant lapsed), it asks to
+    /// join again there.
+    pub(super) place: i64,
 }
 
 impl Waiting {
@@ -107,9 +111,18 @@ impl Waiting {
                 // puts this waiter back in line (or gives it room there is).
                 WaiterNotice::Granted { held: false, .. } | WaiterNotice::Recheck => {
                     self.attempts += 1;
-                    let again = leases.try_acquire(name, acquisition.entry(), Join::Queue);
+                    let again = leases.try_acquire(
+                        name,
+                        acquisition.entry(),
+                        Join::Queue,
+                        Some(self.place),
+                    );
                     match Box::pin(again).await {
-                        Ok(Attempt::Queued { next_expiry_in }) => {
+                        Ok(Attempt::Queued {
+                            next_expiry_in,
+                            place,
+                        }) => {
+                            self.place = place;
                             if let Some(registration) = &self.registration {
                                 registration.in_line(next_expiry_in);
                             }

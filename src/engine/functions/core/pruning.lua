@@ -1,6 +1,7 @@
 -- The lease core, part 4: pruning what ended without a word. Leases past
 -- their expiry leave the leases zset (end_expired(), forget_lease()), and
--- the waiters of instances that stopped keeping them alive leave the line
+-- the waiters of instances that stopped keeping them alive (for ALIVE_MS
+-- of Redis's serving time: alive_at()) leave the line
 -- (drop_dead_instances()); both at most PRUNE_BATCH per call, so one call
 -- stays bounded.
 --
@@ -39,6 +40,19 @@ local function end_expired()
   end
 end
 
+-- Whether an instance whose keep-alive made it alive until `alive_until`
+-- (its score in instances, ms) is alive now: heard within ALIVE_MS of
+-- Redis's serving time. A stall of Redis (stalled_ms(), state.lua) is no
+-- sign that an instance died: no keep-alive could reach Redis, so an
+-- instance that was on time when Redis stopped serving keeps, once Redis
+-- serves again, the time it had left then. (So a dead instance's waiters
+-- leave the line ALIVE_MS after its last keep-alive, or, when the node ran
+-- no call for more than GAP_MS right after it, at most ALIVE_MS after the
+-- call that ended that silence.)
+local function alive_at(alive_until)
+  return alive_until > now_ms or alive_until + stalled_ms(alive_until - ALIVE_MS) > now_ms
+end
+
 -- Whether `instance` keeps its waiters alive (the caller does: it is
 -- calling). Asked once per instance in a call (ALIVE): a call that looks at
 -- a hundred waiters of a few instances asks Redis a few times, not a
@@ -57,22 +71,31 @@ local function alive(instance)
   local known = ALIVE[instance]
   if known == nil then
     local alive_until = redis.call('ZSCORE', K_INSTANCES, instance)
-    known = alive_until ~= false and tonumber(alive_until) > now_ms
+    known = alive_until ~= false and alive_at(tonumber(alive_until))
     ALIVE[instance] = known
   end
   return known
 end
 
 -- Waiters of instances that stopped keeping them alive leave the line; at
--- most PRUNE_BATCH per call.
+-- most PRUNE_BATCH per call. The dead are the first in instances: one
+-- heard earlier is never alive when one heard later is dead (alive_at():
+-- what the earlier one is forgiven beyond the later one is at most the
+-- time Redis did not serve between their keep-alives, which is at most the
+-- time between them), so the scan stops at the first live one.
 local function drop_dead_instances()
   local first = redis.call('ZRANGE', K_INSTANCES, '0', '0', 'WITHSCORES')
-  if #first == 0 or tonumber(first[2]) > now_ms then
+  if #first == 0 or alive_at(tonumber(first[2])) then
     return
   end
-  local dead = redis.call('ZRANGEBYSCORE', K_INSTANCES, '-inf', now_arg(), 'LIMIT', '0', '10')
+  local dead = redis.call('ZRANGEBYSCORE', K_INSTANCES, '-inf', now_arg(), 'LIMIT', '0', '10',
+    'WITHSCORES')
   local budget = PRUNE_BATCH
-  for _, instance in ipairs(dead) do
+  for i = 1, #dead, 2 do
+    local instance = dead[i]
+    if alive_at(tonumber(dead[i + 1])) then
+      break
+    end
     local members = redis.call('ZRANGEBYLEX', K_BYINST, '[' .. instance .. '|',
       '[' .. instance .. '|\255', 'LIMIT', 0, budget)
     for _, member in ipairs(members) do

@@ -62,7 +62,8 @@
 --                     joining, whichever instance a waiter is on (seq())
 --   byinst    zset, all scores 0: "instance|waiter", each instance's waiters
 --   instances zset: instance id -> alive until (ms); kept fresh by that
---                     instance's keep-alive about every second
+--                     instance's keep-alive about every second (a stall of
+--                     Redis does not count against it: alive_at(), pruning.lua)
 --   history   stream: one entry per lease that ended (core/history.lua)
 --   notes     hash: "newest" -> the queued newest_wins waiter; "s:ID" -> the
 --                     owner of the request that superseded waiter ID, for as long as
@@ -103,6 +104,8 @@
 -- without the fence (docs/design.md): each is max(fence + 1, now in
 -- microseconds) (next_token()).
 local ALIVE_MS = 3000        -- an instance not heard of for this long is dead
+local GAP_MS = 1500          -- no call on this node for longer: Redis stalled (stalled_ms())
+local GAPS_KEPT_MS = 60000   -- a gap is remembered this long after it ended
 local CONFIRM_MS = 3000      -- an unconfirmed grant lives at most this long
 local LINE_TTL_MS = 10000    -- the line's keys outlive the last touch by this
 local KEEP_MS = 60000        -- leases, owners and the fence outlive every lease by this
@@ -171,12 +174,61 @@ local FROZEN
 -- lowest priority it looked at (10: none).
 local AHEAD_RANKED, LOWEST
 
+-- Redis's stalls, as this node's library saw them (kept between calls, in
+-- this Lua state only: never a write). Every call notes Redis's clock
+-- (LAST_MS); a call that finds no call ran on this node for more than
+-- GAP_MS notes the gap (GAPS: {from_ms, to_ms}, the latest last, kept
+-- GAPS_KEPT_MS after they ended). While any instance has a waiter on this
+-- node, its keep-alives call about every second, so such a gap is a time
+-- Redis did not serve (DEBUG SLEEP, a slow fork, a VM freeze, a restart or
+-- a failover: the first call after a load notes a gap from 0) or that
+-- every instance was cut off from it: no sign that one instance died.
+-- Liveness counts Redis's serving time only (alive(), pruning.lua).
+local LAST_MS, GAPS = nil, {}
+
+-- Notes the gap since the last call on this node, when there is one.
+local function note_gap()
+  if LAST_MS and now_ms - LAST_MS <= GAP_MS then
+    if now_ms > LAST_MS then
+      LAST_MS = now_ms
+    end
+    return
+  end
+  local kept = {}
+  for _, gap in ipairs(GAPS) do
+    if gap[2] > now_ms - GAPS_KEPT_MS then
+      kept[#kept + 1] = gap
+    end
+  end
+  kept[#kept + 1] = {LAST_MS or 0, now_ms}
+  GAPS, LAST_MS = kept, now_ms
+end
+
+-- How much of the time since an instance's keep-alive at `heard_ms`
+-- Redis did not serve while that instance was on time (ms): the gap that
+-- began less than GAP_MS after it (it keeps alive every second, so it was
+-- not late yet), from `heard_ms` on. A gap that began later does not
+-- count: the instance was late already, and the node idle or serving
+-- nobody else (so a dead instance is not kept alive by calls a few seconds
+-- apart). Gaps last more than GAP_MS, so at most one counts, besides the
+-- one before the library's first call.
+local function stalled_ms(heard_ms)
+  local stalled = 0
+  for _, gap in ipairs(GAPS) do
+    if gap[2] > heard_ms and gap[1] < heard_ms + GAP_MS then
+      stalled = stalled + gap[2] - math.max(gap[1], heard_ms)
+    end
+  end
+  return stalled
+end
+
 -- Every call begins here: its key, its first two arguments, the clock.
 local function begin(keys, args)
   K_OWNERS, EVENTS, CONTEXT, K_LEASES, K_HISTORY = keys[1], args[1], args[2], nil, nil
   local clock = redis.call('TIME')
   now_us = clock[1] * 1000000 + clock[2]
   now_ms = math.floor(now_us / 1000)
+  note_gap()
   NOW_MS = nil
   NOTICED, MESSAGES = EMPTY, EMPTY
   OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
