@@ -193,7 +193,7 @@ impl FreezeBook {
         self.confirmed.send_modify(|n| *n += 1);
     }
 
-    /// Whether the list held was Redis's less than [`FRESH_FOR`] before
+    /// Whether the list held was Redis's less than `FRESH_FOR` before
     /// `now` (by this instance's monotonic clock, which runs on while the
     /// process is stopped); never, before it was first loaded.
     pub fn is_fresh(&self, now: Instant) -> bool {
@@ -209,7 +209,7 @@ impl FreezeBook {
     /// The freeze field of a call on the `kind` named `name` made now
     /// (`core/state.lua`): `start_ms|until_ms|fresh_ms`, the name's window
     /// (both empty for none) and until when the list is fresh by Redis's
-    /// clock; [`HOLD_ALL`] while it is not fresh by this instance's.
+    /// clock; `HOLD_ALL` while it is not fresh by this instance's.
     pub fn context_field(&self, kind: Kind, name: &str) -> String {
         if !self.is_fresh(Instant::now()) {
             return HOLD_ALL.to_owned();
