@@ -74,11 +74,14 @@ pub fn document() -> utoipa::openapi::OpenApi {
 }
 
 /// The document as committed in `openapi/openapi.json`: as served with the
-/// default `BATON_MAX_WAIT_MS` and `BATON_MAX_KEEP_PLACE_MS`.
+/// default `BATON_MAX_WAIT_MS` and `BATON_MAX_KEEP_PLACE_MS`, and turn
+/// notices on for `ci.example.com` (so that `notify` is documented; a
+/// service serves it only with its own `BATON_WEBHOOK_HOSTS`).
 pub fn document_json() -> String {
     document_json_with_max_wait(
         crate::config::DEFAULT_MAX_WAIT_MS,
         crate::config::DEFAULT_MAX_KEEP_PLACE_MS,
+        &["ci.example.com".to_owned()],
     )
 }
 
@@ -88,10 +91,15 @@ pub fn document_json() -> String {
 ///
 /// # Panics
 /// Never: the document always serializes.
-pub fn document_json_with_max_wait(max_wait_ms: u64, max_keep_place_ms: u64) -> String {
+pub fn document_json_with_max_wait(
+    max_wait_ms: u64,
+    max_keep_place_ms: u64,
+    webhook_hosts: &[String],
+) -> String {
     let doc = document();
     let mut doc = serde_json::to_value(doc).expect("the OpenAPI document serializes");
     bound_wait(&mut doc, max_wait_ms, max_keep_place_ms);
+    bound_notify(&mut doc, webhook_hosts);
     polish(&mut doc);
     let mut json = serde_json::to_string_pretty(&doc).expect("the OpenAPI document serializes");
     json.push('\n');
@@ -153,6 +161,53 @@ fn bound_wait(doc: &mut Value, max_wait_ms: u64, max_keep_place_ms: u64) {
             }),
         );
     }
+}
+
+/// `notify` as this service takes it: absent when its turn notices are off
+/// (no `BATON_WEBHOOK_HOSTS`: any `notify` is refused), else an http(s) URL
+/// on one of its hosts, and only with `keep_place_ms`.
+fn bound_notify(doc: &mut Value, webhook_hosts: &[String]) {
+    for kind in Kind::ALL {
+        let Some(body) = doc
+            .pointer_mut(&format!(
+                "/components/schemas/{}",
+                acquire_schema_name(kind)
+            ))
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        let Some(properties) = body.get_mut("properties").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if webhook_hosts.is_empty() {
+            properties.remove("notify");
+            continue;
+        }
+        if let Some(notify) = properties.get_mut("notify").and_then(Value::as_object_mut) {
+            let hosts: Vec<String> = webhook_hosts.iter().map(|h| regex_escape(h)).collect();
+            notify.insert(
+                "pattern".into(),
+                json!(format!("^https?://({})(:[0-9]+)?(/.*)?$", hosts.join("|"))),
+            );
+            body.insert(
+                "dependentRequired".into(),
+                json!({"notify": ["keep_place_ms"]}),
+            );
+        }
+    }
+}
+
+/// `text` with the characters a regular expression gives a meaning escaped.
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// What the generated document lacks for readers and linters: a server (the

@@ -39,6 +39,7 @@ pub fn app(state: AppState) -> App {
     let document = bytes::Bytes::from(openapi::document_json_with_max_wait(
         state.settings.max_wait_ms,
         state.settings.max_keep_place_ms,
+        &state.settings.webhook_hosts,
     ));
     let routes =
         Router::from(routes::api())

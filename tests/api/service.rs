@@ -54,7 +54,12 @@ async fn the_committed_openapi_document_is_what_the_code_generates() {
 
 #[tokio::test]
 async fn the_service_serves_the_openapi_document() {
-    let app = TestApp::spawn().await;
+    // The committed document is served with turn notices on for
+    // ci.example.com (so that it documents `notify`).
+    let mut settings = settings_for(&crate::helpers::shared_redis().url(), &unique_prefix());
+    settings.webhook_hosts = vec!["ci.example.com".into()];
+    settings.webhook_secret = "a secret for the test".into();
+    let app = TestApp::spawn_with(settings).await;
 
     let response = app.get("/openapi.json").await;
 
@@ -85,6 +90,17 @@ async fn the_service_serves_the_openapi_document() {
         doc,
         serde_json::from_str::<Value>(&baton::openapi::document_json()).unwrap()
     );
+    // Off (no BATON_WEBHOOK_HOSTS), `notify` is not offered at all.
+    let off: Value = TestApp::spawn()
+        .await
+        .get("/openapi.json")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(off["components"]["schemas"]["AcquireLock"]["properties"]
+        .get("notify")
+        .is_none());
 }
 
 #[tokio::test]
