@@ -50,7 +50,17 @@ pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes,
 pub fn parse_json<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, AppError> {
     // Empty, or JSON `null` (what the documented optional body allows):
     // all defaults.
-    let trimmed = bytes.trim_ascii();
+    // (JSON's own whitespace only: a form feed is not one, and is invalid.)
+    let json_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let start = bytes
+        .iter()
+        .position(|b| !json_space(b))
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !json_space(b))
+        .map_or(start, |i| i + 1);
+    let trimmed = &bytes[start..end.max(start)];
     if trimmed.is_empty() || trimmed == b"null" {
         return Ok(T::default());
     }

@@ -264,3 +264,16 @@ async fn a_wait_over_the_maximum_says_the_maximum() {
         "only a wait too long carries it"
     );
 }
+
+/// A body of whitespace JSON does not know (a form feed) is not an empty
+/// body: 400, on every endpoint that takes an optional body.
+#[tokio::test]
+async fn a_body_of_a_form_feed_is_invalid_json() {
+    let app = TestApp::spawn().await;
+    for path in ["/locks/ff", "/semaphores/ff/yield", "/locks/ff/yield"] {
+        let answer = app.post(path, "\u{c}").await;
+        problem(answer, 400, "invalid-request").await;
+    }
+    // JSON's own whitespace around nothing is an empty body.
+    assert_eq!(app.post("/locks/ff-ok", " \r\n\t").await.status(), 201);
+}
