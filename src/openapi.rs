@@ -118,29 +118,18 @@ fn bound_wait(doc: &mut Value, max_wait_ms: u64, max_keep_place_ms: u64) {
     {
         for body in schemas.values_mut() {
             if let Some(keep) = body
-                .get_mut("properties")
-                .and_then(|properties| properties.get_mut("keep_place_ms"))
-                .and_then(Value::as_object_mut)
+                .as_object_mut()
+                .and_then(|b| property(b, "keep_place_ms"))
             {
                 keep.insert("maximum".into(), json!(max_keep_place_ms));
             }
         }
     }
     for kind in Kind::ALL {
-        let Some(body) = doc
-            .pointer_mut(&format!(
-                "/components/schemas/{}",
-                acquire_schema_name(kind)
-            ))
-            .and_then(Value::as_object_mut)
-        else {
+        let Some(body) = acquire_body(doc, kind) else {
             continue;
         };
-        if let Some(wait) = body
-            .get_mut("properties")
-            .and_then(|properties| properties.get_mut("wait_ms"))
-            .and_then(Value::as_object_mut)
-        {
+        if let Some(wait) = property(body, "wait_ms") {
             wait.remove("maximum");
         }
         // (Each part says it allows the body's other members: it only adds a
@@ -163,18 +152,31 @@ fn bound_wait(doc: &mut Value, max_wait_ms: u64, max_keep_place_ms: u64) {
     }
 }
 
+/// The acquire body's schema of `kind` in `doc`.
+fn acquire_body(doc: &mut Value, kind: Kind) -> Option<&mut serde_json::Map<String, Value>> {
+    doc.pointer_mut(&format!(
+        "/components/schemas/{}",
+        acquire_schema_name(kind)
+    ))
+    .and_then(Value::as_object_mut)
+}
+
+/// The schema of `body`'s property `name`.
+fn property<'a>(
+    body: &'a mut serde_json::Map<String, Value>,
+    name: &str,
+) -> Option<&'a mut serde_json::Map<String, Value>> {
+    body.get_mut("properties")
+        .and_then(|properties| properties.get_mut(name))
+        .and_then(Value::as_object_mut)
+}
+
 /// `notify` as this service takes it: absent when its turn notices are off
 /// (no `BATON_WEBHOOK_HOSTS`: any `notify` is refused), else an http(s) URL
 /// on one of its hosts, and only with `keep_place_ms`.
 fn bound_notify(doc: &mut Value, webhook_hosts: &[String]) {
     for kind in Kind::ALL {
-        let Some(body) = doc
-            .pointer_mut(&format!(
-                "/components/schemas/{}",
-                acquire_schema_name(kind)
-            ))
-            .and_then(Value::as_object_mut)
-        else {
+        let Some(body) = acquire_body(doc, kind) else {
             continue;
         };
         let Some(properties) = body.get_mut("properties").and_then(Value::as_object_mut) else {

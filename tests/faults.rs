@@ -559,6 +559,22 @@ async fn stream_events(
     names
 }
 
+/// The holder's stream of `lease` (a lock's) opened through `base`, read
+/// up to its first event, `held`.
+async fn held_stream(pair: &Pair, base: &str, lease: &Value) -> reqwest::Response {
+    let mut stream = pair
+        .http
+        .get(format!("{base}{}/events", lease_path("locks", lease)))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(stream.status(), 200);
+    let first = stream_events(&mut stream, "held", Duration::from_secs(10)).await;
+    assert_eq!(first, ["held"]);
+    stream
+}
+
 /// A holder's stream whose instance was paused across a refresh and past the
 /// lease's expiry says neither `refreshed` nor `expiring` for a lease already
 /// gone when it resumes: `lost` (`expired`), at once.
@@ -570,16 +586,7 @@ async fn a_stream_paused_across_a_refresh_says_lost_not_refreshed_for_a_lease_go
         .post(&a, "/locks/hs-paused", r#"{"ttl_ms": 3000}"#)
         .await;
     assert_eq!(status, 201, "{lease}");
-    let mut stream = pair
-        .http
-        .get(format!("{b}{}/events", lease_path("locks", &lease)))
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .expect("stream");
-    assert_eq!(stream.status(), 200);
-    let first = stream_events(&mut stream, "held", Duration::from_secs(10)).await;
-    assert_eq!(first, ["held"]);
+    let mut stream = held_stream(&pair, &b, &lease).await;
 
     pair.b.pause();
     let (status, body) = pair
@@ -611,16 +618,7 @@ async fn a_stream_on_a_lease_lost_with_redis_s_data_says_expired() {
         .post(&a, "/locks/hs-lost", r#"{"ttl_ms": 60000}"#)
         .await;
     assert_eq!(status, 201, "{lease}");
-    let mut stream = pair
-        .http
-        .get(format!("{b}{}/events", lease_path("locks", &lease)))
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .expect("stream");
-    assert_eq!(stream.status(), 200);
-    let first = stream_events(&mut stream, "held", Duration::from_secs(10)).await;
-    assert_eq!(first, ["held"]);
+    let mut stream = held_stream(&pair, &b, &lease).await;
 
     pair.redis.restart();
     let events = stream_events(&mut stream, "lost", Duration::from_secs(30)).await;
