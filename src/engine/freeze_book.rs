@@ -41,6 +41,16 @@ pub fn wall_clock_ms() -> i64 {
 /// promise that "every instance applies a new or deleted freeze within 1 s".
 pub const FRESH_FOR: Duration = Duration::from_secs(1);
 
+/// A call that may grant, built with a list older than this, has the list
+/// checked in the background ([`FreezeBook::ready`]): under steady traffic
+/// the list stays fresh without a call ever waiting for it.
+pub const CHECK_AFTER: Duration = Duration::from_millis(500);
+
+/// A call that may grant, built with a list older than this, waits for a
+/// check first ([`FreezeBook::ready`]): the first call after a quiet spell
+/// pays one round trip.
+pub const WAIT_AFTER: Duration = Duration::from_millis(800);
+
 /// The freeze field a call carries while this instance's list is not fresh:
 /// no window, and a list fresh until the epoch, so the function holds back
 /// every grant but an override's, on any name (`core/state.lua`'s FROZEN),
@@ -126,8 +136,7 @@ pub struct FreezeBook {
     /// What [`Self::read_at`] counts from.
     origin: Instant,
     /// When the read that last found the list as held was sent, in
-    /// nanoseconds after `origin`, plus one (0: never). (No read is sent
-    /// before the book is made.)
+    /// nanoseconds after `origin`, plus one (0: never).
     read_at: AtomicU64,
     /// Until when (Redis's clock, ms) the list counts as fresh: when Redis
     /// ran that read, plus [`FRESH_FOR`].
@@ -145,7 +154,11 @@ impl Default for FreezeBook {
             changes: watch::Sender::new(0),
             loaded: watch::Sender::new(false),
             version: Mutex::new(String::new()),
-            origin: Instant::now(),
+            // A while back, so that a read sent before the book was made
+            // counts from when it was sent (no read is, but tests make some).
+            origin: Instant::now()
+                .checked_sub(Duration::from_secs(10))
+                .unwrap_or_else(Instant::now),
             read_at: AtomicU64::new(0),
             fresh_until_ms: AtomicI64::new(0),
             confirmed: watch::Sender::new(0),
@@ -197,13 +210,7 @@ impl FreezeBook {
     /// `now` (by this instance's monotonic clock, which runs on while the
     /// process is stopped); never, before it was first loaded.
     pub fn is_fresh(&self, now: Instant) -> bool {
-        match self.read_at.load(Ordering::Acquire) {
-            0 => false,
-            ns => {
-                let read_at = self.origin + Duration::from_nanos(ns - 1);
-                now.saturating_duration_since(read_at) < FRESH_FOR
-            }
-        }
+        self.age(now).is_some_and(|age| age < FRESH_FOR)
     }
 
     /// The freeze field of a call on the `kind` named `name` made now
@@ -218,6 +225,46 @@ impl FreezeBook {
         match self.for_name(kind, name, wall_clock_ms()) {
             Some(freeze) => format!("{}|{fresh_ms}", freeze.context_field()),
             None => format!("||{fresh_ms}"),
+        }
+    }
+
+    /// How long ago the list held was last found to be Redis's, by this
+    /// instance's monotonic clock; `None` before it was first loaded.
+    fn age(&self, now: Instant) -> Option<Duration> {
+        match self.read_at.load(Ordering::Acquire) {
+            0 => None,
+            ns => Some(now.saturating_duration_since(self.origin + Duration::from_nanos(ns - 1))),
+        }
+    }
+
+    /// Makes the list fresh enough for a call that may grant, before it is
+    /// built: the list is checked only when calls need it (no timer), so a
+    /// list older than [`CHECK_AFTER`] is checked in the background, and one
+    /// older than [`WAIT_AFTER`] (or never loaded) is waited for, at most
+    /// `limit` (then the call carries [`HOLD_ALL`], as before). A list that
+    /// is fresh when the call is built still has [`FRESH_FOR`] minus
+    /// [`WAIT_AFTER`] to reach Redis before the function holds it as stale.
+    pub async fn ready(&self, limit: Duration) {
+        match self.age(Instant::now()) {
+            Some(age) if age < CHECK_AFTER => {}
+            Some(age) if age < WAIT_AFTER => self.wanted.notify_one(),
+            _ => {
+                let deadline = tokio::time::Instant::now() + limit;
+                let mut confirmed = self.confirmed.subscribe();
+                loop {
+                    if self.age(Instant::now()).is_some_and(|age| age < WAIT_AFTER) {
+                        return;
+                    }
+                    self.wanted.notify_one();
+                    confirmed.mark_unchanged();
+                    if tokio::time::timeout_at(deadline, confirmed.changed())
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
         }
     }
 
@@ -362,5 +409,38 @@ mod tests {
         assert!(!book.is_fresh(later));
         assert!(book.confirm(&read("7", later)));
         assert!(book.is_fresh(later));
+    }
+
+    /// Whether the task that follows the list was asked to check it (and
+    /// takes the ask).
+    fn asked(book: &FreezeBook) -> bool {
+        use futures_util::FutureExt;
+        book.wanted().now_or_never().is_some()
+    }
+
+    #[tokio::test]
+    async fn a_call_asks_for_a_check_only_when_the_list_gets_old_and_waits_only_when_older() {
+        let book = FreezeBook::default();
+        // Never loaded: asked, and waited for (no check answers here).
+        book.ready(Duration::from_millis(20)).await;
+        assert!(asked(&book));
+        // Fresh: nothing asked, no timer needed while nobody calls.
+        book.replace(Vec::new(), &read("1", Instant::now()));
+        book.ready(Duration::from_secs(60)).await;
+        assert!(!asked(&book));
+        // Getting old: asked, not waited for (a minute's limit would show).
+        book.confirm(&read("1", Instant::now() - CHECK_AFTER));
+        tokio::time::timeout(Duration::from_secs(30), book.ready(Duration::from_secs(60)))
+            .await
+            .expect("not waited for");
+        assert!(asked(&book));
+        // Older: waited for until a check finds the list Redis's.
+        book.confirm(&read("1", Instant::now() - WAIT_AFTER));
+        let waiting = book.ready(Duration::from_secs(60));
+        tokio::pin!(waiting);
+        assert!(futures_util::poll!(&mut waiting).is_pending());
+        assert!(asked(&book));
+        book.confirm(&read("1", Instant::now()));
+        waiting.await;
     }
 }

@@ -2,9 +2,10 @@
 //! the list at start, whenever a change is told on the freezes channel,
 //! when its subscription is made again (a message may have been missed),
 //! and every [`RELOAD_EVERY`] as a safety net; and it checks the list's
-//! version every [`CHECK_EVERY`] (and at once when a request waits for a
-//! fresh list), so that the list stays fresh (`freeze_book.rs`) while Redis
-//! answers: a list not found to be Redis's for [`FRESH_FOR`] grants nothing.
+//! version when a call that may grant finds it getting old
+//! (`FreezeBook::ready`), so that the list is fresh (`freeze_book.rs`)
+//! whenever a call needs it, and costs Redis nothing while nobody calls: a
+//! list not found to be Redis's for [`FRESH_FOR`] grants nothing.
 
 use std::time::Duration;
 
@@ -17,11 +18,8 @@ use crate::engine::freeze_book::FRESH_FOR;
 
 /// How often the list is read again though nobody said it changed.
 const RELOAD_EVERY: Duration = Duration::from_secs(5);
-/// How often the list's version is checked (and a failed read tried again):
-/// three checks fit in [`FRESH_FOR`], so one slow or lost reply does not make
-/// the list stale. One call of three commands per instance each time,
-/// whatever the traffic.
-const CHECK_EVERY: Duration = Duration::from_millis(300);
+/// How soon a read or a check that failed is tried again.
+const RETRY_AFTER: Duration = Duration::from_millis(300);
 
 /// What the next turn does.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -50,18 +48,20 @@ pub(in crate::engine) async fn follow(
             Next::Check => freezes.check().await,
             Next::Nothing => Ok(()),
         };
-        match done {
+        // The safety net's read, or a failed read or check tried again.
+        let retry_at = match done {
             Ok(()) if next == Next::Reload => {
-                reload_at = tokio::time::Instant::now() + RELOAD_EVERY
+                reload_at = tokio::time::Instant::now() + RELOAD_EVERY;
+                reload_at
             }
-            Ok(()) => {}
+            Ok(()) => reload_at,
             Err(err) => {
                 tracing::debug!(%err, "reading the freezes failed; retrying");
                 // Read whole next time: a change may have been missed.
                 reload_at = tokio::time::Instant::now();
+                reload_at + RETRY_AFTER
             }
-        }
-        let check_at = tokio::time::Instant::now() + CHECK_EVERY;
+        };
         next = tokio::select! {
             () = stop.cancelled() => return,
             notice = notices.recv() => match notice {
@@ -70,7 +70,7 @@ pub(in crate::engine) async fn follow(
                 Some(PubSubNotice::Lost) => Next::Nothing,
             },
             () = book.wanted() => Next::Check,
-            () = tokio::time::sleep_until(check_at) => Next::Check,
+            () = tokio::time::sleep_until(retry_at) => Next::Reload,
         };
         if next == Next::Check && tokio::time::Instant::now() >= reload_at {
             next = Next::Reload;

@@ -17,8 +17,9 @@
 --          Redis lost it); it lives as the index does (KEEP_MS once the index
 --          is empty). Missing reads as "0" (then the list is empty, or only
 --          one-off freezes whose windows are over are left in it).
---          Each instance checks it a few times a second: its list counts as
---          fresh only while the version it was read at is still Redis's.
+--          Each instance checks it when a call that may grant needs a fresh
+--          list (freeze_book.rs): its list counts as fresh only while the
+--          version it was read at is still Redis's.
 -- ARGV[1..2] "" (no events channel, no context)
 -- ARGV[3]  "list", "version", "put" or "delete"
 -- ARGV[4]  put, delete: the freeze's key

@@ -8,14 +8,16 @@
 --          on the name heard it (0: none); "" for its first
 --
 -- Replies, ended by finish() (core/messages.lua)
---   {next_expiry_in_ms, missing, lost}   the earliest live expiry (-1 when
+--   {next_expiry_in_ms, missing, lost, held}   the earliest live expiry (-1 when
 --       none), after pruning and serving; missing 1 when this instance's
 --       waiters may not all be in line any more: byinst names fewer of them
 --       than it has (another instance pruned them while this one looked
 --       dead), or the queue lost waiters that byinst still names (its key
 --       was lost or expired: found now, or by any instance's keep-alive since
 --       ARGV[4]); they ask again, and those no longer in line rejoin; lost:
---       "lost" now (0: none), for the next keep-alive's ARGV[4]
+--       "lost" now (0: none), for the next keep-alive's ARGV[4]; held 1
+--       when a waiter that fits was held back for a freeze (or for a list
+--       of freezes that was stale: the instance checks it and calls again)
 --   error "BATON fencing counter near 2^53 ..." (guard(), before any write)
 --
 -- byinst and the queue name the same waiters (every call adds or removes a
@@ -92,4 +94,4 @@ if serve_line(used, first ~= nil) > used then
   first = first_lease()
 end
 touch_line()
-return finish({(time_left(first, false)), missing, LOST or lost_before})
+return finish({(time_left(first, false)), missing, LOST or lost_before, HELD_BACK and 1 or 0})

@@ -29,6 +29,9 @@ pub(in crate::engine) struct Beat {
     /// When the queue last lost waiters (Redis's clock, ms; 0: never), for
     /// the next keep-alive.
     pub lost: u64,
+    /// A waiter was held back for a freeze: if the list the call carried was
+    /// stale, this instance checks it and serves the line again.
+    pub held_back: bool,
 }
 
 impl Function for KeepAlive {
@@ -48,6 +51,7 @@ impl Function for KeepAlive {
             next_expiry_in: reply.expiry()?,
             missing: reply.flag()?,
             lost: reply.uint()?,
+            held_back: reply.flag()?,
         })
     }
 }

@@ -33,7 +33,7 @@ use crate::engine::model::{Lease, Refusal};
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(1);
 /// How long a request that does not wait waits for this instance's list of
 /// freezes to be fresh (it is, but after a pause or an outage): then 503.
-const FRESH_WAIT: Duration = Duration::from_millis(1500);
+pub(super) const FRESH_WAIT: Duration = Duration::from_millis(1500);
 
 /// What an acquisition came to at once, or its place in line.
 pub enum Acquiring {

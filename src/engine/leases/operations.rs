@@ -4,6 +4,7 @@
 //! semaphores differ only in the [`Kind`] a [`Leases`] is bound to and the
 //! demand each acquisition carries.
 
+use super::acquire::FRESH_WAIT;
 use super::run_to_end::RunToEnd;
 use crate::domain::{Kind, LeaseId, Name, TokenName, Ttl};
 use crate::engine::error::Error;
@@ -71,6 +72,11 @@ impl Leases {
     where
         F::Reply: Send + 'static,
     {
+        // A call that serves the line may grant: built with a list of
+        // freezes this instance found to be Redis's moments ago (else it
+        // would hold the line back, `FreezeBook::context_field`). Nothing
+        // is sent while it waits: cancelled here, it changes nothing.
+        self.engine.invoker().book().ready(FRESH_WAIT).await;
         let call = self.engine.invoker().call(self.kind, name, function);
         let (engine, kind, name) = (self.engine.clone(), self.kind, name.clone());
         RunToEnd::new(async move {

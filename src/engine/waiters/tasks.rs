@@ -19,6 +19,8 @@ use crate::engine::functions::message::LineMessage;
 
 /// How often an instance tells Redis that its waiters on a name are alive.
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(1);
+/// How long a keep-alive held back by a stale list waits for a fresh one.
+const FRESH_WAIT: Duration = Duration::from_millis(1500);
 
 impl Registry {
     /// The task of one name on this instance: keeps its waiters alive, has them
@@ -36,6 +38,9 @@ impl Registry {
         let mut next_tick = Instant::now();
         // When the line last lost waiters, as this task's keep-alives heard it.
         let mut heard_lost = None;
+        // Whether the last keep-alive was a second one, made at once because
+        // the first was held back by a list of freezes gone stale.
+        let mut again = false;
         // Subscribed before the first waiter joins the line (it waits for this);
         // a subscription made later is followed by a re-check of every waiter.
         self.pubsub.subscribe_shard(&channel).await;
@@ -108,6 +113,17 @@ impl Registry {
                         self.recheck(&channel);
                     }
                     next_tick = Instant::now() + KEEP_ALIVE_EVERY;
+                    // Held back, and no freeze this instance knows of holds
+                    // the name: the list it carried was stale (nobody here
+                    // called for a while, and lists are checked only when
+                    // calls need them). Checked now, and the line served
+                    // again at once, once.
+                    let stale = beat.held_back && !again && self.thaw_in(kind, &name).is_none();
+                    again = stale;
+                    if stale {
+                        self.invoker.book().ready(FRESH_WAIT).await;
+                        next_tick = Instant::now();
+                    }
                     if let Some(expires_in) = beat.next_expiry_in {
                         self.wake_at(&channel, expires_in);
                     }

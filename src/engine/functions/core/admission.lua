@@ -134,7 +134,7 @@ local function serve_line(used, kept)
         -- Keeps its place; weighs nothing ahead of an override (but the
         -- line's sums count it, and a newcomer of a priority above 0, an
         -- override then, counts it ahead: the safe side).
-        position, skipped = position + 1, skipped + weight
+        position, skipped, HELD_BACK = position + 1, skipped + weight, true
         if priority > 0 then
           AHEAD_RANKED = AHEAD_RANKED or {}
           local r = AHEAD_RANKED[priority] or {0, 0}

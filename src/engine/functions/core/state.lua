@@ -164,6 +164,10 @@ local ALIVE
 -- What serve_line() found: the line empty (QUEUE_EMPTY); the weight of the
 -- waiters it left in line (AHEAD), which is all of them when AHEAD_ALL.
 local QUEUE_EMPTY, AHEAD, AHEAD_ALL
+-- Whether serve_line() held a waiter back for a freeze (held_back()): a
+-- keep-alive says so, and an instance whose list was stale checks it and
+-- serves again.
+local HELD_BACK
 -- Whether Redis's clock lies inside the window of the freeze the call
 -- carries (ARGV[2]'s first field), or past when the list it was chosen
 -- from stopped being fresh: nothing is granted then but to a waiter that
@@ -234,7 +238,7 @@ local function begin(keys, args)
   OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
   QUEUED_N, QUEUED_W, QUEUED_DIRTY, LOST = 0, 0, false, nil
   RANKED, RANKED_DIRTY = nil, false
-  QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE = false, 0, false, nil
+  QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE, HELD_BACK = false, 0, false, nil, false
   -- A list of freezes read more than a second ago (by Redis's clock: the
   -- call was built with a fresh list, then waited, its instance stopped or
   -- its connection stalled) may miss a freeze made since: held as frozen.
