@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    join_line, lease_path, problem, settings_for, token_of, unique_prefix, RedisServer, TestApp,
+    join_line, lease_path, problem, settings_for, token_of, unique_prefix, waiting, RedisServer,
+    TestApp,
 };
 
 async fn take(app: &TestApp, name: &str, body: &str) -> Value {
@@ -419,4 +420,45 @@ async fn a_waiter_that_gives_up_leaves_the_queue_for_those_behind_it() {
         took < Duration::from_secs(1),
         "served {took:?} after the release"
     );
+}
+
+/// A waiter of a larger limit deep in a line of smaller ones: serving the
+/// line looks past its usual batch while someone further may fit, so it is
+/// admitted once there is room for it (1 held + 149 waiting + itself of 151),
+/// not left to wait out its wait behind 150 waiters that cannot move.
+#[tokio::test]
+async fn a_waiter_of_a_larger_limit_past_the_first_hundred_is_admitted_when_it_fits() {
+    let app = TestApp::spawn().await;
+    let path = "/semaphores/deep-mixed";
+    let holder = take(&app, "deep-mixed", r#"{"limit": 1}"#).await;
+    let small: Vec<_> = (0..150)
+        .map(|_| app.post_in_background(path, r#"{"limit": 1, "wait_ms": 60000}"#))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while waiting(&app, path).await < 150 {
+        assert!(Instant::now() < deadline, "the 150 never all joined");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let big = join_line(&app, path, r#"{"limit": 151, "wait_ms": 20000}"#, &app).await;
+    assert_eq!(
+        app.delete(&lease_path("semaphores", &holder))
+            .await
+            .status(),
+        204
+    );
+    let big = big.await.unwrap();
+    assert_eq!(
+        big.response.status(),
+        201,
+        "the waiter of limit 151 fits beside 1 held and 149 waiting"
+    );
+    let status: Value = app.get(path).await.json().await.unwrap();
+    assert_eq!(
+        status["holders"], 2,
+        "the head of the line and the large one"
+    );
+    assert_eq!(status["waiting"], 149);
+    for waiter in small {
+        waiter.abort();
+    }
 }

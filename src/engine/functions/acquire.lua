@@ -180,7 +180,7 @@ if had and had < place and math.abs(had - (now_us - priority * PRIORITY_STEP)) <
   place, back = had, true
 end
 if redis.call('ZADD', K_QUEUE, num(place), waiter) == 1 then
-  count_queued(1, weight, priority)
+  count_queued(1, weight, priority, limit)
 end
 redis.call('ZADD', K_BYINST, '0', instance .. '|' .. waiter)
 redis.call('ZADD', K_INSTANCES, num(now_ms + ALIVE_MS), instance)

@@ -47,10 +47,10 @@ if size ~= QUEUED_N then
   -- short, else its count and a weight that lets no newcomer past it until
   -- a call sees the line whole (core/admission.lua).
   if size <= SCAN_BATCH then
-    local weight, ranked = 0, nil
+    local weight, ranked, largest = 0, nil, 0
     for _, waiter in ipairs(redis.call('ZRANGE', K_QUEUE, '0', '-1')) do
-      local _, _, _, _, _, w, _, p = unpack_waiter(waiter)
-      weight, p = weight + tonumber(w), tonumber(p)
+      local _, _, _, _, l, w, _, p = unpack_waiter(waiter)
+      weight, p, largest = weight + tonumber(w), tonumber(p), math.max(largest, tonumber(l))
       if p > 0 then
         ranked = ranked or {}
         local r = ranked[p] or {0, 0}
@@ -58,14 +58,14 @@ if size ~= QUEUED_N then
         ranked[p] = r
       end
     end
-    set_queued(size, weight, ranked)
+    set_queued(size, weight, ranked, largest)
   else
     -- (Each priority's share unknown too: none let past.)
     local ranked = {}
     for p = 1, 9 do
       ranked[p] = {0, UNKNOWN_WEIGHT}
     end
-    set_queued(size, UNKNOWN_WEIGHT, ranked)
+    set_queued(size, UNKNOWN_WEIGHT, ranked, QUEUED_L)
   end
 end
 if redis.call('ZCARD', K_BYINST) > size and now_ms - lost_before > ALIVE_MS then

@@ -86,7 +86,7 @@ local function join_ticket(w, keep, pickup)
   local expires = now_ms + keep
   local member = ticket_form(w, expires, pickup)
   if redis.call('ZADD', K_QUEUE, num(seq(w.priority)), member) == 1 then
-    count_queued(1, w.weight, w.priority)
+    count_queued(1, w.weight, w.priority, w.limit)
   end
   QUEUE_EMPTY = false
   if not SLOW then

@@ -106,14 +106,18 @@ local function serve_line(used, kept)
     return used
   end
   local position, ahead, looked, granted, batch = 0, 0, 0, 0, 1
-  -- The weight of those held back by a freeze (held_back()).
-  local skipped = 0
-  while looked < SCAN_BATCH do
+  -- The weight of those held back by a freeze (held_back()), and the
+  -- largest limit among those left in line.
+  local skipped, largest = 0, 0
+  -- Past SCAN_BATCH, up to LOOK_MAX while a waiter further may fit: one of a
+  -- larger limit behind many of smaller ones (QUEUED_L, the largest limit in
+  -- line, is above what is used and ahead), else nothing would look at it.
+  while looked < SCAN_BATCH or (looked < LOOK_MAX and used + ahead < QUEUED_L) do
     local head = redis.call('ZRANGE', K_QUEUE, num(position), num(position + batch - 1),
       'WITHSCORES')
     if #head == 0 then
       QUEUE_EMPTY, AHEAD_ALL = position == 0, true
-      set_queued(position, ahead + skipped, AHEAD_RANKED)
+      set_queued(position, ahead + skipped, AHEAD_RANKED, largest)
       break
     end
     local full = false
@@ -135,6 +139,7 @@ local function serve_line(used, kept)
         -- line's sums count it, and a newcomer of a priority above 0, an
         -- override then, counts it ahead: the safe side).
         position, skipped, HELD_BACK = position + 1, skipped + weight, true
+        largest = math.max(largest, w.limit)
         if priority > 0 then
           AHEAD_RANKED = AHEAD_RANKED or {}
           local r = AHEAD_RANKED[priority] or {0, 0}
@@ -166,6 +171,7 @@ local function serve_line(used, kept)
         end
       else
         position, ahead = position + 1, ahead + weight
+        largest = math.max(largest, w.limit)
         if priority > 0 then
           AHEAD_RANKED = AHEAD_RANKED or {}
           local r = AHEAD_RANKED[priority] or {0, 0}

@@ -262,6 +262,8 @@ local function end_every_lease()
   end
   local shown = live_leases(100)
   redis.call('UNLINK', K_LEASES, K_OWNERS)
+  -- (Written again by save() while some wait.)
+  QUEUED_L_RAW = 0
   -- (Never sooner than before: the line's sums live as long as its tickets.)
   UNTIL, USED, USED_DIRTY, QUEUED_DIRTY = math.max(UNTIL, now_ms + keep_ms() + KEEP_MS), 0, false,
     false

@@ -5,7 +5,7 @@
 -- `id` is given, in one call.
 local function read_fields(id)
   return redis.call('HMGET', K_OWNERS, 'fence', 'until', 'solo', 'slow', 'used', 'limit',
-    'queued', 'ranked', id or 'used', 'follow')
+    'queued', 'ranked', id or 'used', 'follow', 'qlimit')
 end
 
 -- Whether the fields read_fields() read say that someone follows a lease
@@ -30,6 +30,8 @@ local function take_state(read)
     local count, weight = string.match(read[7], '^(%d+)|(%d+)$')
     QUEUED_N, QUEUED_W = tonumber(count), tonumber(weight)
   end
+  QUEUED_L_RAW = tonumber(read[11] or '0')
+  QUEUED_L = QUEUED_N > 0 and QUEUED_L_RAW or 0
   if read[8] and read[8] ~= '' then
     RANKED = {}
     for p, count, weight in string.gmatch(read[8], '(%d):(%d+):(%d+)') do
@@ -70,7 +72,12 @@ end
 
 -- The line gained (or lost, negative) `count` waiters of `weight` in all,
 -- of `priority` (a number).
-local function count_queued(count, weight, priority)
+local function count_queued(count, weight, priority, limit)
+  if limit and (QUEUED_N == 0 or limit > QUEUED_L) then
+    -- (Only when a line holds waiters of more than one limit does it matter:
+    -- serve_line() looks further only while used + ahead stays under it.)
+    QUEUED_L = limit
+  end
   QUEUED_N, QUEUED_W = math.max(0, QUEUED_N + count), math.max(0, QUEUED_W + weight)
   QUEUED_DIRTY = true
   if priority > 0 then
@@ -83,11 +90,12 @@ end
 
 -- The line's sums are `count` waiters of `weight`, and `ranked` (priority
 -- -> {count, weight}, nil: none above 0) for the priorities above 0, as a
--- call saw it whole.
-local function set_queued(count, weight, ranked)
+-- call saw it whole, and `limit` the largest limit among them.
+local function set_queued(count, weight, ranked, limit)
   if QUEUED_N ~= count or QUEUED_W ~= weight then
     QUEUED_N, QUEUED_W, QUEUED_DIRTY = count, weight, true
   end
+  QUEUED_L = limit
   if ranked or RANKED then
     local before = ranked_field()
     RANKED = ranked
@@ -126,9 +134,16 @@ end
 -- once leases and queue are empty. Nothing without "until": the hash is gone
 -- (or never was), and a field written now would make it without a TTL.
 local function save()
-  if UNTIL > 0 and (USED_DIRTY or QUEUED_DIRTY or RANKED_DIRTY or LOST or
+  -- The largest limit in line is written only when it changed while some
+  -- wait (an empty line's is not read), so a name whose waiters share one
+  -- limit writes it once.
+  local qlimit = QUEUED_N > 0 and QUEUED_L ~= QUEUED_L_RAW
+  if UNTIL > 0 and (USED_DIRTY or QUEUED_DIRTY or RANKED_DIRTY or LOST or qlimit or
       (SLOW and USED == 0 and QUEUE_EMPTY)) then
     local fields = {}
+    if qlimit then
+      fields[#fields + 1], fields[#fields + 2] = 'qlimit', num(QUEUED_L)
+    end
     if USED_DIRTY then
       fields[#fields + 1], fields[#fields + 2] = 'used', num(USED)
     end

@@ -45,7 +45,9 @@
 --                     and owners expire (ms); "queued": "count|weight", the
 --                     waiters in queue and their weight (the line's sums, so
 --                     that admitting a newcomer needs no walk of it:
---                     admission.lua); "ranked": the same sums for each
+--                     admission.lua); "qlimit": at least the largest limit
+--                     among them (read only while some wait; absent: not
+--                     known, serve_line() looks at its batch only); "ranked": the same sums for each
 --                     priority above 0 that has waiters, "p:count:weight"
 --                     joined by "," ("" or absent: none; so a line of
 --                     priority 0 alone never writes it); "lost": when a keep-alive last found that
@@ -111,6 +113,7 @@ local LINE_TTL_MS = 10000    -- the line's keys outlive the last touch by this
 local KEEP_MS = 60000        -- leases, owners and the fence outlive every lease by this
 local PRUNE_BATCH = 100      -- expired leases or dead waiters removed per call, at most
 local SCAN_BATCH = 100       -- waiters looked at per call for a grant
+local LOOK_MAX = 1000        -- ... while one further may fit (serve_line())
 local FULL = 1000000000      -- a lock's capacity: an exclusive lease's weight (domain/demand.rs)
 local MAX_SAFE = 9007199254740991 -- 2^53 - 1: Lua numbers are exact up to here
 -- The line's weight when it is not known (sums rebuilt from a long queue):
@@ -149,6 +152,10 @@ local NOTICED, MESSAGES
 -- QUEUED_W (the line's sums, and QUEUED_DIRTY: changed, not yet written).
 local OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY, LIMIT
 local QUEUED_N, QUEUED_W, QUEUED_DIRTY
+-- At least the largest limit of a waiter in line (0: unknown, as before it
+-- was kept): serve_line() looks past its batch while one may fit; and as
+-- the owners hash keeps it ("qlimit").
+local QUEUED_L, QUEUED_L_RAW
 -- The line's sums for each priority above 0 ("ranked"): nil when none, else
 -- priority -> {count, weight}; RANKED_DIRTY: changed, not yet written.
 local RANKED, RANKED_DIRTY
@@ -236,7 +243,7 @@ local function begin(keys, args)
   NOW_MS = nil
   NOTICED, MESSAGES = EMPTY, EMPTY
   OWNED, FENCE, UNTIL, SOLO, SLOW, USED, USED_DIRTY = false, 0, 0, nil, false, 0, false
-  QUEUED_N, QUEUED_W, QUEUED_DIRTY, LOST = 0, 0, false, nil
+  QUEUED_N, QUEUED_W, QUEUED_DIRTY, LOST, QUEUED_L, QUEUED_L_RAW = 0, 0, false, nil, 0, 0
   RANKED, RANKED_DIRTY = nil, false
   QUEUE_EMPTY, AHEAD, AHEAD_ALL, ALIVE, HELD_BACK = false, 0, false, nil, false
   -- A list of freezes read more than a second ago (by Redis's clock: the
