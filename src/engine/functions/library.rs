@@ -318,4 +318,65 @@ mod tests {
             format!("{}{}", solo_whole.trim_end_matches(".*$"), &text[1..])
         );
     }
+
+    /// The Lua files' comments name parts and files that exist: each part of
+    /// the core says its place in [`CORE`], and every `x.lua` named (a
+    /// function's, or a core part's) is a file here, and a function named
+    /// with its file (`serve_line(), admission.lua`) is defined in it.
+    #[test]
+    fn every_lua_header_names_its_part_and_files_that_exist() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine/functions");
+        let read = |path: &std::path::Path| std::fs::read_to_string(path).expect("a Lua file");
+        let mut files = Vec::new();
+        for sub in ["", "core"] {
+            for entry in std::fs::read_dir(dir.join(sub)).expect("the Lua files") {
+                let path = entry.expect("an entry").path();
+                if path.extension().is_some_and(|e| e == "lua") {
+                    files.push(path);
+                }
+            }
+        }
+        let exists = |name: &str| {
+            let name = name.trim_start_matches("core/");
+            dir.join(name).exists() || dir.join("core").join(name).exists()
+        };
+        for (i, part) in CORE.iter().enumerate() {
+            let first = part.lines().next().unwrap_or_default();
+            assert!(
+                first.starts_with(&format!("-- The lease core, part {}:", i + 1)),
+                "core part {} says: {first}",
+                i + 1
+            );
+        }
+        for path in &files {
+            let text = read(path);
+            for line in text.lines().filter(|l| l.trim_start().starts_with("--")) {
+                for (at, _) in line.match_indices(".lua") {
+                    let word = |c: char| c.is_ascii_lowercase() || c == '_' || c == '/';
+                    let begin = line[..at].rfind(|c: char| !word(c)).map_or(0, |b| b + 1);
+                    let lua = &line[begin..at + 4];
+                    if lua == ".lua" || lua.starts_with('/') {
+                        continue;
+                    }
+                    assert!(exists(lua), "{path:?} names {lua}");
+                    // "serve_line(), admission.lua" or "pack_lease() (formats.lua"
+                    let before = line[..begin].trim_end_matches(['(', ' ', ',']);
+                    if let Some(call) = before.strip_suffix("()") {
+                        let from = call.rfind(|c: char| !word(c)).map_or(0, |b| b + 1);
+                        let function = &call[from..];
+                        let lua = lua.trim_start_matches("core/");
+                        let home = if dir.join("core").join(lua).exists() {
+                            dir.join("core").join(lua)
+                        } else {
+                            dir.join(lua)
+                        };
+                        assert!(
+                            read(&home).contains(&format!("function {function}(")),
+                            "{path:?}: {function}() is not in {lua}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1,4 +1,4 @@
--- The lease core, part 6: admission and serving. Who may take a lease now,
+-- The lease core, part 9: admission and serving. Who may take a lease now,
 -- and the hand-off to the line whenever room is made.
 --
 -- One model for every kind: a lease has a weight, and every acquisition

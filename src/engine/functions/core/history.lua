@@ -1,4 +1,4 @@
--- The lease core, part 2: what a name remembers of its leases (its
+-- The lease core, part 4: what a name remembers of its leases (its
 -- history), written by the calls that end leases, read by history.lua.
 --
 -- The history key ("prefix{lock:NAME}:history", the name's slot) is a
@@ -8,7 +8,7 @@
 -- about 12 µs of Redis time more, docs/performance.md), one
 -- per lease, written once, when the lease ends, by the call that ends it
 -- (remember()): its only field "e" is
---   "how|ended_ms|" .. the lease as pack_lease() (state.lua) packs it
+--   "how|ended_ms|" .. the lease as pack_lease() (formats.lua) packs it
 -- (how: "released", "expired", "force-released", "not-collected"; ended_ms: when, Redis
 -- clock; an expired lease's is its expiry, not when a call found it). A
 -- lease id is never written there.
@@ -17,7 +17,7 @@
 -- or leases, leases.lua): held while live, expired (ended at its expiry)
 -- once not, whether or not any call found it expired since. For that,
 -- with history on, a name's leases and owners outlive its last lease by
--- HISTORY_MS (keep_ms(), state.lua), and the history key lives as long
+-- HISTORY_MS (keep_ms(), persist.lua), and the history key lives as long
 -- (keep_leases() extends it with them; a new stream gets its TTL here).
 --
 -- What it costs: one XADD per lease (NOMKSTREAM: the stream usually

@@ -1,9 +1,9 @@
--- The lease core, part 5: where a name's leases live, and every read and
+-- The lease core, part 8: where a name's leases live, and every read and
 -- write of them. A name with one lease and nobody waiting keeps that lease
 -- in one field of the owners hash, "solo" (the fast path); a second lease
 -- or a first waiter moves it into the leases zset (unsolo()) and sets
 -- "slow", and the name goes back to the fast path when leases and queue are
--- empty again (save(), state.lua). Which of the two holds the leases is
+-- empty again (save(), persist.lua). Which of the two holds the leases is
 -- decided here: the operations ask these accessors (and holders(),
 -- state.lua, the count every event shows), and only the fast paths of
 -- acquire.lua and release.lua, which run before the state is read, look at

@@ -1,4 +1,4 @@
--- The lease core, part 3: what a call tells. Instances hear about their
+-- The lease core, part 5: what a call tells. Instances hear about their
 -- waiters (tell()), watchers about every change (event()), and the caller
 -- hears the rest in the tail of its reply (finish()).
 --

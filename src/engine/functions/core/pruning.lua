@@ -1,4 +1,4 @@
--- The lease core, part 4: pruning what ended without a word. Leases past
+-- The lease core, part 7: pruning what ended without a word. Leases past
 -- their expiry leave the leases zset (end_expired(), forget_lease()), and
 -- the waiters of instances that stopped keeping them alive (for ALIVE_MS
 -- of Redis's serving time: alive_at()) leave the line

@@ -1,4 +1,4 @@
--- The lease core, part 4b: tickets, a place in line that outlives the
+-- The lease core, part 6: tickets, a place in line that outlives the
 -- request that took it (ticket.lua has the operations; docs/design.md).
 --
 -- A ticket is a waiter whose place is kept without any instance keeping it

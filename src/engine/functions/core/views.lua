@@ -1,4 +1,4 @@
--- The lease core, part 7: what a call shows of a name, never a lease id.
+-- The lease core, part 10: what a call shows of a name, never a lease id.
 -- The live leases a status or a waiter's place lists (append_leases()), and
 -- the lease in the way of a refused or waiting request (in_the_way(),
 -- time_left()).
