@@ -30,7 +30,7 @@ use crate::wire::{Problem, ProblemType};
     ),
     tags(
         (name = "locks", description = "At most one holder per name, with fencing tokens"),
-        (name = "semaphores", description = "At most `limit` holders per name, first come, first served"),
+        (name = "semaphores", description = "At most `limit` holders per name, served in line order (priority, then first come, first served)"),
         (name = "watching", description = "Live changes as server-sent events; the dashboard at `/` follows them"),
         (name = "holders", description = "A holder's own stream of its lease, and asking holders to yield"),
         (name = "history", description = "Who held a name, from when to when, and how each lease ended"),

@@ -70,8 +70,9 @@ pub fn permits() -> Object {
         .description(Some(
             "How many of the `limit` this lease counts as: 1 (default) to `limit`; \
              more than `limit` is answered 400 (`invalid-request`), since it could \
-             never be held. Waiters are admitted first come, first served, so a large \
-             request at the head of the line is never overtaken by smaller ones.",
+             never be held. Waiters are admitted in line order (by priority, then \
+             first come, first served), so a large request at the head of the line \
+             is never overtaken by smaller ones behind it.",
         ))
         .build()
 }

@@ -7,8 +7,9 @@
 //! [`ClaimParts`], and waits only for a name that
 //! comes after every name it holds: a cycle of claims each waiting for a
 //! name another holds cannot form. Each name is taken through its own line,
-//! first come first served, so a claim waiting for a name is served in its
-//! turn like any other waiter; the names it holds meanwhile are kept alive,
+//! in line order (by priority, then first come, first served), so a claim
+//! waiting for a name is served in its turn like any other waiter, and no
+//! claim waits behind one that waits for it; the names it holds meanwhile are kept alive,
 //! and given back at once when it gives up.
 //!
 //! # What makes a claim's 201 true

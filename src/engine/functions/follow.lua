@@ -2,7 +2,7 @@
 -- (core/state.lua: KEYS, ARGV[1..2]).
 --
 -- ARGV[3]  lease id; "" to keep the name followed (an instance with
---          holders' streams on the name renews it every FOLLOW_RENEW,
+--          holders' streams on the name renews it every RENEW_EVERY,
 --          engine/following/)
 -- ARGV[4]  the lease's fencing token, when the stream knows it ("" when
 --          it opens): a lease gone is looked up in the name's history
