@@ -1461,6 +1461,7 @@ fn the_checker_holds_a_lease_s_stream_to_what_happened() {
             client: 1,
             name: LOCK.into(),
             lease: 1,
+            instance: 0,
             opened: at(20),
             status: 200,
             events: vec![event("held", None, 30), event(kind, reason, at_ms)],
