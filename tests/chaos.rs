@@ -1548,15 +1548,16 @@ fn the_checker_flags_a_claim_refused_while_its_names_were_free() {
     assert_eq!(overlap.count(Rule::Capacity), 1, "{:?}", overlap.violations);
     let after = judged(1500);
     assert!(after.violations.is_empty(), "{:?}", after.violations);
-    // A claim waiting across a loss of Redis's data (its first lease taken
-    // before, its 201 after): its release's 204 (which releases whatever is
-    // left) does not say that lease outlived the loss, so a holder after the
-    // loss is no overlap; a lease's own 204 would.
+    // A claim granted before a loss of Redis's data (at 1 s to 2 s): its
+    // release's 204 (which releases whatever is left) does not say its lease
+    // outlived the loss, so a holder after the loss is no overlap; a lease's
+    // own 204 would. (A claim whose 201 came after the loss was told of
+    // leases held after it: see issue 42's item 1 below.)
     let across = |slug: &str| {
         let mut history = history(
             vec![
                 vec![
-                    grant(50, x, Ask::EXCLUSIVE, 10, (0, 3000), 0),
+                    grant(50, x, Ask::EXCLUSIVE, 10, (0, 800), 0),
                     release(50, x, 10, (4000, 4001), status(204, slug)),
                 ],
                 hold(x, Ask::EXCLUSIVE, 20, 2500, 2600, 3500),
@@ -1568,7 +1569,7 @@ fn the_checker_flags_a_claim_refused_while_its_names_were_free() {
                 2000,
             )],
         );
-        history.claims.push(claim(status(201, ""), (0, 3000)));
+        history.claims.push(claim(status(201, ""), (0, 800)));
         judge(&history, &Rules::default())
     };
     let claim_released = across(support::history::CLAIM_RELEASED);
@@ -1732,4 +1733,123 @@ fn the_checker_flags_a_ticket_overtaken_or_granted_twice() {
         .push(call(TicketOp::Collect, (4100, 4200), 201, Some(3)));
     let verdict = judged(vec![retried, later(5000, 1, 5100)]);
     assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
+}
+
+/// Issue 42, item 1: a claim of [L1, L2, S] that took L1 and waited for L2
+/// while Redis restarted without its data, then answered 201 (0.3 s after
+/// Redis was back) telling L1 held for 25 s more, while another client's
+/// `POST` of L1 got 201 too. A 201 that came after the loss tells of a hold
+/// after it (baton confirms every lease of a claim before its 201): the loss
+/// does not excuse it. The service now starts the claim over (L1 taken
+/// again, the other client refused).
+#[test]
+fn the_checker_flags_a_claim_told_201_for_a_lease_redis_lost() {
+    let (l1, l2, s) = ("claim-x", "claim-y", "claim-pool");
+    let one_of_two = Ask::Permits {
+        permits: 1,
+        limit: 2,
+    };
+    let (claim_sent, claim_answered) = (1000, 6000);
+    let loss = || {
+        vec![fault(
+            Target::Redis,
+            FaultKind::RedisRestart { data_lost: true },
+            5000,
+            5700,
+        )]
+    };
+    let judged = |l1_token: u64, l1_taken: u64, other: Answer| {
+        // The claim's lease of each name, as told by its 201, and its
+        // `DELETE` (204, releasing whatever is left) at 9 s.
+        let lease = |name: &str, ask: Ask, token: u64, taken: u64| {
+            let mut granted = grant(50, name, ask, token, (claim_sent, claim_answered), 0);
+            granted.answer = Answer::Lease {
+                token,
+                expires_at: at(taken + TTL),
+                granted: ask,
+            };
+            vec![
+                granted,
+                release(
+                    50,
+                    name,
+                    token,
+                    (9000, 9001),
+                    status(204, support::history::CLAIM_RELEASED),
+                ),
+            ]
+        };
+        // L2's holder, whose lease the loss took (its release: 404).
+        let mut l2_holder = hold(l2, Ask::EXCLUSIVE, 1, 0, 10, 7000);
+        l2_holder[1].answer = status(404, "lease-not-found");
+        // Another client's `POST /locks/L1` (no wait) at 6.2 s via
+        // instance 1, released at 8 s when granted.
+        let mut newcomer = vec![call(
+            7,
+            l1,
+            1,
+            acquire(Ask::EXCLUSIVE, TTL, 0),
+            (6200, 6210),
+            other.clone(),
+        )];
+        if let Answer::Lease { token, .. } = other {
+            newcomer[0].answer = Answer::Lease {
+                token,
+                expires_at: at(6210 + TTL),
+                granted: Ask::EXCLUSIVE,
+            };
+            newcomer.push(release(7, l1, token, (8000, 8001), status(204, "")));
+        }
+        let mut history = history(
+            vec![
+                l2_holder,
+                lease(l1, Ask::EXCLUSIVE, l1_token, l1_taken),
+                lease(l2, Ask::EXCLUSIVE, 3, 5990),
+                lease(s, one_of_two, 4, 1010),
+                newcomer,
+            ],
+            loss(),
+        );
+        history.claims.push(support::history::Claim {
+            client: 50,
+            instance: 0,
+            names: vec![
+                (l1.to_owned(), Ask::EXCLUSIVE),
+                (l2.to_owned(), Ask::EXCLUSIVE),
+                (s.to_owned(), one_of_two),
+            ],
+            ttl_ms: TTL,
+            wait_ms: 30_000,
+            sent: at(claim_sent),
+            answered: at(claim_answered),
+            answer: status(201, ""),
+        });
+        judge(&history, &Rules::default())
+    };
+    let lease = |token| Answer::Lease {
+        token,
+        expires_at: at(0),
+        granted: Ask::EXCLUSIVE,
+    };
+    // The bug: L1 taken at 1 s (token 2), told at 6 s; the newcomer granted.
+    let told_lost = judged(2, 1010, lease(5));
+    assert_eq!(
+        told_lost.count(Rule::Capacity),
+        1,
+        "{:?}",
+        told_lost.violations
+    );
+    assert!(
+        told_lost.violations[0].text.starts_with("claim-x"),
+        "{:?}",
+        told_lost.violations
+    );
+    assert_eq!(told_lost.violations.len(), 1, "{:?}", told_lost.violations);
+    // Now: L1 taken again after the loss (token 6), the newcomer refused.
+    let started_over = judged(6, 5990, status(409, "lock-held"));
+    assert!(
+        started_over.violations.is_empty(),
+        "{:?}",
+        started_over.violations
+    );
 }

@@ -5,7 +5,9 @@
 //! the client sent a release that ended it (answered 204 or 404, or unanswered
 //! but perhaps received: after that it no longer relies on the lease; a
 //! release answered 503 ends nothing), a force-release of its name was sent,
-//! Redis lost its data, or else its `expires_at` (as the latest refresh
+//! Redis lost its data (unless its 201 came once Redis was back, from an
+//! instance no fault held up: baton confirms a lease before telling it, a
+//! claim each of its leases), or else its `expires_at` (as the latest refresh
 //! answered told it; a refresh that went unanswered may have shortened it).
 //! The last [`EXPIRY_GRACE`] before an `expires_at` is not counted, for the
 //! clocks of the client and of Redis. For the line's room the other end
@@ -383,6 +385,18 @@ fn faulted(
         && from <= f.to + after)
 }
 
+/// Whether a fault of `instance` itself (not of Redis) touches `from .. to`.
+fn instance_faulted(
+    history: &History,
+    instance: usize,
+    (from, to): (SystemTime, SystemTime),
+) -> bool {
+    history
+        .faults
+        .iter()
+        .any(|f| f.target == Target::Instance(instance) && f.from <= to && from <= f.to)
+}
+
 /// Each answer against what the contract names for its call, and missing
 /// answers and 503s against the faults.
 fn answers(history: &History, verdict: &mut Verdict) {
@@ -532,6 +546,13 @@ fn holds(
     for calls in by_client.values_mut() {
         calls.sort_by_key(|c| c.sent);
     }
+    // A 201 received once Redis was back from a loss of its data, from an
+    // instance no fault held up meanwhile, tells of a lease held after the
+    // loss (a claim confirms each lease it took before its 201): the loss
+    // did not end it, nor excuses a 404 for it.
+    let told_after = |call: &Call, &(from, to): &(SystemTime, SystemTime)| {
+        call.answered >= to && !instance_faulted(history, call.instance, (from, call.answered))
+    };
     for call in &history.calls {
         let faulted = during_fault(call);
         match (&call.op, &call.answer) {
@@ -594,11 +615,12 @@ fn holds(
             let lost_here = |hold: &Hold| {
                 pending.is_none()
                     && next.answered < hold.told_until
-                    // (From the request: a claim waiting across the loss
-                    // may have taken the lease before it.)
-                    && !data_lost
-                        .iter()
-                        .any(|l| overlaps(*l, (hold.requested, next.answered)))
+                    // (From the request: a lease granted before the loss
+                    // may be answered after it, unless its 201 came once
+                    // Redis was back, see `told_after`.)
+                    && !data_lost.iter().any(|l| {
+                        overlaps(*l, (hold.requested, next.answered)) && !told_after(call, l)
+                    })
                     && !forces.iter().any(|f| {
                         f.name == hold.name
                             && overlaps((f.sent, effect_until(f)), (hold.requested, next.answered))
@@ -702,9 +724,13 @@ fn holds(
             }
         }
         // A loss of Redis's data ends it, unless it answered its holder
-        // after (it was granted once Redis was back).
+        // after, or its 201 came after (it was granted once Redis was back).
         for &(from, to) in &data_lost {
-            if from < hold.may_until && to > hold.requested && !alive_after(to) {
+            if from < hold.may_until
+                && to > hold.requested
+                && !alive_after(to)
+                && !told_after(call, &(from, to))
+            {
                 hold.told_until = hold.told_until.min(from.max(hold.start));
                 hold.may_until = hold.may_until.min(to);
             }
