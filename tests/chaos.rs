@@ -1853,3 +1853,71 @@ fn the_checker_flags_a_claim_told_201_for_a_lease_redis_lost() {
         started_over.violations
     );
 }
+
+/// Issue 42, item 2: instance 1 paused (500 ms to 3 s) while a freeze of
+/// the lock was made (answered at 1 s, so applied by 2 s), its list stale
+/// when it resumed: it granted a waiter (sent before the pause, whose
+/// holder released inside the window, at 2.5 s) 2.3 s into the window, and
+/// then a newcomer that does not wait. The pause cannot have held up a
+/// grant made before the window: the holder held the lock until inside it.
+/// The service now checks its list after a resume: the waiter is granted
+/// after the freeze is deleted, the newcomer refused (423).
+#[test]
+fn the_checker_flags_grants_from_a_freeze_list_stale_after_a_pause() {
+    let freeze = support::history::Freeze {
+        name: LOCK.to_owned(),
+        opened: (at(900), at(1000)),
+        made: true,
+        until: at(20_000),
+        closed: Some((at(6000), at(6100))),
+    };
+    let pause = || {
+        vec![fault(
+            Target::Instance(1),
+            FaultKind::InstancePause,
+            500,
+            3000,
+        )]
+    };
+    let judged = |waiter_granted: u64, newcomer: Answer| {
+        let mut waited = waiter(LOCK, Ask::EXCLUSIVE, 2, 300, waiter_granted);
+        for c in &mut waited {
+            c.instance = 1;
+        }
+        let mut new = vec![call(
+            8,
+            LOCK,
+            1,
+            acquire(Ask::EXCLUSIVE, TTL, 0),
+            (3320, 3330),
+            newcomer.clone(),
+        )];
+        if let Answer::Lease { token, .. } = newcomer {
+            new[0].answer = Answer::Lease {
+                token,
+                expires_at: at(3330 + TTL),
+                granted: Ask::EXCLUSIVE,
+            };
+            new.push(release(8, LOCK, token, (3400, 3401), status(204, "")));
+        }
+        let mut history = history(
+            vec![hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 2500), waited, new],
+            pause(),
+        );
+        history.freezes.push(freeze.clone());
+        judge(&history, &Rules::default())
+    };
+    let lease = Answer::Lease {
+        token: 3,
+        expires_at: at(0),
+        granted: Ask::EXCLUSIVE,
+    };
+    // The bug: both granted inside the window, just after the resume.
+    let stale = judged(3300, lease);
+    assert_eq!(stale.count(Rule::Frozen), 2, "{:?}", stale.violations);
+    assert_eq!(stale.violations.len(), 2, "{:?}", stale.violations);
+    // Now: the waiter granted once the freeze was deleted, the newcomer
+    // refused.
+    let checked = judged(6050, status(423, "frozen"));
+    assert!(checked.violations.is_empty(), "{:?}", checked.violations);
+}

@@ -40,7 +40,9 @@
 //! - freezes: no lease of a frozen name granted inside the freeze's window
 //!   (from [`FREEZE_SLACK`] after its `POST` was answered until its `DELETE`
 //!   was sent, as instances apply a freeze within a second), away from faults
-//!   of its instance or of Redis and from a loss of Redis's data; the lines of
+//!   of Redis, restarts of its instance and a loss of Redis's data; a pause of
+//!   its instance excuses only a grant that may have come before the window
+//!   (its 201 held up until the resume), see [`earliest_grant`]; the lines of
 //!   a frozen name are not judged from the `POST` until [`SETTLE`] after the
 //!   window surely ended;
 //! - tickets (`ticket_rules.rs`): none still waiting after a later request
@@ -1375,21 +1377,30 @@ fn frozen(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &m
             .closed
             .map_or(freeze.until, |(sent, _)| sent.min(freeze.until));
         for call in &history.calls {
-            let (Op::Acquire(_), Answer::Lease { token, .. }) = (&call.op, &call.answer) else {
+            let (Op::Acquire(acquire), Answer::Lease { token, .. }) = (&call.op, &call.answer)
+            else {
                 continue;
             };
+            if call.name != freeze.name {
+                continue;
+            }
             // Granted at most a moment before its 201 arrived, unless a
             // fault held the 201 up.
             let granted_after = call.answered
                 - FREEZE_SLACK.min(call.answered.duration_since(call.sent).unwrap_or_default());
-            let inside = call.name == freeze.name && granted_after > from && call.answered < to;
-            let excused = faulted(
-                history,
-                call.instance,
-                (granted_after, call.answered),
-                FREEZE_SLACK,
-                Duration::ZERO,
-            ) || data_lost
+            let earliest =
+                earliest_grant(history, call, acquire.ask, granted_after, &verdict.holds);
+            let inside = earliest > from && call.answered < to;
+            // A fault of Redis (a call queued in a stalled Redis runs when it
+            // wakes, with the window its instance knew when it sent it) or a
+            // restart of its instance; a pause only as `earliest_grant` says.
+            let excused = history.faults.iter().any(|f| {
+                (f.target == Target::Redis
+                    || (f.target == Target::Instance(call.instance)
+                        && f.kind != FaultKind::InstancePause))
+                    && f.from <= call.answered + FREEZE_SLACK
+                    && granted_after <= f.to
+            }) || data_lost
                 .iter()
                 .any(|l| overlaps(*l, (freeze.opened.0, call.answered)));
             if inside && !excused {
@@ -1406,6 +1417,45 @@ fn frozen(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &m
                     ),
                 );
             }
+        }
+    }
+}
+
+/// The earliest moment the lease `call` was told of may have been granted:
+/// `granted_after` (a moment before its 201), or, when a pause of its
+/// instance may have held the 201 up (it came within [`FREEZE_SLACK`] of the
+/// resume), a moment before the pause, but never before the request was
+/// sent, nor while a hold that leaves it no room was still held as told.
+/// (A pause does not excuse a grant that cannot have come before it.)
+fn earliest_grant(
+    history: &History,
+    call: &Call,
+    ask: Ask,
+    granted_after: SystemTime,
+    holds: &[Hold],
+) -> SystemTime {
+    let mut earliest = granted_after;
+    for f in &history.faults {
+        if f.target == Target::Instance(call.instance)
+            && f.kind == FaultKind::InstancePause
+            && f.from < call.answered
+            && call.answered <= f.to + FREEZE_SLACK
+        {
+            let before = f.from.checked_sub(FREEZE_SLACK).unwrap_or(f.from);
+            earliest = earliest.min(before.max(call.sent));
+        }
+    }
+    let token = call_token(call);
+    loop {
+        let busy = holds.iter().find(|h| {
+            h.name == call.name
+                && Some(h.token) != token
+                && h.ask.weight() + ask.weight() > ask.capacity()
+                && h.held_at(earliest)
+        });
+        match busy {
+            Some(h) if h.told_until < call.answered => earliest = h.told_until,
+            _ => return earliest,
         }
     }
 }
