@@ -1921,3 +1921,71 @@ fn the_checker_flags_grants_from_a_freeze_list_stale_after_a_pause() {
     let checked = judged(6050, status(423, "frozen"));
     assert!(checked.violations.is_empty(), "{:?}", checked.violations);
 }
+
+/// Issue 42, item 3: waiters queued well apart (at 0.5 s and 3 s, behind a
+/// holder until 7 s), a Redis stall of 2.5 s (3.5 s to 6 s), then the later
+/// one served first (at 7 s, the first at 9.5 s): overtaken, of the same
+/// priority or of a lower one than the first's. A stall of Redis does not
+/// excuse it: the waiters' instances stayed alive, and the line keeps its
+/// order through a stall. The service now serves them in order.
+#[test]
+fn the_checker_flags_waiters_served_out_of_order_across_a_redis_stall() {
+    let stall = || vec![fault(Target::Redis, FaultKind::RedisStall, 3500, 6000)];
+    let judged = |first_granted: u64, second_granted: u64, priorities: (u8, u8)| {
+        let mut calls = vec![
+            hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 7000),
+            waiter(LOCK, Ask::EXCLUSIVE, 2, 500, first_granted),
+            waiter(LOCK, Ask::EXCLUSIVE, 3, 3000, second_granted),
+        ];
+        for (i, priority) in [(1, priorities.0), (2, priorities.1)] {
+            if let Op::Acquire(a) = &mut calls[i][0].op {
+                a.priority = priority;
+            }
+        }
+        checked(calls, stall())
+    };
+    for priorities in [(0, 0), (2, 1)] {
+        // The bug: the later waiter served first, the first 2.5 s after.
+        let out_of_order = judged(9500, 7010, priorities);
+        assert_eq!(
+            out_of_order.count(Rule::Overtaken),
+            1,
+            "{priorities:?}: {:?}",
+            out_of_order.violations
+        );
+        assert_eq!(
+            out_of_order.violations.len(),
+            1,
+            "{priorities:?}: {:?}",
+            out_of_order.violations
+        );
+        // Now: served in the order they queued.
+        let in_order = judged(7010, 7030, priorities);
+        assert!(
+            in_order.violations.is_empty(),
+            "{priorities:?}: {:?}",
+            in_order.violations
+        );
+    }
+    // A higher priority that queued later goes first: right, stall or not.
+    let higher = judged(9500, 7010, (0, 1));
+    assert!(higher.violations.is_empty(), "{:?}", higher.violations);
+    // A pause of an instance still excuses it: its waiters may have been
+    // dropped and rejoined behind.
+    let mut calls = vec![
+        hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 7000),
+        waiter(LOCK, Ask::EXCLUSIVE, 2, 500, 9500),
+        waiter(LOCK, Ask::EXCLUSIVE, 3, 3000, 7010),
+    ];
+    calls[1][0].instance = 1;
+    let paused = checked(
+        calls,
+        vec![fault(
+            Target::Instance(1),
+            FaultKind::InstancePause,
+            3500,
+            6000,
+        )],
+    );
+    assert_eq!(paused.count(Rule::Overtaken), 0, "{:?}", paused.violations);
+}

@@ -28,7 +28,8 @@
 //!   request that got no answer may still have been in line (it counts as in
 //!   line, see [`LEAVE`]); no acquisition refused while its name was free and
 //!   nobody else asked; none granted ahead of one queued well before it
-//!   ([`ORDER_SLACK`]), away from faults;
+//!   ([`ORDER_SLACK`]), away from faults (a stall of Redis is no excuse: the
+//!   line keeps its order through one);
 //! - answers: a missing answer only when a fault of its instance or of Redis
 //!   overlapped the call; a 503 only during or right after such a fault
 //!   ([`UNAVAILABLE_AFTER`]); a 404 for a lease its holder was told it held
@@ -257,7 +258,11 @@ impl Verdict {
 /// Judges a whole run.
 pub fn judge(history: &History, rules: &Rules) -> Verdict {
     let mut verdict = Verdict::default();
-    let explained = explained(history, rules);
+    // A stall of Redis keeps the line's order (the waiters' instances stay
+    // alive, and a waiter dropped rejoins in its place): it excuses no
+    // overtaking.
+    let reordering = explained(history, rules, |kind| kind != FaultKind::RedisStall);
+    let explained = explained(history, rules, |_| true);
     answers(history, &mut verdict);
     expiries(history, &mut verdict);
     let lost = holds(history, &explained, &mut verdict);
@@ -289,7 +294,7 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
             verdict.evidence.push(timeline);
         }
         tokens(name, &holds, &mut verdict);
-        line(history, name, &holds, &explained, &mut verdict);
+        line(history, name, &holds, &explained, &reordering, &mut verdict);
     }
     data_loss(history, &mut verdict);
     claims(history, &explained, &mut verdict);
@@ -312,9 +317,13 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
     verdict
 }
 
-/// The stretches any fault may explain: its span and [`SETTLE`] after it
-/// (after a failover, [`Rules::failover_settle`]).
-fn explained(history: &History, rules: &Rules) -> Vec<(SystemTime, SystemTime)> {
+/// The stretches any fault of the kinds `counted` may explain: its span
+/// and [`SETTLE`] after it (after a failover, [`Rules::failover_settle`]).
+fn explained(
+    history: &History,
+    rules: &Rules,
+    counted: impl Fn(FaultKind) -> bool,
+) -> Vec<(SystemTime, SystemTime)> {
     let settle = |kind: FaultKind| match kind {
         FaultKind::MasterKill | FaultKind::MasterKillLaggingReplica => rules.failover_settle,
         _ => SETTLE,
@@ -323,6 +332,7 @@ fn explained(history: &History, rules: &Rules) -> Vec<(SystemTime, SystemTime)> 
         history
             .faults
             .iter()
+            .filter(|f| counted(f.kind))
             .map(|f| (f.from, f.to + settle(f.kind)))
             .collect(),
     )
@@ -856,13 +866,15 @@ fn tokens(name: &str, holds: &[Hold], verdict: &mut Verdict) {
     }
 }
 
-/// The line of one name: stuck waiters, refusals while free, and the paths
-/// of its grants (alone, after waiting).
+/// The line of one name: stuck waiters, refusals while free, overtaking
+/// (away from the faults `reordering` explains) and the paths of its grants
+/// (alone, after waiting).
 fn line(
     history: &History,
     name: &str,
     holds: &[Hold],
     explained: &[(SystemTime, SystemTime)],
+    reordering: &[(SystemTime, SystemTime)],
     verdict: &mut Verdict,
 ) {
     let calls: Vec<&Call> = history.calls.iter().filter(|c| c.name == name).collect();
@@ -890,11 +902,20 @@ fn line(
             .map(|(c, _)| (c.sent, c.answered + LEAVE))
             .collect(),
     );
+    let frozen = frozen_windows(history, name);
     let unjudged = union(
         explained
             .iter()
             .chain(&unknown)
-            .chain(&frozen_windows(history, name))
+            .chain(&frozen)
+            .copied()
+            .collect(),
+    );
+    let unordered = union(
+        reordering
+            .iter()
+            .chain(&unknown)
+            .chain(&frozen)
             .copied()
             .collect(),
     );
@@ -903,7 +924,7 @@ fn line(
         .map(|(c, a)| (c.sent, c.answered, a.weight()))
         .collect();
     let room = subtract(&room(holds, &outstanding, capacity), &unjudged);
-    overtaken(name, &acquisitions, &unjudged, verdict);
+    overtaken(name, &acquisitions, &unjudged, &unordered, verdict);
 
     for (call, ask) in &acquisitions {
         let Op::Acquire(acquire) = call.op else {
@@ -993,14 +1014,18 @@ fn line(
 
 /// First come, first served: a request granted while one sent well before it
 /// still waited (and went on waiting well after), with no fault or unknown
-/// request around the grant, overtook it. (With one limit per name, as the
-/// runs use, the line is strictly in order, for readers and permits too; a
-/// waiter that lost its place to a fault rejoins at the back within the
-/// settle time.) Names with `newest_wins` requests are not judged.
+/// request around the grant (`unordered`: a stall of Redis is no excuse),
+/// overtook it. (With one limit per name, as the runs use, the line is
+/// strictly in order, for readers and permits too; a waiter that lost its
+/// place to a fault of its instance or a restart of Redis rejoins at the
+/// back within the settle time, one dropped in a stall in its place.)
+/// Names with `newest_wins` requests are not judged. The path of priority is
+/// taken during a fault when any fault (`unjudged`) was around it.
 fn overtaken(
     name: &str,
     acquisitions: &[(&Call, Ask)],
     unjudged: &[(SystemTime, SystemTime)],
+    unordered: &[(SystemTime, SystemTime)],
     verdict: &mut Verdict,
 ) {
     let newest_wins = acquisitions
@@ -1024,9 +1049,9 @@ fn overtaken(
         .iter()
         .filter(|(c, _)| matches!(c.answer, Answer::Lease { .. }))
     {
-        let faulted = unjudged
-            .iter()
-            .any(|u| overlaps(*u, (b.sent, b.answered + Duration::from_millis(1))));
+        let span = (b.sent, b.answered + Duration::from_millis(1));
+        let faulted = unjudged.iter().any(|u| overlaps(*u, span));
+        let excused = unordered.iter().any(|u| overlaps(*u, span));
         let passed = |a: &Call| {
             waited(a) && a.sent + ORDER_SLACK < b.sent && a.answered > b.answered + ORDER_SLACK
         };
@@ -1036,7 +1061,7 @@ fn overtaken(
         }) {
             verdict.took(Path::Priority, faulted);
         }
-        if faulted {
+        if excused {
             continue;
         }
         let ahead = acquisitions
