@@ -1989,3 +1989,131 @@ fn the_checker_flags_waiters_served_out_of_order_across_a_redis_stall() {
     );
     assert_eq!(paused.count(Rule::Overtaken), 0, "{:?}", paused.violations);
 }
+
+/// Issue 42, item 4: a holder's stream on instance 1, paused (0.4 s to
+/// 4.5 s) across a refresh (at 0.5 s, to 1 s: the lease expired at 1.5 s):
+/// it said `refreshed` and `expiring` after it resumed, for a lease long
+/// gone, and `lost` 2 s after that; and after a loss of Redis's data it said
+/// `force-released` with nobody having force-released it. The service now
+/// says `lost` (`expired`) at once after the resume, and `expired` for a
+/// lease lost with Redis's data.
+#[test]
+fn the_checker_flags_a_stream_that_speaks_of_a_lease_already_gone() {
+    use support::history::{Followed, StreamEvent};
+    let event = |kind: &str, reason: Option<&str>, at_ms| StreamEvent {
+        at: at(at_ms),
+        kind: kind.into(),
+        reason: reason.map(str::to_owned),
+    };
+    let followed = |events: Vec<StreamEvent>| Followed {
+        client: 1,
+        name: LOCK.into(),
+        lease: 1,
+        instance: 1,
+        opened: at(20),
+        status: 200,
+        events,
+    };
+    // Granted at 10 ms for 3 s, refreshed to 1 s at 0.5 s via instance 0;
+    // its release at 8 s answered 404 (long expired).
+    let paused_across = |events: Vec<StreamEvent>| {
+        let mut calls = hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 8000);
+        calls[0].op = acquire(Ask::EXCLUSIVE, 3000, 0);
+        calls[0].answer = Answer::Lease {
+            token: 1,
+            expires_at: at(3010),
+            granted: Ask::EXCLUSIVE,
+        };
+        calls[1].answer = status(404, "lease-not-found");
+        calls.insert(
+            1,
+            call(
+                1,
+                LOCK,
+                0,
+                Op::Refresh {
+                    lease: 1,
+                    ttl_ms: 1000,
+                },
+                (500, 510),
+                Answer::Lease {
+                    token: 1,
+                    expires_at: at(1510),
+                    granted: Ask::EXCLUSIVE,
+                },
+            ),
+        );
+        let pause = fault(Target::Instance(1), FaultKind::InstancePause, 400, 4500);
+        let mut history = history(vec![calls], vec![pause]);
+        history.follows.push(followed(events));
+        judge(&history, &Rules::default())
+    };
+    let held = || event("held", None, 30);
+    // The bug: refreshed and expiring after the resume, lost 2 s later.
+    let late = paused_across(vec![
+        held(),
+        event("refreshed", None, 4510),
+        event("expiring", None, 4520),
+        event("lost", Some("expired"), 6520),
+    ]);
+    assert_eq!(late.count(Rule::Stream), 3, "{:?}", late.violations);
+    assert_eq!(late.violations.len(), 3, "{:?}", late.violations);
+    // Each on its own.
+    for events in [
+        vec![
+            held(),
+            event("refreshed", None, 4510),
+            event("lost", Some("expired"), 4530),
+        ],
+        vec![
+            held(),
+            event("expiring", None, 4520),
+            event("lost", Some("expired"), 4530),
+        ],
+        vec![held(), event("lost", Some("expired"), 6520)],
+    ] {
+        let verdict = paused_across(events.clone());
+        assert_eq!(
+            verdict.count(Rule::Stream),
+            1,
+            "{events:?}: {:?}",
+            verdict.violations
+        );
+    }
+    // Now: lost, at once after the resume.
+    let at_once = paused_across(vec![held(), event("lost", Some("expired"), 4530)]);
+    assert!(at_once.violations.is_empty(), "{:?}", at_once.violations);
+    // A refresh heard in time, and `expiring` before the expiry, are fine.
+    let in_time = paused_across(vec![
+        held(),
+        event("refreshed", None, 520),
+        event("expiring", None, 1200),
+        event("lost", Some("expired"), 4530),
+    ]);
+    assert!(in_time.violations.is_empty(), "{:?}", in_time.violations);
+
+    // A lease lost with Redis's data (at 2 s): `force-released` is wrong
+    // (nobody force-released it), `expired` right.
+    let lost_with_data = |reason: &str| {
+        // (Its release at 5 s: 404, the lease gone.)
+        let mut calls = hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 5000);
+        calls[1].answer = status(404, "lease-not-found");
+        let mut history = history(
+            vec![calls],
+            vec![fault(
+                Target::Redis,
+                FaultKind::RedisRestart { data_lost: true },
+                2000,
+                2700,
+            )],
+        );
+        history
+            .follows
+            .push(followed(vec![held(), event("lost", Some(reason), 2800)]));
+        judge(&history, &Rules::default())
+    };
+    let forced = lost_with_data("force-released");
+    assert_eq!(forced.count(Rule::Stream), 1, "{:?}", forced.violations);
+    let expired = lost_with_data("expired");
+    assert_eq!(expired.count(Rule::Stream), 0, "{:?}", expired.violations);
+}

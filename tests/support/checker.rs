@@ -46,6 +46,11 @@
 //!   (its 201 held up until the resume), see [`earliest_grant`]; the lines of
 //!   a frozen name are not judged from the `POST` until [`SETTLE`] after the
 //!   window surely ended;
+//! - a lease's own stream: `held` first, `released` or `lost` last and only
+//!   as its holder's calls (or a force-release) allow, `lost` by expiry
+//!   neither before the holder was told it would end nor more than
+//!   [`STREAM_LATE`] after the expiry (or a fault of the stream's instance or
+//!   of Redis then); no `refreshed` or `expiring` after the expiry passed;
 //! - tickets (`ticket_rules.rs`): none still waiting after a later request
 //!   of the same or a lower priority was granted, none granted twice;
 //! - the run: Redis without persistence lost its data at least once (and
@@ -86,6 +91,11 @@ pub const CLOCK_TOLERANCE: Duration = Duration::from_millis(100);
 /// A request sent this much later than another one reached the line after
 /// it; a 201 this much earlier than another's came before it.
 pub const ORDER_SLACK: Duration = Duration::from_millis(1500);
+
+/// How late a lease's own stream may say `lost` after its expiry (or after
+/// a fault of its instance or of Redis that went on past it), or still say
+/// `refreshed` or `expiring` after the expiry.
+pub const STREAM_LATE: Duration = Duration::from_millis(1500);
 
 /// A claim refused after all its names were free this long in all, away
 /// from faults, while it waited, was left waiting with room.
@@ -219,6 +229,11 @@ pub struct Hold {
     pub told_until: SystemTime,
     /// Until when Redis may still have held it (the line's room).
     pub may_until: SystemTime,
+    /// Until when Redis may have held it by its expiry alone, whatever ended
+    /// it before (the last `expires_at` told, or later if a refresh that
+    /// went unanswered may have extended it): after this, nothing may say
+    /// it is held.
+    pub expires_by: SystemTime,
 }
 
 impl Hold {
@@ -608,6 +623,7 @@ fn holds(
             start: call.answered,
             told_until: expires - EXPIRY_GRACE,
             may_until: expires + EXPIRY_GRACE,
+            expires_by: expires + EXPIRY_GRACE,
         };
         // When the first release of it that went unanswered (perhaps
         // received) or answered 503 was sent: it may have ended the lease,
@@ -649,6 +665,7 @@ fn holds(
                     }
                     hold.told_until = told - EXPIRY_GRACE;
                     hold.may_until = told + EXPIRY_GRACE;
+                    hold.expires_by = told + EXPIRY_GRACE;
                 }
                 (
                     Op::Refresh { ttl_ms, .. },
@@ -659,6 +676,7 @@ fn holds(
                     let ttl = Duration::from_millis(*ttl_ms);
                     hold.told_until = hold.told_until.min(next.sent + ttl - EXPIRY_GRACE);
                     hold.may_until = hold.may_until.max(next.answered + ttl + EXPIRY_GRACE);
+                    hold.expires_by = hold.expires_by.max(effect_until(next) + ttl + EXPIRY_GRACE);
                 }
                 (
                     Op::Release { .. },
@@ -1171,7 +1189,11 @@ fn room(
 /// Each lease's own stream against what happened to the lease: `held`
 /// first, nothing after its last event, `released` only after its holder
 /// sent a release, `lost` for a force-release only after one was sent, for
-/// an expiry only once the lease's told expiry had passed.
+/// an expiry only once the lease's told expiry had passed and no more than
+/// [`STREAM_LATE`] after its expiry (or after a fault of the stream's
+/// instance or of Redis that went on past it); no `refreshed` or `expiring`
+/// heard more than [`STREAM_LATE`] after the lease's expiry passed (its
+/// instance paused meanwhile or not: a lease gone is only `lost`).
 fn streams(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mut Verdict) {
     for followed in &history.follows {
         let Some(hold) = verdict
@@ -1188,6 +1210,21 @@ fn streams(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &
             if first.kind != "held" {
                 verdict.flag(Rule::Stream, format!("{what} began with {}", first.kind));
             }
+        }
+        for event in events
+            .iter()
+            .filter(|e| e.kind == "refreshed" || e.kind == "expiring")
+            .filter(|e| e.at > hold.expires_by + STREAM_LATE)
+        {
+            verdict.flag(
+                Rule::Stream,
+                format!(
+                    "{what} said {} at {}, after the lease's expiry passed ({})",
+                    event.kind,
+                    when(event.at),
+                    when(hold.expires_by)
+                ),
+            );
         }
         let last = events
             .iter()
@@ -1224,6 +1261,29 @@ fn streams(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &
             ("lost", Some("superseded")) => true,
             _ => true,
         };
+        if event.kind == "lost" && event.reason.as_deref() == Some("expired") {
+            // Due at the expiry, or once a fault of the stream's instance or
+            // of Redis that was on then was over.
+            let mut due = hold.expires_by;
+            while let Some(fault) = history.faults.iter().find(|f| {
+                (f.target == Target::Redis || f.target == Target::Instance(followed.instance))
+                    && f.from <= due
+                    && due < f.to
+            }) {
+                due = fault.to;
+            }
+            if event.at > due + STREAM_LATE {
+                verdict.flag(
+                    Rule::Stream,
+                    format!(
+                        "{what} said lost (expired) at {}, {} ms after it was due ({})",
+                        when(event.at),
+                        event.at.duration_since(due).unwrap_or_default().as_millis(),
+                        when(due)
+                    ),
+                );
+            }
+        }
         if wrong {
             verdict.flag(
                 Rule::Stream,
