@@ -1461,6 +1461,7 @@ fn the_checker_holds_a_lease_s_stream_to_what_happened() {
             client: 1,
             name: LOCK.into(),
             lease: 1,
+            instance: 0,
             opened: at(20),
             status: 200,
             events: vec![event("held", None, 30), event(kind, reason, at_ms)],
@@ -1547,15 +1548,16 @@ fn the_checker_flags_a_claim_refused_while_its_names_were_free() {
     assert_eq!(overlap.count(Rule::Capacity), 1, "{:?}", overlap.violations);
     let after = judged(1500);
     assert!(after.violations.is_empty(), "{:?}", after.violations);
-    // A claim waiting across a loss of Redis's data (its first lease taken
-    // before, its 201 after): its release's 204 (which releases whatever is
-    // left) does not say that lease outlived the loss, so a holder after the
-    // loss is no overlap; a lease's own 204 would.
+    // A claim granted before a loss of Redis's data (at 1 s to 2 s): its
+    // release's 204 (which releases whatever is left) does not say its lease
+    // outlived the loss, so a holder after the loss is no overlap; a lease's
+    // own 204 would. (A claim whose 201 came after the loss was told of
+    // leases held after it: see issue 42's item 1 below.)
     let across = |slug: &str| {
         let mut history = history(
             vec![
                 vec![
-                    grant(50, x, Ask::EXCLUSIVE, 10, (0, 3000), 0),
+                    grant(50, x, Ask::EXCLUSIVE, 10, (0, 800), 0),
                     release(50, x, 10, (4000, 4001), status(204, slug)),
                 ],
                 hold(x, Ask::EXCLUSIVE, 20, 2500, 2600, 3500),
@@ -1567,7 +1569,7 @@ fn the_checker_flags_a_claim_refused_while_its_names_were_free() {
                 2000,
             )],
         );
-        history.claims.push(claim(status(201, ""), (0, 3000)));
+        history.claims.push(claim(status(201, ""), (0, 800)));
         judge(&history, &Rules::default())
     };
     let claim_released = across(support::history::CLAIM_RELEASED);
@@ -1731,4 +1733,387 @@ fn the_checker_flags_a_ticket_overtaken_or_granted_twice() {
         .push(call(TicketOp::Collect, (4100, 4200), 201, Some(3)));
     let verdict = judged(vec![retried, later(5000, 1, 5100)]);
     assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
+}
+
+/// Issue 42, item 1: a claim of [L1, L2, S] that took L1 and waited for L2
+/// while Redis restarted without its data, then answered 201 (0.3 s after
+/// Redis was back) telling L1 held for 25 s more, while another client's
+/// `POST` of L1 got 201 too. A 201 that came after the loss tells of a hold
+/// after it (baton confirms every lease of a claim before its 201): the loss
+/// does not excuse it. The service now starts the claim over (L1 taken
+/// again, the other client refused).
+#[test]
+fn the_checker_flags_a_claim_told_201_for_a_lease_redis_lost() {
+    let (l1, l2, s) = ("claim-x", "claim-y", "claim-pool");
+    let one_of_two = Ask::Permits {
+        permits: 1,
+        limit: 2,
+    };
+    let (claim_sent, claim_answered) = (1000, 6000);
+    let loss = || {
+        vec![fault(
+            Target::Redis,
+            FaultKind::RedisRestart { data_lost: true },
+            5000,
+            5700,
+        )]
+    };
+    let judged = |l1_token: u64, l1_taken: u64, other: Answer| {
+        // The claim's lease of each name, as told by its 201, and its
+        // `DELETE` (204, releasing whatever is left) at 9 s.
+        let lease = |name: &str, ask: Ask, token: u64, taken: u64| {
+            let mut granted = grant(50, name, ask, token, (claim_sent, claim_answered), 0);
+            granted.answer = Answer::Lease {
+                token,
+                expires_at: at(taken + TTL),
+                granted: ask,
+            };
+            vec![
+                granted,
+                release(
+                    50,
+                    name,
+                    token,
+                    (9000, 9001),
+                    status(204, support::history::CLAIM_RELEASED),
+                ),
+            ]
+        };
+        // L2's holder, whose lease the loss took (its release: 404).
+        let mut l2_holder = hold(l2, Ask::EXCLUSIVE, 1, 0, 10, 7000);
+        l2_holder[1].answer = status(404, "lease-not-found");
+        // Another client's `POST /locks/L1` (no wait) at 6.2 s via
+        // instance 1, released at 8 s when granted.
+        let mut newcomer = vec![call(
+            7,
+            l1,
+            1,
+            acquire(Ask::EXCLUSIVE, TTL, 0),
+            (6200, 6210),
+            other.clone(),
+        )];
+        if let Answer::Lease { token, .. } = other {
+            newcomer[0].answer = Answer::Lease {
+                token,
+                expires_at: at(6210 + TTL),
+                granted: Ask::EXCLUSIVE,
+            };
+            newcomer.push(release(7, l1, token, (8000, 8001), status(204, "")));
+        }
+        let mut history = history(
+            vec![
+                l2_holder,
+                lease(l1, Ask::EXCLUSIVE, l1_token, l1_taken),
+                lease(l2, Ask::EXCLUSIVE, 3, 5990),
+                lease(s, one_of_two, 4, 1010),
+                newcomer,
+            ],
+            loss(),
+        );
+        history.claims.push(support::history::Claim {
+            client: 50,
+            instance: 0,
+            names: vec![
+                (l1.to_owned(), Ask::EXCLUSIVE),
+                (l2.to_owned(), Ask::EXCLUSIVE),
+                (s.to_owned(), one_of_two),
+            ],
+            ttl_ms: TTL,
+            wait_ms: 30_000,
+            sent: at(claim_sent),
+            answered: at(claim_answered),
+            answer: status(201, ""),
+        });
+        judge(&history, &Rules::default())
+    };
+    let lease = |token| Answer::Lease {
+        token,
+        expires_at: at(0),
+        granted: Ask::EXCLUSIVE,
+    };
+    // The bug: L1 taken at 1 s (token 2), told at 6 s; the newcomer granted.
+    let told_lost = judged(2, 1010, lease(5));
+    assert_eq!(
+        told_lost.count(Rule::Capacity),
+        1,
+        "{:?}",
+        told_lost.violations
+    );
+    assert!(
+        told_lost.violations[0].text.starts_with("claim-x"),
+        "{:?}",
+        told_lost.violations
+    );
+    assert_eq!(told_lost.violations.len(), 1, "{:?}", told_lost.violations);
+    // Now: L1 taken again after the loss (token 6), the newcomer refused.
+    let started_over = judged(6, 5990, status(409, "lock-held"));
+    assert!(
+        started_over.violations.is_empty(),
+        "{:?}",
+        started_over.violations
+    );
+}
+
+/// Issue 42, item 2: instance 1 paused (500 ms to 3 s) while a freeze of
+/// the lock was made (answered at 1 s, so applied by 2 s), its list stale
+/// when it resumed: it granted a waiter (sent before the pause, whose
+/// holder released inside the window, at 2.5 s) 2.3 s into the window, and
+/// then a newcomer that does not wait. The pause cannot have held up a
+/// grant made before the window: the holder held the lock until inside it.
+/// The service now checks its list after a resume: the waiter is granted
+/// after the freeze is deleted, the newcomer refused (423).
+#[test]
+fn the_checker_flags_grants_from_a_freeze_list_stale_after_a_pause() {
+    let freeze = support::history::Freeze {
+        name: LOCK.to_owned(),
+        opened: (at(900), at(1000)),
+        made: true,
+        until: at(20_000),
+        closed: Some((at(6000), at(6100))),
+    };
+    let pause = || {
+        vec![fault(
+            Target::Instance(1),
+            FaultKind::InstancePause,
+            500,
+            3000,
+        )]
+    };
+    let judged = |waiter_granted: u64, newcomer: Answer| {
+        let mut waited = waiter(LOCK, Ask::EXCLUSIVE, 2, 300, waiter_granted);
+        for c in &mut waited {
+            c.instance = 1;
+        }
+        let mut new = vec![call(
+            8,
+            LOCK,
+            1,
+            acquire(Ask::EXCLUSIVE, TTL, 0),
+            (3320, 3330),
+            newcomer.clone(),
+        )];
+        if let Answer::Lease { token, .. } = newcomer {
+            new[0].answer = Answer::Lease {
+                token,
+                expires_at: at(3330 + TTL),
+                granted: Ask::EXCLUSIVE,
+            };
+            new.push(release(8, LOCK, token, (3400, 3401), status(204, "")));
+        }
+        let mut history = history(
+            vec![hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 2500), waited, new],
+            pause(),
+        );
+        history.freezes.push(freeze.clone());
+        judge(&history, &Rules::default())
+    };
+    let lease = Answer::Lease {
+        token: 3,
+        expires_at: at(0),
+        granted: Ask::EXCLUSIVE,
+    };
+    // The bug: both granted inside the window, just after the resume.
+    let stale = judged(3300, lease);
+    assert_eq!(stale.count(Rule::Frozen), 2, "{:?}", stale.violations);
+    assert_eq!(stale.violations.len(), 2, "{:?}", stale.violations);
+    // Now: the waiter granted once the freeze was deleted, the newcomer
+    // refused.
+    let checked = judged(6050, status(423, "frozen"));
+    assert!(checked.violations.is_empty(), "{:?}", checked.violations);
+}
+
+/// Issue 42, item 3: waiters queued well apart (at 0.5 s and 3 s, behind a
+/// holder until 7 s), a Redis stall of 2.5 s (3.5 s to 6 s), then the later
+/// one served first (at 7 s, the first at 9.5 s): overtaken, of the same
+/// priority or of a lower one than the first's. A stall of Redis does not
+/// excuse it: the waiters' instances stayed alive, and the line keeps its
+/// order through a stall. The service now serves them in order.
+#[test]
+fn the_checker_flags_waiters_served_out_of_order_across_a_redis_stall() {
+    let stall = || vec![fault(Target::Redis, FaultKind::RedisStall, 3500, 6000)];
+    let judged = |first_granted: u64, second_granted: u64, priorities: (u8, u8)| {
+        let mut calls = vec![
+            hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 7000),
+            waiter(LOCK, Ask::EXCLUSIVE, 2, 500, first_granted),
+            waiter(LOCK, Ask::EXCLUSIVE, 3, 3000, second_granted),
+        ];
+        for (i, priority) in [(1, priorities.0), (2, priorities.1)] {
+            if let Op::Acquire(a) = &mut calls[i][0].op {
+                a.priority = priority;
+            }
+        }
+        checked(calls, stall())
+    };
+    for priorities in [(0, 0), (2, 1)] {
+        // The bug: the later waiter served first, the first 2.5 s after.
+        let out_of_order = judged(9500, 7010, priorities);
+        assert_eq!(
+            out_of_order.count(Rule::Overtaken),
+            1,
+            "{priorities:?}: {:?}",
+            out_of_order.violations
+        );
+        assert_eq!(
+            out_of_order.violations.len(),
+            1,
+            "{priorities:?}: {:?}",
+            out_of_order.violations
+        );
+        // Now: served in the order they queued.
+        let in_order = judged(7010, 7030, priorities);
+        assert!(
+            in_order.violations.is_empty(),
+            "{priorities:?}: {:?}",
+            in_order.violations
+        );
+    }
+    // A higher priority that queued later goes first: right, stall or not.
+    let higher = judged(9500, 7010, (0, 1));
+    assert!(higher.violations.is_empty(), "{:?}", higher.violations);
+    // A pause of an instance still excuses it: its waiters may have been
+    // dropped and rejoined behind.
+    let mut calls = vec![
+        hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 7000),
+        waiter(LOCK, Ask::EXCLUSIVE, 2, 500, 9500),
+        waiter(LOCK, Ask::EXCLUSIVE, 3, 3000, 7010),
+    ];
+    calls[1][0].instance = 1;
+    let paused = checked(
+        calls,
+        vec![fault(
+            Target::Instance(1),
+            FaultKind::InstancePause,
+            3500,
+            6000,
+        )],
+    );
+    assert_eq!(paused.count(Rule::Overtaken), 0, "{:?}", paused.violations);
+}
+
+/// Issue 42, item 4: a holder's stream on instance 1, paused (0.4 s to
+/// 4.5 s) across a refresh (at 0.5 s, to 1 s: the lease expired at 1.5 s):
+/// it said `refreshed` and `expiring` after it resumed, for a lease long
+/// gone, and `lost` 2 s after that; and after a loss of Redis's data it said
+/// `force-released` with nobody having force-released it. The service now
+/// says `lost` (`expired`) at once after the resume, and `expired` for a
+/// lease lost with Redis's data.
+#[test]
+fn the_checker_flags_a_stream_that_speaks_of_a_lease_already_gone() {
+    use support::history::{Followed, StreamEvent};
+    let event = |kind: &str, reason: Option<&str>, at_ms| StreamEvent {
+        at: at(at_ms),
+        kind: kind.into(),
+        reason: reason.map(str::to_owned),
+    };
+    let followed = |events: Vec<StreamEvent>| Followed {
+        client: 1,
+        name: LOCK.into(),
+        lease: 1,
+        instance: 1,
+        opened: at(20),
+        status: 200,
+        events,
+    };
+    // Granted at 10 ms for 3 s, refreshed to 1 s at 0.5 s via instance 0;
+    // its release at 8 s answered 404 (long expired).
+    let paused_across = |events: Vec<StreamEvent>| {
+        let mut calls = hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 8000);
+        calls[0].op = acquire(Ask::EXCLUSIVE, 3000, 0);
+        calls[0].answer = Answer::Lease {
+            token: 1,
+            expires_at: at(3010),
+            granted: Ask::EXCLUSIVE,
+        };
+        calls[1].answer = status(404, "lease-not-found");
+        calls.insert(
+            1,
+            call(
+                1,
+                LOCK,
+                0,
+                Op::Refresh {
+                    lease: 1,
+                    ttl_ms: 1000,
+                },
+                (500, 510),
+                Answer::Lease {
+                    token: 1,
+                    expires_at: at(1510),
+                    granted: Ask::EXCLUSIVE,
+                },
+            ),
+        );
+        let pause = fault(Target::Instance(1), FaultKind::InstancePause, 400, 4500);
+        let mut history = history(vec![calls], vec![pause]);
+        history.follows.push(followed(events));
+        judge(&history, &Rules::default())
+    };
+    let held = || event("held", None, 30);
+    // The bug: refreshed and expiring after the resume, lost 2 s later.
+    let late = paused_across(vec![
+        held(),
+        event("refreshed", None, 4510),
+        event("expiring", None, 4520),
+        event("lost", Some("expired"), 6520),
+    ]);
+    assert_eq!(late.count(Rule::Stream), 3, "{:?}", late.violations);
+    assert_eq!(late.violations.len(), 3, "{:?}", late.violations);
+    // Each on its own.
+    for events in [
+        vec![
+            held(),
+            event("refreshed", None, 4510),
+            event("lost", Some("expired"), 4530),
+        ],
+        vec![
+            held(),
+            event("expiring", None, 4520),
+            event("lost", Some("expired"), 4530),
+        ],
+        vec![held(), event("lost", Some("expired"), 6520)],
+    ] {
+        let verdict = paused_across(events.clone());
+        assert_eq!(
+            verdict.count(Rule::Stream),
+            1,
+            "{events:?}: {:?}",
+            verdict.violations
+        );
+    }
+    // Now: lost, at once after the resume.
+    let at_once = paused_across(vec![held(), event("lost", Some("expired"), 4530)]);
+    assert!(at_once.violations.is_empty(), "{:?}", at_once.violations);
+    // A refresh heard in time, and `expiring` before the expiry, are fine.
+    let in_time = paused_across(vec![
+        held(),
+        event("refreshed", None, 520),
+        event("expiring", None, 1200),
+        event("lost", Some("expired"), 4530),
+    ]);
+    assert!(in_time.violations.is_empty(), "{:?}", in_time.violations);
+
+    // A lease lost with Redis's data (at 2 s): `force-released` is wrong
+    // (nobody force-released it), `expired` right.
+    let lost_with_data = |reason: &str| {
+        // (Its release at 5 s: 404, the lease gone.)
+        let mut calls = hold(LOCK, Ask::EXCLUSIVE, 1, 0, 10, 5000);
+        calls[1].answer = status(404, "lease-not-found");
+        let mut history = history(
+            vec![calls],
+            vec![fault(
+                Target::Redis,
+                FaultKind::RedisRestart { data_lost: true },
+                2000,
+                2700,
+            )],
+        );
+        history
+            .follows
+            .push(followed(vec![held(), event("lost", Some(reason), 2800)]));
+        judge(&history, &Rules::default())
+    };
+    let forced = lost_with_data("force-released");
+    assert_eq!(forced.count(Rule::Stream), 1, "{:?}", forced.violations);
+    let expired = lost_with_data("expired");
+    assert_eq!(expired.count(Rule::Stream), 0, "{:?}", expired.violations);
 }

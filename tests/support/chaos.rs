@@ -506,9 +506,10 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
         let acquired = SystemTime::now();
         let lease_path = format!("{kind}/{name}/{lease_id}");
         if work.follows {
-            let url = format!("{}/{lease_path}/events", bases[turn % bases.len()]);
+            let instance = turn % bases.len();
+            let url = format!("{}/{lease_path}/events", bases[instance]);
             let (http, record, name) = (http.clone(), record.clone(), name.to_owned());
-            tokio::spawn(follow(http, url, (id, name, token), record));
+            tokio::spawn(follow(http, url, (id, name, token, instance), record));
         }
         // The critical section, with a refresh in a third of them: to a
         // ttl shorter (a third to half) or longer (up to twice) than asked.
@@ -574,7 +575,7 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
 async fn follow(
     http: reqwest::Client,
     url: String,
-    (client, name, lease): (usize, String, u64),
+    (client, name, lease, instance): (usize, String, u64, usize),
     record: Recorder,
 ) {
     let opened = SystemTime::now();
@@ -582,6 +583,7 @@ async fn follow(
         client,
         name,
         lease,
+        instance,
         opened,
         status: 0,
         events: Vec::new(),

@@ -5,7 +5,9 @@
 //! the client sent a release that ended it (answered 204 or 404, or unanswered
 //! but perhaps received: after that it no longer relies on the lease; a
 //! release answered 503 ends nothing), a force-release of its name was sent,
-//! Redis lost its data, or else its `expires_at` (as the latest refresh
+//! Redis lost its data (unless its 201 came once Redis was back, from an
+//! instance no fault held up: baton confirms a lease before telling it, a
+//! claim each of its leases), or else its `expires_at` (as the latest refresh
 //! answered told it; a refresh that went unanswered may have shortened it).
 //! The last [`EXPIRY_GRACE`] before an `expires_at` is not counted, for the
 //! clocks of the client and of Redis. For the line's room the other end
@@ -26,7 +28,8 @@
 //!   request that got no answer may still have been in line (it counts as in
 //!   line, see [`LEAVE`]); no acquisition refused while its name was free and
 //!   nobody else asked; none granted ahead of one queued well before it
-//!   ([`ORDER_SLACK`]), away from faults;
+//!   ([`ORDER_SLACK`]), away from faults (a stall of Redis is no excuse: the
+//!   line keeps its order through one);
 //! - answers: a missing answer only when a fault of its instance or of Redis
 //!   overlapped the call; a 503 only during or right after such a fault
 //!   ([`UNAVAILABLE_AFTER`]); a 404 for a lease its holder was told it held
@@ -38,9 +41,16 @@
 //! - freezes: no lease of a frozen name granted inside the freeze's window
 //!   (from [`FREEZE_SLACK`] after its `POST` was answered until its `DELETE`
 //!   was sent, as instances apply a freeze within a second), away from faults
-//!   of its instance or of Redis and from a loss of Redis's data; the lines of
+//!   of Redis, restarts of its instance and a loss of Redis's data; a pause of
+//!   its instance excuses only a grant that may have come before the window
+//!   (its 201 held up until the resume), see [`earliest_grant`]; the lines of
 //!   a frozen name are not judged from the `POST` until [`SETTLE`] after the
 //!   window surely ended;
+//! - a lease's own stream: `held` first, `released` or `lost` last and only
+//!   as its holder's calls (or a force-release) allow, `lost` by expiry
+//!   neither before the holder was told it would end nor more than
+//!   [`STREAM_LATE`] after the expiry (or a fault of the stream's instance or
+//!   of Redis then); no `refreshed` or `expiring` after the expiry passed;
 //! - tickets (`ticket_rules.rs`): none still waiting after a later request
 //!   of the same or a lower priority was granted, none granted twice;
 //! - the run: Redis without persistence lost its data at least once (and
@@ -81,6 +91,11 @@ pub const CLOCK_TOLERANCE: Duration = Duration::from_millis(100);
 /// A request sent this much later than another one reached the line after
 /// it; a 201 this much earlier than another's came before it.
 pub const ORDER_SLACK: Duration = Duration::from_millis(1500);
+
+/// How late a lease's own stream may say `lost` after its expiry (or after
+/// a fault of its instance or of Redis that went on past it), or still say
+/// `refreshed` or `expiring` after the expiry.
+pub const STREAM_LATE: Duration = Duration::from_millis(1500);
 
 /// A claim refused after all its names were free this long in all, away
 /// from faults, while it waited, was left waiting with room.
@@ -214,6 +229,11 @@ pub struct Hold {
     pub told_until: SystemTime,
     /// Until when Redis may still have held it (the line's room).
     pub may_until: SystemTime,
+    /// Until when Redis may have held it by its expiry alone, whatever ended
+    /// it before (the last `expires_at` told, or later if a refresh that
+    /// went unanswered may have extended it): after this, nothing may say
+    /// it is held.
+    pub expires_by: SystemTime,
 }
 
 impl Hold {
@@ -253,7 +273,11 @@ impl Verdict {
 /// Judges a whole run.
 pub fn judge(history: &History, rules: &Rules) -> Verdict {
     let mut verdict = Verdict::default();
-    let explained = explained(history, rules);
+    // A stall of Redis keeps the line's order (the waiters' instances stay
+    // alive, and a waiter dropped rejoins in its place): it excuses no
+    // overtaking.
+    let reordering = explained(history, rules, |kind| kind != FaultKind::RedisStall);
+    let explained = explained(history, rules, |_| true);
     answers(history, &mut verdict);
     expiries(history, &mut verdict);
     let lost = holds(history, &explained, &mut verdict);
@@ -285,7 +309,7 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
             verdict.evidence.push(timeline);
         }
         tokens(name, &holds, &mut verdict);
-        line(history, name, &holds, &explained, &mut verdict);
+        line(history, name, &holds, &explained, &reordering, &mut verdict);
     }
     data_loss(history, &mut verdict);
     claims(history, &explained, &mut verdict);
@@ -308,9 +332,13 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
     verdict
 }
 
-/// The stretches any fault may explain: its span and [`SETTLE`] after it
-/// (after a failover, [`Rules::failover_settle`]).
-fn explained(history: &History, rules: &Rules) -> Vec<(SystemTime, SystemTime)> {
+/// The stretches any fault of the kinds `counted` may explain: its span
+/// and [`SETTLE`] after it (after a failover, [`Rules::failover_settle`]).
+fn explained(
+    history: &History,
+    rules: &Rules,
+    counted: impl Fn(FaultKind) -> bool,
+) -> Vec<(SystemTime, SystemTime)> {
     let settle = |kind: FaultKind| match kind {
         FaultKind::MasterKill | FaultKind::MasterKillLaggingReplica => rules.failover_settle,
         _ => SETTLE,
@@ -319,6 +347,7 @@ fn explained(history: &History, rules: &Rules) -> Vec<(SystemTime, SystemTime)> 
         history
             .faults
             .iter()
+            .filter(|f| counted(f.kind))
             .map(|f| (f.from, f.to + settle(f.kind)))
             .collect(),
     )
@@ -381,6 +410,18 @@ fn faulted(
         matches!(f.target, Target::Redis) || f.target == Target::Instance(instance)
     } && f.from <= to + before
         && from <= f.to + after)
+}
+
+/// Whether a fault of `instance` itself (not of Redis) touches `from .. to`.
+fn instance_faulted(
+    history: &History,
+    instance: usize,
+    (from, to): (SystemTime, SystemTime),
+) -> bool {
+    history
+        .faults
+        .iter()
+        .any(|f| f.target == Target::Instance(instance) && f.from <= to && from <= f.to)
 }
 
 /// Each answer against what the contract names for its call, and missing
@@ -532,6 +573,13 @@ fn holds(
     for calls in by_client.values_mut() {
         calls.sort_by_key(|c| c.sent);
     }
+    // A 201 received once Redis was back from a loss of its data, from an
+    // instance no fault held up meanwhile, tells of a lease held after the
+    // loss (a claim confirms each lease it took before its 201): the loss
+    // did not end it, nor excuses a 404 for it.
+    let told_after = |call: &Call, &(from, to): &(SystemTime, SystemTime)| {
+        call.answered >= to && !instance_faulted(history, call.instance, (from, call.answered))
+    };
     for call in &history.calls {
         let faulted = during_fault(call);
         match (&call.op, &call.answer) {
@@ -575,6 +623,7 @@ fn holds(
             start: call.answered,
             told_until: expires - EXPIRY_GRACE,
             may_until: expires + EXPIRY_GRACE,
+            expires_by: expires + EXPIRY_GRACE,
         };
         // When the first release of it that went unanswered (perhaps
         // received) or answered 503 was sent: it may have ended the lease,
@@ -594,11 +643,12 @@ fn holds(
             let lost_here = |hold: &Hold| {
                 pending.is_none()
                     && next.answered < hold.told_until
-                    // (From the request: a claim waiting across the loss
-                    // may have taken the lease before it.)
-                    && !data_lost
-                        .iter()
-                        .any(|l| overlaps(*l, (hold.requested, next.answered)))
+                    // (From the request: a lease granted before the loss
+                    // may be answered after it, unless its 201 came once
+                    // Redis was back, see `told_after`.)
+                    && !data_lost.iter().any(|l| {
+                        overlaps(*l, (hold.requested, next.answered)) && !told_after(call, l)
+                    })
                     && !forces.iter().any(|f| {
                         f.name == hold.name
                             && overlaps((f.sent, effect_until(f)), (hold.requested, next.answered))
@@ -615,6 +665,7 @@ fn holds(
                     }
                     hold.told_until = told - EXPIRY_GRACE;
                     hold.may_until = told + EXPIRY_GRACE;
+                    hold.expires_by = told + EXPIRY_GRACE;
                 }
                 (
                     Op::Refresh { ttl_ms, .. },
@@ -625,6 +676,7 @@ fn holds(
                     let ttl = Duration::from_millis(*ttl_ms);
                     hold.told_until = hold.told_until.min(next.sent + ttl - EXPIRY_GRACE);
                     hold.may_until = hold.may_until.max(next.answered + ttl + EXPIRY_GRACE);
+                    hold.expires_by = hold.expires_by.max(effect_until(next) + ttl + EXPIRY_GRACE);
                 }
                 (
                     Op::Release { .. },
@@ -702,9 +754,13 @@ fn holds(
             }
         }
         // A loss of Redis's data ends it, unless it answered its holder
-        // after (it was granted once Redis was back).
+        // after, or its 201 came after (it was granted once Redis was back).
         for &(from, to) in &data_lost {
-            if from < hold.may_until && to > hold.requested && !alive_after(to) {
+            if from < hold.may_until
+                && to > hold.requested
+                && !alive_after(to)
+                && !told_after(call, &(from, to))
+            {
                 hold.told_until = hold.told_until.min(from.max(hold.start));
                 hold.may_until = hold.may_until.min(to);
             }
@@ -828,13 +884,15 @@ fn tokens(name: &str, holds: &[Hold], verdict: &mut Verdict) {
     }
 }
 
-/// The line of one name: stuck waiters, refusals while free, and the paths
-/// of its grants (alone, after waiting).
+/// The line of one name: stuck waiters, refusals while free, overtaking
+/// (away from the faults `reordering` explains) and the paths of its grants
+/// (alone, after waiting).
 fn line(
     history: &History,
     name: &str,
     holds: &[Hold],
     explained: &[(SystemTime, SystemTime)],
+    reordering: &[(SystemTime, SystemTime)],
     verdict: &mut Verdict,
 ) {
     let calls: Vec<&Call> = history.calls.iter().filter(|c| c.name == name).collect();
@@ -862,11 +920,20 @@ fn line(
             .map(|(c, _)| (c.sent, c.answered + LEAVE))
             .collect(),
     );
+    let frozen = frozen_windows(history, name);
     let unjudged = union(
         explained
             .iter()
             .chain(&unknown)
-            .chain(&frozen_windows(history, name))
+            .chain(&frozen)
+            .copied()
+            .collect(),
+    );
+    let unordered = union(
+        reordering
+            .iter()
+            .chain(&unknown)
+            .chain(&frozen)
             .copied()
             .collect(),
     );
@@ -875,7 +942,7 @@ fn line(
         .map(|(c, a)| (c.sent, c.answered, a.weight()))
         .collect();
     let room = subtract(&room(holds, &outstanding, capacity), &unjudged);
-    overtaken(name, &acquisitions, &unjudged, verdict);
+    overtaken(name, &acquisitions, &unjudged, &unordered, verdict);
 
     for (call, ask) in &acquisitions {
         let Op::Acquire(acquire) = call.op else {
@@ -965,14 +1032,18 @@ fn line(
 
 /// First come, first served: a request granted while one sent well before it
 /// still waited (and went on waiting well after), with no fault or unknown
-/// request around the grant, overtook it. (With one limit per name, as the
-/// runs use, the line is strictly in order, for readers and permits too; a
-/// waiter that lost its place to a fault rejoins at the back within the
-/// settle time.) Names with `newest_wins` requests are not judged.
+/// request around the grant (`unordered`: a stall of Redis is no excuse),
+/// overtook it. (With one limit per name, as the runs use, the line is
+/// strictly in order, for readers and permits too; a waiter that lost its
+/// place to a fault of its instance or a restart of Redis rejoins at the
+/// back within the settle time, one dropped in a stall in its place.)
+/// Names with `newest_wins` requests are not judged. The path of priority is
+/// taken during a fault when any fault (`unjudged`) was around it.
 fn overtaken(
     name: &str,
     acquisitions: &[(&Call, Ask)],
     unjudged: &[(SystemTime, SystemTime)],
+    unordered: &[(SystemTime, SystemTime)],
     verdict: &mut Verdict,
 ) {
     let newest_wins = acquisitions
@@ -996,9 +1067,9 @@ fn overtaken(
         .iter()
         .filter(|(c, _)| matches!(c.answer, Answer::Lease { .. }))
     {
-        let faulted = unjudged
-            .iter()
-            .any(|u| overlaps(*u, (b.sent, b.answered + Duration::from_millis(1))));
+        let span = (b.sent, b.answered + Duration::from_millis(1));
+        let faulted = unjudged.iter().any(|u| overlaps(*u, span));
+        let excused = unordered.iter().any(|u| overlaps(*u, span));
         let passed = |a: &Call| {
             waited(a) && a.sent + ORDER_SLACK < b.sent && a.answered > b.answered + ORDER_SLACK
         };
@@ -1008,7 +1079,7 @@ fn overtaken(
         }) {
             verdict.took(Path::Priority, faulted);
         }
-        if faulted {
+        if excused {
             continue;
         }
         let ahead = acquisitions
@@ -1118,7 +1189,11 @@ fn room(
 /// Each lease's own stream against what happened to the lease: `held`
 /// first, nothing after its last event, `released` only after its holder
 /// sent a release, `lost` for a force-release only after one was sent, for
-/// an expiry only once the lease's told expiry had passed.
+/// an expiry only once the lease's told expiry had passed and no more than
+/// [`STREAM_LATE`] after its expiry (or after a fault of the stream's
+/// instance or of Redis that went on past it); no `refreshed` or `expiring`
+/// heard more than [`STREAM_LATE`] after the lease's expiry passed (its
+/// instance paused meanwhile or not: a lease gone is only `lost`).
 fn streams(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mut Verdict) {
     for followed in &history.follows {
         let Some(hold) = verdict
@@ -1135,6 +1210,21 @@ fn streams(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &
             if first.kind != "held" {
                 verdict.flag(Rule::Stream, format!("{what} began with {}", first.kind));
             }
+        }
+        for event in events
+            .iter()
+            .filter(|e| e.kind == "refreshed" || e.kind == "expiring")
+            .filter(|e| e.at > hold.expires_by + STREAM_LATE)
+        {
+            verdict.flag(
+                Rule::Stream,
+                format!(
+                    "{what} said {} at {}, after the lease's expiry passed ({})",
+                    event.kind,
+                    when(event.at),
+                    when(hold.expires_by)
+                ),
+            );
         }
         let last = events
             .iter()
@@ -1171,6 +1261,29 @@ fn streams(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &
             ("lost", Some("superseded")) => true,
             _ => true,
         };
+        if event.kind == "lost" && event.reason.as_deref() == Some("expired") {
+            // Due at the expiry, or once a fault of the stream's instance or
+            // of Redis that was on then was over.
+            let mut due = hold.expires_by;
+            while let Some(fault) = history.faults.iter().find(|f| {
+                (f.target == Target::Redis || f.target == Target::Instance(followed.instance))
+                    && f.from <= due
+                    && due < f.to
+            }) {
+                due = fault.to;
+            }
+            if event.at > due + STREAM_LATE {
+                verdict.flag(
+                    Rule::Stream,
+                    format!(
+                        "{what} said lost (expired) at {}, {} ms after it was due ({})",
+                        when(event.at),
+                        event.at.duration_since(due).unwrap_or_default().as_millis(),
+                        when(due)
+                    ),
+                );
+            }
+        }
         if wrong {
             verdict.flag(
                 Rule::Stream,
@@ -1349,21 +1462,30 @@ fn frozen(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &m
             .closed
             .map_or(freeze.until, |(sent, _)| sent.min(freeze.until));
         for call in &history.calls {
-            let (Op::Acquire(_), Answer::Lease { token, .. }) = (&call.op, &call.answer) else {
+            let (Op::Acquire(acquire), Answer::Lease { token, .. }) = (&call.op, &call.answer)
+            else {
                 continue;
             };
+            if call.name != freeze.name {
+                continue;
+            }
             // Granted at most a moment before its 201 arrived, unless a
             // fault held the 201 up.
             let granted_after = call.answered
                 - FREEZE_SLACK.min(call.answered.duration_since(call.sent).unwrap_or_default());
-            let inside = call.name == freeze.name && granted_after > from && call.answered < to;
-            let excused = faulted(
-                history,
-                call.instance,
-                (granted_after, call.answered),
-                FREEZE_SLACK,
-                Duration::ZERO,
-            ) || data_lost
+            let earliest =
+                earliest_grant(history, call, acquire.ask, granted_after, &verdict.holds);
+            let inside = earliest > from && call.answered < to;
+            // A fault of Redis (a call queued in a stalled Redis runs when it
+            // wakes, with the window its instance knew when it sent it) or a
+            // restart of its instance; a pause only as `earliest_grant` says.
+            let excused = history.faults.iter().any(|f| {
+                (f.target == Target::Redis
+                    || (f.target == Target::Instance(call.instance)
+                        && f.kind != FaultKind::InstancePause))
+                    && f.from <= call.answered + FREEZE_SLACK
+                    && granted_after <= f.to
+            }) || data_lost
                 .iter()
                 .any(|l| overlaps(*l, (freeze.opened.0, call.answered)));
             if inside && !excused {
@@ -1380,6 +1502,45 @@ fn frozen(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &m
                     ),
                 );
             }
+        }
+    }
+}
+
+/// The earliest moment the lease `call` was told of may have been granted:
+/// `granted_after` (a moment before its 201), or, when a pause of its
+/// instance may have held the 201 up (it came within [`FREEZE_SLACK`] of the
+/// resume), a moment before the pause, but never before the request was
+/// sent, nor while a hold that leaves it no room was still held as told.
+/// (A pause does not excuse a grant that cannot have come before it.)
+fn earliest_grant(
+    history: &History,
+    call: &Call,
+    ask: Ask,
+    granted_after: SystemTime,
+    holds: &[Hold],
+) -> SystemTime {
+    let mut earliest = granted_after;
+    for f in &history.faults {
+        if f.target == Target::Instance(call.instance)
+            && f.kind == FaultKind::InstancePause
+            && f.from < call.answered
+            && call.answered <= f.to + FREEZE_SLACK
+        {
+            let before = f.from.checked_sub(FREEZE_SLACK).unwrap_or(f.from);
+            earliest = earliest.min(before.max(call.sent));
+        }
+    }
+    let token = call_token(call);
+    loop {
+        let busy = holds.iter().find(|h| {
+            h.name == call.name
+                && Some(h.token) != token
+                && h.ask.weight() + ask.weight() > ask.capacity()
+                && h.held_at(earliest)
+        });
+        match busy {
+            Some(h) if h.told_until < call.answered => earliest = h.told_until,
+            _ => return earliest,
         }
     }
 }

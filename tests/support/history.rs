@@ -206,6 +206,8 @@ pub struct Followed {
     pub name: String,
     /// The lease's fencing token.
     pub lease: u64,
+    /// The instance it was opened on.
+    pub instance: usize,
     pub opened: SystemTime,
     /// The stream's status (0: no answer).
     pub status: u16,
