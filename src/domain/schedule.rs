@@ -128,7 +128,8 @@ impl Recurring {
             return Ok(());
         }
         let now = utc(now_ms).map(|t| self.zone.from_utc_datetime(&t.naive_utc()));
-        let opens = now.is_some_and(|now| seek(&self.start, &now, false, Way::On, HORIZON_MS).is_some());
+        let opens =
+            now.is_some_and(|now| seek(&self.start, &now, false, Way::On, HORIZON_MS).is_some());
         Err(if opens {
             (
                 "freeze_end",
@@ -175,7 +176,9 @@ fn seek(
         Way::On => from_ms.checked_add(span_ms)?,
         Way::Back => from_ms.checked_sub(span_ms)?,
     };
-    let limit = from.timezone().from_utc_datetime(&utc(limit_ms)?.naive_utc());
+    let limit = from
+        .timezone()
+        .from_utc_datetime(&utc(limit_ms)?.naive_utc());
     if !a_day_matches(cron, from.date_naive(), limit.date_naive()) {
         return None;
     }
