@@ -35,6 +35,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// holds, except to an admin's `override`: a request without `wait_ms` gets
 /// 423 `frozen`, one with `wait_ms` keeps its place in line and is served in
 /// order when the window ends. Takes `admin` on every name it matches.
+/// A recurring freeze must open within 366 days, a one-off `until` lie at
+/// most `BATON_FREEZE_MAX_DAYS` (400) days ahead; one token name keeps at
+/// most 100 freezes in force (400 naming `match`), and the 1,000 in all
+/// never refuse an `admin:*` token.
 #[utoipa::path(post, path = "/freezes", request_body = FreezeRequest,
     responses(
         (status = 201, description = "Made; every instance applies it within a second",
