@@ -19,6 +19,12 @@
 //! carries that plus [`FRESH_FOR`], and the function holds the line once
 //! Redis's clock passes it (a call built with a fresh list that reached
 //! Redis late: its instance stopped or its connection stalled in between).
+//!
+//! Working a freeze's windows out is the one cost a list has (a cron search,
+//! bounded in `domain/schedule.rs`): it is done once per freeze, when the
+//! list is read, by the task that reads it, and kept across reloads while
+//! Redis keeps the freeze unchanged; again only once the window worked out
+//! has passed. A request only looks windows up.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
