@@ -68,7 +68,10 @@ async fn listed(app: &TestApp, token: Option<&str>) -> Option<usize> {
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
-    let answer = request.send().await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(20), request.send())
+        .await
+        .expect("GET /freezes: no answer within 20 s")
+        .unwrap();
     let status = answer.status();
     let body: Value = answer.json().await.unwrap();
     if status != 200 {
