@@ -73,6 +73,15 @@ impl Principal {
         self.allows(Scope::Read, name)
     }
 
+    /// Whether it may read some name `pattern` matches: what a freeze of
+    /// `pattern` takes to be shown to it (`read:team-a-*` sees a freeze of
+    /// `team-*`, which holds its names too, and one of `team-a-deploy`).
+    pub fn may_read_some(&self, pattern: &NamePattern) -> bool {
+        self.grants
+            .iter()
+            .any(|grant| grant.scope.implies(Scope::Read) && grant.names.overlaps(pattern))
+    }
+
     /// [`Self::may_read`] of a name as a stream of changes carries it (text
     /// from Redis, not parsed again).
     pub fn may_read_text(&self, name: &str) -> bool {
@@ -217,6 +226,19 @@ mod tests {
             "this token may not administer \"team-a-x\": it needs admin on that name"
         );
         assert_eq!(team.name().unwrap().as_str(), "team-a-ci");
+    }
+
+    #[test]
+    fn a_token_sees_the_patterns_that_can_match_a_name_it_reads() {
+        let team = principal(&["read:team-a-*", "write:ops-1"]);
+        assert!(team.may_read_some(&pattern("team-*")));
+        assert!(team.may_read_some(&pattern("*")));
+        assert!(team.may_read_some(&pattern("team-a-deploy")));
+        assert!(team.may_read_some(&pattern("team-a-eu-*")));
+        assert!(team.may_read_some(&pattern("ops-*")));
+        assert!(!team.may_read_some(&pattern("team-b-*")));
+        assert!(!team.may_read_some(&pattern("ops-2")));
+        assert!(Principal::anyone().may_read_some(&pattern("x")));
     }
 
     #[test]

@@ -11,8 +11,8 @@ use clap::{Args, Parser, ValueEnum};
 use super::redis_url::{redact_url, RedisMode};
 use super::secrets::{host_list, token_list};
 use super::values::{
-    history_days, history_max, keep_place_ms, listen_address, max_wait_ms, non_empty, pickup_ms,
-    positive_count, positive_millis, worker_threads,
+    freeze_max_days, history_days, history_max, keep_place_ms, listen_address, max_wait_ms,
+    non_empty, pickup_ms, positive_count, positive_millis, worker_threads,
 };
 
 /// The largest `wait_ms` accepted unless `BATON_MAX_WAIT_MS` says otherwise.
@@ -184,6 +184,10 @@ pub struct Settings {
     #[arg(long, env = "BATON_HISTORY_DAYS", default_value = "7", value_parser = history_days, value_name = "DAYS")]
     pub history_days: u32,
 
+    /// How far ahead a one-off freeze's `until` may lie, in days (1 to 36500)
+    #[arg(long, env = "BATON_FREEZE_MAX_DAYS", default_value = "400", value_parser = freeze_max_days, value_name = "DAYS")]
+    pub freeze_max_days: u32,
+
     /// Comma-separated host names that turn notices (notify) may be sent to;
     /// unset: notices are off
     #[arg(long, env = "BATON_WEBHOOK_HOSTS", default_value = "", hide_default_value = true,
@@ -235,6 +239,7 @@ impl fmt::Debug for Settings {
             .field("worker_threads", &self.worker_threads)
             .field("history_max", &self.history_max)
             .field("history_days", &self.history_days)
+            .field("freeze_max_days", &self.freeze_max_days)
             .field("webhook_hosts", &self.webhook_hosts)
             .field("webhook_secret", &!self.webhook_secret.is_empty())
             .field("log_format", &self.log_format)

@@ -75,6 +75,17 @@ pub(super) fn history_days(raw: &str) -> Result<u32, String> {
         .ok_or_else(|| "expected a whole number of days from 1 to 365".to_owned())
 }
 
+/// The largest `BATON_FREEZE_MAX_DAYS` accepted: a hundred years.
+pub const MAX_FREEZE_MAX_DAYS: u32 = 36_500;
+
+pub(super) fn freeze_max_days(raw: &str) -> Result<u32, String> {
+    raw.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=MAX_FREEZE_MAX_DAYS).contains(n))
+        .ok_or_else(|| format!("expected a whole number of days from 1 to {MAX_FREEZE_MAX_DAYS}"))
+}
+
 pub(super) fn positive_millis(raw: &str) -> Result<Duration, String> {
     raw.trim()
         .parse::<u64>()

@@ -35,7 +35,7 @@ pub use owner::{Owner, MAX_OWNER_LEN};
 pub use printable::{printable_pattern, Printable};
 pub use priority::Priority;
 pub use reason::Reason;
-pub use schedule::{Recurring, Schedule, Window};
+pub use schedule::{Recurring, Schedule, Window, DAY_MS, HORIZON_DAYS};
 pub use scope::Scope;
 pub use token_name::{TokenName, MAX_TOKEN_NAME_LEN};
 

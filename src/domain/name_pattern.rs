@@ -55,6 +55,22 @@ impl NamePattern {
         }
     }
 
+    /// Whether some name is matched by both this pattern and `other`: two
+    /// prefixes overlap when one starts with the other (`team-*` and
+    /// `team-a-*` both match `team-a-x`), a name and a prefix when the name
+    /// starts with it.
+    pub fn overlaps(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Name(own), Self::Name(name)) => own == name,
+            (Self::Name(name), Self::Prefix(prefix)) | (Self::Prefix(prefix), Self::Name(name)) => {
+                name.as_str().starts_with(prefix.as_str())
+            }
+            (Self::Prefix(own), Self::Prefix(other)) => {
+                own.as_str().starts_with(other.as_str()) || other.as_str().starts_with(own.as_str())
+            }
+        }
+    }
+
     /// Whether every name under `prefix` is one this pattern matches.
     pub fn covers_prefix(&self, prefix: &NamePrefix) -> bool {
         self.covers(&Self::Prefix(prefix.clone()))
@@ -153,6 +169,26 @@ mod tests {
         assert!(!pattern("deploy").covers(&pattern("deploy-2")));
         assert!(pattern("deploy-*").covers_prefix(&prefix("deploy-eu-")));
         assert!(!pattern("deploy-eu-*").covers_prefix(&prefix("deploy-")));
+    }
+
+    #[test]
+    fn two_patterns_overlap_when_some_name_matches_both() {
+        let overlap = |a: &str, b: &str| {
+            let (a, b) = (pattern(a), pattern(b));
+            assert_eq!(a.overlaps(&b), b.overlaps(&a), "symmetric");
+            a.overlaps(&b)
+        };
+        assert!(overlap("team-*", "team-a-*"));
+        assert!(overlap("team-a-*", "team-a-*"));
+        assert!(overlap("*", "anything"));
+        assert!(overlap("team-a-x", "team-a-*"));
+        assert!(overlap("team-a-x", "team-a-x"));
+        assert!(!overlap("team-a-*", "team-b-*"));
+        assert!(!overlap("team-a-*", "team-b-x"));
+        assert!(!overlap("team-a", "team-a-*"));
+        assert!(!overlap("team-a-x", "team-a-y"));
+        // A name that merely starts like the prefix, short of it, is not under it.
+        assert!(!overlap("team", "team-*"));
     }
 
     #[test]

@@ -2,15 +2,38 @@
 //! (a five-field cron expression for each start and each end, read in an
 //! IANA time zone, as GitLab's deploy freezes write them). Cron and time
 //! zones are the `croner` and `chrono-tz` crates' business.
+//!
+//! Every search for a start or an end looks at most [`HORIZON_MS`] (and a
+//! day) away: a cron expression that names no time for years (`0 0 30 2 *`
+//! never does) would otherwise be walked to the year 5000, milliseconds of
+//! CPU each time. Whether any day in the span can match is read from the
+//! expression's day and month fields first, a few microseconds; only then
+//! does `croner` walk to the time itself.
 
 use std::str::FromStr;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
 
 use super::Invalid;
+
+/// A day, in milliseconds.
+pub const DAY_MS: i64 = 86_400_000;
+
+/// How soon a recurring freeze must open when it is made, how far ahead its
+/// next window is looked for, and how long one window may last: 366 days.
+pub const HORIZON_DAYS: i64 = 366;
+
+/// [`HORIZON_DAYS`] in milliseconds.
+pub const HORIZON_MS: i64 = HORIZON_DAYS * DAY_MS;
+
+/// How far a search for the end of a window, or back for the start of the
+/// one that holds now, looks: a day past [`HORIZON_MS`], so that a window of
+/// a whole year that spans a change of clocks (366 days and an hour) is
+/// found whole.
+const SPAN_MS: i64 = HORIZON_MS + DAY_MS;
 
 /// One window of a freeze: from `start_ms` (inclusive) to `end_ms`
 /// (exclusive), in milliseconds since the Unix epoch.
@@ -78,20 +101,118 @@ impl Recurring {
     }
 
     /// The window that holds `now_ms`, else the next one; `None` when
-    /// the expressions name no such time (or it lies past the year 5000).
+    /// none starts within [`HORIZON_MS`] of it (or its end does not follow
+    /// within that span). Bounded: a few searches of at most a year each.
     fn window_at(&self, now_ms: i64) -> Option<Window> {
         let now = self.zone.from_utc_datetime(&utc(now_ms)?.naive_utc());
-        if let Ok(start) = self.start.find_previous_occurrence(&now, true) {
-            if let Ok(end) = self.end.find_next_occurrence(&start, false) {
+        if let Some(start) = seek(&self.start, &now, true, Way::Back, SPAN_MS) {
+            if let Some(end) = seek(&self.end, &start, false, Way::On, SPAN_MS) {
                 if end.timestamp_millis() > now_ms {
                     return Some(window(&start, &end));
                 }
             }
         }
-        let start = self.start.find_next_occurrence(&now, false).ok()?;
-        let end = self.end.find_next_occurrence(&start, false).ok()?;
+        let start = seek(&self.start, &now, false, Way::On, HORIZON_MS)?;
+        let end = seek(&self.end, &start, false, Way::On, SPAN_MS)?;
         Some(window(&start, &end))
     }
+
+    /// Whether it opens within [`HORIZON_DAYS`] of `now_ms` (or holds
+    /// then), and each window it opens ends: what making one checks.
+    ///
+    /// # Errors
+    /// `freeze_start` when no start lies within the horizon, `freeze_end`
+    /// when no end follows it within as long.
+    pub fn check_opens(&self, now_ms: i64) -> Result<(), FieldError> {
+        if self.window_at(now_ms).is_some() {
+            return Ok(());
+        }
+        let now = utc(now_ms).map(|t| self.zone.from_utc_datetime(&t.naive_utc()));
+        let opens =
+            now.is_some_and(|now| seek(&self.start, &now, false, Way::On, HORIZON_MS).is_some());
+        Err(if opens {
+            (
+                "freeze_end",
+                Invalid(format!(
+                    "{:?} names no time within {HORIZON_DAYS} days after the freeze's start: \
+                     its window would never end",
+                    self.end()
+                )),
+            )
+        } else {
+            (
+                "freeze_start",
+                Invalid(format!(
+                    "{:?} names no time in the next {HORIZON_DAYS} days (read in {}): a recurring \
+                     freeze must open within them",
+                    self.start(),
+                    self.zone()
+                )),
+            )
+        })
+    }
+}
+
+/// Which way a search goes along time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    On,
+    Back,
+}
+
+/// The first time `cron` names from `from` (itself included when
+/// `inclusive`) going `way`, no more than `span_ms` away; `None` when there
+/// is none that near. No day in the span matching the expression's day and
+/// month fields ends the search before `croner` walks a single step.
+fn seek(
+    cron: &Cron,
+    from: &DateTime<Tz>,
+    inclusive: bool,
+    way: Way,
+    span_ms: i64,
+) -> Option<DateTime<Tz>> {
+    let from_ms = from.timestamp_millis();
+    let limit_ms = match way {
+        Way::On => from_ms.checked_add(span_ms)?,
+        Way::Back => from_ms.checked_sub(span_ms)?,
+    };
+    let limit = from
+        .timezone()
+        .from_utc_datetime(&utc(limit_ms)?.naive_utc());
+    if !a_day_matches(cron, from.date_naive(), limit.date_naive()) {
+        return None;
+    }
+    let found = match way {
+        Way::On => cron.find_next_occurrence(from, inclusive),
+        Way::Back => cron.find_previous_occurrence(from, inclusive),
+    }
+    .ok()?;
+    let ms = found.timestamp_millis();
+    let near = match way {
+        Way::On => ms <= limit_ms,
+        Way::Back => ms >= limit_ms,
+    };
+    near.then_some(found)
+}
+
+/// Whether the day and month fields of `cron` match a day from `a` to `b`
+/// (either way round), both included.
+fn a_day_matches(cron: &Cron, a: NaiveDate, b: NaiveDate) -> bool {
+    let last = a.max(b);
+    a.min(b)
+        .iter_days()
+        .take_while(|day| *day <= last)
+        .any(|day| day_matches(cron, day))
+}
+
+/// Whether the day and month fields of `cron` match `day`.
+fn day_matches(cron: &Cron, day: NaiveDate) -> bool {
+    let weekday = croner::Weekday::from_days_from_sunday(day.weekday().num_days_from_sunday());
+    cron.pattern.month_match(day.month()).unwrap_or(false)
+        && cron
+            .pattern
+            .day_match(day.year(), day.month(), day.day(), weekday)
+            .unwrap_or(false)
 }
 
 fn window(start: &DateTime<Tz>, end: &DateTime<Tz>) -> Window {
@@ -217,6 +338,44 @@ mod tests {
             field("0 23 * * 5", "0 7 * * 1", Some("Mars/Olympus")),
             "cron_timezone"
         );
+    }
+
+    #[test]
+    fn a_freeze_that_never_opens_is_found_out_in_a_bounded_search() {
+        // 30 February: never.
+        let never = Recurring::parse("0 0 30 2 *", "0 0 31 2 *", None).unwrap();
+        let now = ms("2026-12-06T01:00:00Z");
+        let started = std::time::Instant::now();
+        for _ in 0..100 {
+            assert_eq!(never.window_at(now), None);
+        }
+        // Unbounded, each took milliseconds (a walk to the year 5000 and
+        // back to the year 1); shown, not asserted (machines are noisy).
+        eprintln!("never opens: {:?} each", started.elapsed() / 100);
+        assert_eq!(never.check_opens(now).unwrap_err().0, "freeze_start");
+    }
+
+    #[test]
+    fn a_recurring_freeze_must_open_within_366_days_and_close_after_it() {
+        let now = ms("2026-12-06T01:00:00Z");
+        let check = |start: &str, end: &str| {
+            Recurring::parse(start, end, None)
+                .unwrap()
+                .check_opens(now)
+                .map_err(|(field, _)| field)
+        };
+        // 29 February next comes in 2028: more than 366 days away.
+        assert_eq!(check("0 0 29 2 *", "0 0 1 3 *"), Err("freeze_start"));
+        // Opens, never closes.
+        assert_eq!(check("0 0 * * *", "0 0 30 2 *"), Err("freeze_end"));
+        assert_eq!(check("0 23 * * 5", "0 7 * * 1"), Ok(()));
+        // A whole year, holding now.
+        assert_eq!(check("0 0 1 1 *", "0 0 1 1 *"), Ok(()));
+        // Once a year, next November.
+        assert_eq!(check("0 0 1 11 *", "0 0 2 11 *"), Ok(()));
+        let leap = Recurring::parse("0 0 29 2 *", "0 0 1 3 *", None).unwrap();
+        let window = leap.window_at(ms("2027-12-06T01:00:00Z")).unwrap();
+        assert_eq!(window.start_ms, ms("2028-02-29T00:00:00Z"));
     }
 
     #[test]

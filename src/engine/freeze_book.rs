@@ -19,7 +19,14 @@
 //! carries that plus [`FRESH_FOR`], and the function holds the line once
 //! Redis's clock passes it (a call built with a fresh list that reached
 //! Redis late: its instance stopped or its connection stalled in between).
+//!
+//! Working a freeze's windows out is the one cost a list has (a cron search,
+//! bounded in `domain/schedule.rs`): it is done once per freeze, when the
+//! list is read, by the task that reads it, and kept across reloads while
+//! Redis keeps the freeze unchanged; again only once the window worked out
+//! has passed. A request only looks windows up.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,7 +34,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use tokio::sync::{watch, Notify};
 
-use crate::domain::{Freeze, FreezeId, Kind, Reason, Window};
+use crate::domain::{Freeze, FreezeId, Kind, Reason, Schedule, Window, DAY_MS};
 
 /// Milliseconds since the Unix epoch on this instance's clock: freezes are
 /// windows of wall-clock time (their windows are judged again by Redis).
@@ -94,39 +101,78 @@ impl NameFreeze {
     }
 }
 
-/// A freeze and its window now or next, worked out when first needed and
-/// again once it ended (working out a cron window takes a while; a lookup
-/// should not).
+/// A freeze as this instance holds it, with its windows worked out once:
+/// when it was first read, then again only when the window worked out has
+/// passed. Kept across reloads while Redis keeps the freeze unchanged
+/// (`stored` is the same), so no reload and no request works a window out
+/// again.
 struct Entry {
     freeze: Freeze,
-    window: Mutex<Cached>,
+    /// The freeze as Redis keeps it: what says, at a reload, that it is the
+    /// same freeze.
+    stored: String,
+    timeline: Mutex<Timeline>,
 }
 
-#[derive(Clone, Copy)]
-enum Cached {
-    NotYet,
-    Window(Window),
-    /// It holds no more.
-    Over,
+/// A freeze's windows as worked out at some time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeline {
+    /// Its window that holds now, or the next one (`None`: none within the
+    /// schedule's horizon, or no more).
+    pub window: Option<Window>,
+    /// The window after that one: its next start while `window` holds.
+    pub after: Option<Window>,
+    /// From when (ms) these stand: when they were worked out (should this
+    /// instance's clock step back, they are worked out again).
+    from_ms: i64,
+    /// Until when (ms) these stand: the end of `window`; without one, when
+    /// to look again (a day on, for a recurring freeze).
+    until_ms: i64,
+    /// The time (ms) it was looked up for.
+    pub at_ms: i64,
 }
 
 impl Entry {
-    fn window_at(&self, now_ms: i64) -> Option<Window> {
-        let mut cached = self.window.lock().unwrap_or_else(|e| e.into_inner());
-        match *cached {
-            Cached::Window(window) if window.end_ms > now_ms => return Some(window),
-            Cached::Over => return None,
-            _ => {}
+    /// Its timeline at `now_ms`: the one held while it stands, else worked
+    /// out again (counted in `computed`).
+    fn timeline_at(&self, now_ms: i64, computed: &AtomicU64) -> Timeline {
+        let mut timeline = self.timeline.lock().unwrap_or_else(|e| e.into_inner());
+        if now_ms >= timeline.until_ms || now_ms < timeline.from_ms {
+            *timeline = work_out(&self.freeze, now_ms, computed);
         }
-        let window = self.freeze.window_at(now_ms);
-        *cached = window.map_or(Cached::Over, Cached::Window);
-        window
+        Timeline {
+            at_ms: now_ms,
+            ..*timeline
+        }
+    }
+}
+
+/// The windows of `freeze` at `now_ms`: a bounded search (`schedule.rs`).
+fn work_out(freeze: &Freeze, now_ms: i64, computed: &AtomicU64) -> Timeline {
+    computed.fetch_add(1, Ordering::Relaxed);
+    let window = freeze.window_at(now_ms);
+    let after = window.and_then(|w| freeze.window_at(w.end_ms));
+    let until_ms = match (window, &freeze.schedule) {
+        (Some(w), _) => w.end_ms,
+        (None, Schedule::OneOff(_)) => i64::MAX,
+        (None, Schedule::Recurring(_)) => now_ms.saturating_add(DAY_MS),
+    };
+    Timeline {
+        window,
+        after,
+        from_ms: now_ms,
+        until_ms,
+        at_ms: now_ms,
     }
 }
 
 /// The freezes this instance holds, swapped whole when the list changes.
 pub struct FreezeBook {
-    entries: ArcSwap<Vec<Entry>>,
+    /// Sorted by when each was made.
+    entries: ArcSwap<Vec<Arc<Entry>>>,
+    /// How many times a freeze's windows were worked out (a bounded search
+    /// each, but the one cost a list of freezes has).
+    computed: AtomicU64,
     /// Bumped at every change of the list.
     changes: watch::Sender<u64>,
     /// Whether the list was loaded from Redis at least once.
@@ -151,6 +197,7 @@ impl Default for FreezeBook {
     fn default() -> Self {
         Self {
             entries: ArcSwap::from_pointee(Vec::new()),
+            computed: AtomicU64::new(0),
             changes: watch::Sender::new(0),
             loaded: watch::Sender::new(false),
             version: Mutex::new(String::new()),
@@ -168,15 +215,37 @@ impl Default for FreezeBook {
 }
 
 impl FreezeBook {
-    /// Holds `freezes`, Redis's list as `read` found it, from now on.
-    pub fn replace(&self, freezes: Vec<Freeze>, read: &Read) {
-        let entries = freezes
+    /// Holds the freezes `stored` (each as Redis keeps it), Redis's list as
+    /// `read` found it, from now on. A freeze held already, unchanged, is
+    /// kept as it is, windows and all; only a new or changed one is read
+    /// (`parse`: `None` for one that does not read as a freeze, left out)
+    /// and has its windows worked out, here, by the task that reads the
+    /// list, never by a request.
+    pub fn replace(
+        &self,
+        stored: Vec<String>,
+        read: &Read,
+        parse: impl Fn(&str) -> Option<Freeze>,
+    ) {
+        let now_ms = wall_clock_ms();
+        let before = self.entries.load();
+        let held: HashMap<&str, &Arc<Entry>> =
+            before.iter().map(|e| (e.stored.as_str(), e)).collect();
+        let mut entries: Vec<Arc<Entry>> = stored
             .into_iter()
-            .map(|freeze| Entry {
-                freeze,
-                window: Mutex::new(Cached::NotYet),
+            .filter_map(|text| match held.get(text.as_str()) {
+                Some(entry) => Some(Arc::clone(entry)),
+                None => parse(&text).map(|freeze| {
+                    let timeline = work_out(&freeze, now_ms, &self.computed);
+                    Arc::new(Entry {
+                        freeze,
+                        stored: text,
+                        timeline: Mutex::new(timeline),
+                    })
+                }),
             })
             .collect();
+        entries.sort_by_key(|e| e.freeze.created_ms);
         self.entries.store(Arc::new(entries));
         read.version
             .clone_into(&mut self.version.lock().unwrap_or_else(|e| e.into_inner()));
@@ -293,13 +362,58 @@ impl FreezeBook {
         self.wanted.notified().await;
     }
 
-    /// Every freeze held.
-    pub fn all(&self) -> Vec<Freeze> {
+    /// Every freeze held that `shown` lets through, in the order they were
+    /// made, each with its windows at `now_ms` (worked out already: a
+    /// lookup each).
+    pub fn listing(
+        &self,
+        now_ms: i64,
+        mut shown: impl FnMut(&Freeze) -> bool,
+    ) -> Vec<(Freeze, Timeline)> {
         self.entries
             .load()
             .iter()
-            .map(|e| e.freeze.clone())
+            .filter(|e| shown(&e.freeze))
+            .map(|e| (e.freeze.clone(), e.timeline_at(now_ms, &self.computed)))
             .collect()
+    }
+
+    /// The freeze `id`, with its windows at `now_ms`.
+    pub fn get(&self, id: FreezeId, now_ms: i64) -> Option<(Freeze, Timeline)> {
+        self.entries
+            .load()
+            .iter()
+            .find(|e| e.freeze.id == id)
+            .map(|e| (e.freeze.clone(), e.timeline_at(now_ms, &self.computed)))
+    }
+
+    /// Works out again the windows of every freeze whose window has passed
+    /// by `now_ms`, so that requests find them worked out (a comparison
+    /// each for the others).
+    pub fn work_ahead(&self, now_ms: i64) {
+        for entry in self.entries.load().iter() {
+            entry.timeline_at(now_ms, &self.computed);
+        }
+    }
+
+    /// The windows of `freeze` at `now_ms`: looked up when it is held,
+    /// else worked out (a freeze just made, when reading the list after it
+    /// failed).
+    pub fn timeline_of(&self, freeze: &Freeze, now_ms: i64) -> Timeline {
+        self.entries
+            .load()
+            .iter()
+            .find(|e| e.freeze.id == freeze.id)
+            .map_or_else(
+                || work_out(freeze, now_ms, &self.computed),
+                |e| e.timeline_at(now_ms, &self.computed),
+            )
+    }
+
+    /// How many times a freeze's windows were worked out since this book
+    /// was made.
+    pub fn computed(&self) -> u64 {
+        self.computed.load(Ordering::Relaxed)
     }
 
     /// Tells of every change of the list.
@@ -320,10 +434,10 @@ impl FreezeBook {
         if entries.is_empty() {
             return None;
         }
-        let mut windows: Vec<(Window, &Entry)> = entries
+        let mut windows: Vec<(Window, &Arc<Entry>)> = entries
             .iter()
             .filter(|e| e.freeze.matches(kind, name))
-            .filter_map(|e| e.window_at(now_ms).map(|w| (w, e)))
+            .filter_map(|e| e.timeline_at(now_ms, &self.computed).window.map(|w| (w, e)))
             .collect();
         windows.sort_by_key(|(w, _)| w.start_ms);
         let (first, entry) = *windows.first()?;
@@ -345,7 +459,7 @@ impl FreezeBook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{NamePattern, Schedule};
+    use crate::domain::{NamePattern, Recurring, Schedule};
 
     fn once(pattern: &str, start_ms: i64, end_ms: i64) -> Freeze {
         Freeze {
@@ -356,6 +470,25 @@ mod tests {
             schedule: Schedule::OneOff(Window { start_ms, end_ms }),
             created_ms: 0,
             by: None,
+        }
+    }
+
+    /// Holds `freezes` in `book`, each kept as its id and `tag` (a freeze
+    /// whose tag changed is a changed freeze).
+    fn hold(book: &FreezeBook, freezes: &[Freeze], tag: &str, read: &Read) {
+        let stored = freezes.iter().map(|f| format!("{}{tag}", f.id)).collect();
+        book.replace(stored, read, |text| {
+            freezes
+                .iter()
+                .find(|f| text.starts_with(&f.id.to_string()))
+                .cloned()
+        });
+    }
+
+    fn recurring(pattern: &str, start: &str, end: &str) -> Freeze {
+        Freeze {
+            schedule: Schedule::Recurring(Box::new(Recurring::parse(start, end, None).unwrap())),
+            ..once(pattern, 0, 1)
         }
     }
 
@@ -372,7 +505,12 @@ mod tests {
     fn a_name_no_freeze_matches_carries_no_window() {
         let book = FreezeBook::default();
         assert!(book.for_name(Kind::Lock, "x", 5).is_none());
-        book.replace(vec![once("deploy-*", 0, 10)], &read("1", Instant::now()));
+        hold(
+            &book,
+            &[once("deploy-*", 0, 10)],
+            "",
+            &read("1", Instant::now()),
+        );
         assert!(book.for_name(Kind::Lock, "build", 5).is_none());
         let frozen = book.for_name(Kind::Lock, "deploy-a", 5).unwrap();
         assert!(frozen.holds(5));
@@ -383,8 +521,10 @@ mod tests {
     #[test]
     fn overlapping_windows_are_one_and_an_ended_one_gives_way_to_the_next() {
         let book = FreezeBook::default();
-        book.replace(
-            vec![once("a", 0, 10), once("a", 5, 20), once("a", 30, 40)],
+        hold(
+            &book,
+            &[once("a", 0, 10), once("a", 5, 20), once("a", 30, 40)],
+            "",
             &read("1", Instant::now()),
         );
         let frozen = book.for_name(Kind::Semaphore, "a", 5).unwrap();
@@ -401,7 +541,7 @@ mod tests {
         assert_eq!(book.context_field(Kind::Lock, "x"), HOLD_ALL);
         assert!(!book.confirm(&read("0", Instant::now())), "never loaded");
         let sent = Instant::now();
-        book.replace(Vec::new(), &read("7", sent));
+        hold(&book, &[], "", &read("7", sent));
         assert_eq!(book.context_field(Kind::Lock, "x"), "||1005000");
         let later = sent + FRESH_FOR;
         assert!(!book.is_fresh(later), "read too long ago");
@@ -425,7 +565,7 @@ mod tests {
         book.ready(Duration::from_millis(20)).await;
         assert!(asked(&book));
         // Fresh: nothing asked, no timer needed while nobody calls.
-        book.replace(Vec::new(), &read("1", Instant::now()));
+        hold(&book, &[], "", &read("1", Instant::now()));
         book.ready(Duration::from_secs(60)).await;
         assert!(!asked(&book));
         // Getting old: asked, not waited for (a minute's limit would show).
@@ -442,5 +582,52 @@ mod tests {
         assert!(asked(&book));
         book.confirm(&read("1", Instant::now()));
         waiting.await;
+    }
+
+    #[test]
+    fn windows_are_worked_out_once_and_kept_across_reloads_of_unchanged_freezes() {
+        let book = FreezeBook::default();
+        // Never opens (30 February), always holds, and a one-off.
+        let freezes = [
+            recurring("team-a-x", "0 0 30 2 *", "0 0 31 2 *"),
+            recurring("team-a-y", "0 0 1 1 *", "0 0 1 1 *"),
+            once("team-a-z", 0, i64::MAX),
+        ];
+        hold(&book, &freezes, "", &read("1", Instant::now()));
+        assert_eq!(book.computed(), 3, "each worked out once, when read");
+        let now = wall_clock_ms();
+        for _ in 0..10 {
+            hold(&book, &freezes, "", &read("2", Instant::now()));
+            assert!(book.for_name(Kind::Lock, "team-a-x", now).is_none());
+            assert!(book
+                .for_name(Kind::Lock, "team-a-y", now)
+                .unwrap()
+                .holds(now));
+            book.work_ahead(now);
+            assert_eq!(book.listing(now, |_| true).len(), 3);
+        }
+        assert_eq!(book.computed(), 3, "reloads and lookups work nothing out");
+        // One changed: only it is worked out again.
+        hold(&book, &freezes[..2], "", &read("3", Instant::now()));
+        hold(&book, &freezes, "changed", &read("4", Instant::now()));
+        assert_eq!(book.computed(), 6, "the three read anew");
+        hold(&book, &freezes, "changed", &read("5", Instant::now()));
+        assert_eq!(book.computed(), 6);
+        // A window that has passed is worked out again, once.
+        let now = wall_clock_ms();
+        let ends = book
+            .for_name(Kind::Lock, "team-a-y", now)
+            .unwrap()
+            .window
+            .end_ms;
+        book.work_ahead(ends);
+        book.work_ahead(ends + 1);
+        assert!(book
+            .for_name(Kind::Lock, "team-a-y", ends)
+            .unwrap()
+            .holds(ends));
+        // (And the one that never opens, looked at again a day on.)
+        let again = if ends >= now + DAY_MS { 1 } else { 0 };
+        assert_eq!(book.computed(), 7 + again);
     }
 }

@@ -76,6 +76,13 @@ impl Keys {
         format!("{}{{freezes}}:index", self.prefix)
     }
 
+    /// The zset of the freezes the token named `by` made
+    /// (`prefix{freezes}:by:NAME`, `freezes.lua` builds it too), in the
+    /// index's slot.
+    pub fn freezes_by(&self, by: &crate::domain::TokenName) -> String {
+        format!("{}{{freezes}}:by:{}", self.prefix, by.as_str())
+    }
+
     /// The key of the freeze `id`, in the index's slot.
     pub fn freeze(&self, id: &crate::domain::FreezeId) -> String {
         format!("{}{{freezes}}:{id}", self.prefix)

@@ -46,8 +46,8 @@ mod waiters;
 
 pub use claims::{Claim, ClaimProgress, ClaimRefused, Claims, Refreshed};
 pub use error::Error;
-pub use freeze_book::{wall_clock_ms, FreezeBook, NameFreeze};
-pub use freezes::{Freezes, Put};
+pub use freeze_book::{wall_clock_ms, FreezeBook, NameFreeze, Timeline};
+pub use freezes::{Freezes, Put, MAX_FREEZES_PER_NAME};
 pub use functions::library::{call_context, function_name, history_terms, library_code};
 pub use handle::{Engine, JOINS_AT_ONCE, READS_AT_ONCE};
 pub use keys::Keys;

@@ -1,6 +1,10 @@
 //! `/freezes`: making, listing, reading and deleting freezes. Making and
-//! deleting one takes `admin` on every name it matches; reading them, any
-//! valid token. Every instance applies a change within a second.
+//! deleting one takes `admin` on every name it matches; reading one, `read`
+//! on some name it can match (the others are not shown: 404). Every
+//! instance applies a change within a second. A freeze is checked when it
+//! is made (a recurring one opens within 366 days, a one-off ends within
+//! `BATON_FREEZE_MAX_DAYS`) and counted against its maker's name, so that
+//! working freezes out stays cheap and no team can fill the list.
 
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
@@ -13,9 +17,9 @@ use super::lease::rfc3339_ms;
 use super::problem::responses::{Forbidden, FreezeNotFound};
 use super::{AppError, AppState, Caller, Json, JsonBody};
 use crate::domain::{
-    Freeze, FreezeId, Invalid, NamePattern, Reason, Recurring, Schedule, Scope, Window,
+    Freeze, FreezeId, Invalid, NamePattern, Reason, Recurring, Schedule, Scope, Window, DAY_MS,
 };
-use crate::engine::{wall_clock_ms, Put};
+use crate::engine::{wall_clock_ms, Put, Timeline, MAX_FREEZES_PER_NAME};
 use crate::wire::{FreezeBody, FreezeList, FreezeRequest};
 
 /// The `/freezes` routes, documented.
@@ -31,6 +35,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// holds, except to an admin's `override`: a request without `wait_ms` gets
 /// 423 `frozen`, one with `wait_ms` keeps its place in line and is served in
 /// order when the window ends. Takes `admin` on every name it matches.
+/// A recurring freeze must open within 366 days, a one-off `until` lie at
+/// most `BATON_FREEZE_MAX_DAYS` (400) days ahead; one token name keeps at
+/// most 100 freezes in force (400 naming `match`), 1,000 in all; an
+/// `admin:*` token is held to neither.
 #[utoipa::path(post, path = "/freezes", request_body = FreezeRequest,
     responses(
         (status = 201, description = "Made; every instance applies it within a second",
@@ -50,16 +58,20 @@ async fn create(
     let pattern = NamePattern::parse(pattern).map_err(|e| AppError::field("match", e))?;
     caller.require_covering(Scope::Admin, &pattern)?;
     let reason = Reason::parse(body.reason.clone()).map_err(|e| AppError::field("reason", e))?;
+    let max_days = i64::from(state.settings.freeze_max_days);
     let freeze = Freeze {
         id: FreezeId::new(),
         pattern,
         kind: body.kind,
         reason,
-        schedule: schedule(&body, now)?,
+        schedule: schedule(&body, now, max_days)?,
         created_ms: now,
         by: caller.name().cloned(),
     };
-    match state.engine.freezes().put(&freeze).await? {
+    // An admin of every name is held to neither maximum: nothing may keep
+    // out an incident freeze.
+    let beyond_max = caller.covers(Scope::Admin, &NamePattern::everything());
+    match state.engine.freezes().put(&freeze, beyond_max).await? {
         Put::Made => {}
         Put::Over => {
             return Err(AppError::field(
@@ -71,6 +83,16 @@ async fn create(
             return Err(AppError::Invalid(
                 "the service holds its maximum of 1000 freezes: delete some first".into(),
             ))
+        }
+        Put::FullForName => {
+            let name = freeze.by.as_ref().map_or("", |n| n.as_str());
+            return Err(AppError::field(
+                "match",
+                Invalid(format!(
+                    "the token {name:?} keeps {MAX_FREEZES_PER_NAME} freezes in force already, \
+                     as many as one token name may: delete some of them first"
+                )),
+            ));
         }
     }
     tracing::info!(
@@ -86,7 +108,10 @@ async fn create(
     Ok((
         StatusCode::CREATED,
         [(header::LOCATION, location)],
-        Json(freeze_body(&freeze, now)),
+        Json(freeze_body(
+            &freeze,
+            &state.engine.freezes().timeline(&freeze),
+        )),
     )
         .into_response())
 }
@@ -97,8 +122,9 @@ fn required(field: &str, what: &str) -> AppError {
 }
 
 /// The window of the request: recurring when it has cron fields, else
-/// one-off; each field checked, the first at fault named.
-fn schedule(body: &FreezeRequest, now: i64) -> Result<Schedule, AppError> {
+/// one-off; each field checked, the first at fault named. A recurring one
+/// must open within 366 days, a one-off end within `max_days`.
+fn schedule(body: &FreezeRequest, now: i64, max_days: i64) -> Result<Schedule, AppError> {
     let recurring =
         body.freeze_start.is_some() || body.freeze_end.is_some() || body.cron_timezone.is_some();
     if recurring {
@@ -119,9 +145,10 @@ fn schedule(body: &FreezeRequest, now: i64) -> Result<Schedule, AppError> {
             .freeze_end
             .as_deref()
             .ok_or_else(|| required("freeze_end", cron))?;
-        return Recurring::parse(start, end, body.cron_timezone.as_deref())
-            .map(|recurring| Schedule::Recurring(Box::new(recurring)))
-            .map_err(|(field, why)| AppError::field(field, why));
+        let recurring = Recurring::parse(start, end, body.cron_timezone.as_deref())
+            .and_then(|recurring| recurring.check_opens(now).map(|()| recurring))
+            .map_err(|(field, why)| AppError::field(field, why))?;
+        return Ok(Schedule::Recurring(Box::new(recurring)));
     }
     let until = body.until.as_deref().ok_or_else(|| {
         required(
@@ -148,6 +175,14 @@ fn schedule(body: &FreezeRequest, now: i64) -> Result<Schedule, AppError> {
             Invalid("must be later than from".into()),
         ));
     }
+    if until > now.saturating_add(max_days.saturating_mul(DAY_MS)) {
+        return Err(AppError::field(
+            "until",
+            Invalid(format!(
+                "may lie at most {max_days} days ahead (BATON_FREEZE_MAX_DAYS)"
+            )),
+        ));
+    }
     Ok(Schedule::OneOff(Window {
         start_ms: from,
         end_ms: until,
@@ -170,22 +205,28 @@ fn rfc3339(field: &str, text: &str) -> Result<i64, AppError> {
 
 /// List the freezes
 ///
-/// Every freeze, with whether it holds now (`active`), when its window ends
+/// Every freeze the token may see (those whose `match` can match a name it
+/// may read), with whether it holds now (`active`), when its window ends
 /// (`ends_at`, while active) and when its next one starts (`next_start`).
 #[utoipa::path(get, path = "/freezes",
-    responses((status = 200, description = "Every freeze", body = FreezeList)))]
-async fn list(
-    State(state): State<AppState>,
-    _caller: Caller,
-) -> Result<Json<FreezeList>, AppError> {
-    let now = wall_clock_ms();
-    let freezes = state.engine.freezes().list().await?;
+    responses((status = 200, description = "Every freeze the token may see", body = FreezeList)))]
+async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<FreezeList>, AppError> {
+    let freezes = state
+        .engine
+        .freezes()
+        .list(|freeze| caller.may_read_some(&freeze.pattern))
+        .await?;
     Ok(Json(FreezeList {
-        freezes: freezes.iter().map(|f| freeze_body(f, now)).collect(),
+        freezes: freezes
+            .iter()
+            .map(|(freeze, timeline)| freeze_body(freeze, timeline))
+            .collect(),
     }))
 }
 
 /// Read a freeze
+///
+/// 404 for a freeze whose `match` can match no name the token may read.
 #[utoipa::path(get, path = "/freezes/{id}",
     params(("id" = String, Path, description = "The freeze's id")),
     responses(
@@ -194,11 +235,11 @@ async fn list(
     ))]
 async fn show(
     State(state): State<AppState>,
-    _caller: Caller,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<FreezeBody>, AppError> {
-    let freeze = found(&state, &id).await?;
-    Ok(Json(freeze_body(&freeze, wall_clock_ms())))
+    let (freeze, timeline) = found(&state, &caller, &id).await?;
+    Ok(Json(freeze_body(&freeze, &timeline)))
 }
 
 /// Delete a freeze
@@ -217,7 +258,7 @@ async fn delete(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, AppError> {
-    let freeze = found(&state, &id).await?;
+    let (freeze, _) = found(&state, &caller, &id).await?;
     caller.require_covering(Scope::Admin, &freeze.pattern)?;
     if !state.engine.freezes().delete(freeze.id).await? {
         return Err(AppError::FreezeNotFound);
@@ -233,19 +274,26 @@ async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The freeze `id`, or 404 (an id that is not a UUID names none).
-async fn found(state: &AppState, id: &str) -> Result<Freeze, AppError> {
+/// The freeze `id` with its windows now, or 404: for an id that is not a
+/// UUID, and for a freeze the caller may not see (one whose `match` can
+/// match no name it may read), as for one that does not exist.
+async fn found(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<(Freeze, Timeline), AppError> {
     let id = FreezeId::parse(id).map_err(|_| AppError::FreezeNotFound)?;
     state
         .engine
         .freezes()
         .get(id)
         .await?
+        .filter(|(freeze, _)| caller.may_read_some(&freeze.pattern))
         .ok_or(AppError::FreezeNotFound)
 }
 
-/// `freeze` as the API shows it at `now_ms`.
-fn freeze_body(freeze: &Freeze, now_ms: i64) -> FreezeBody {
+/// `freeze` as the API shows it, with its windows worked out (`timeline`).
+fn freeze_body(freeze: &Freeze, timeline: &Timeline) -> FreezeBody {
     let time = |ms: i64| rfc3339_ms(u64::try_from(ms).unwrap_or(0));
     let mut body = FreezeBody {
         id: freeze.id.to_string(),
@@ -274,13 +322,11 @@ fn freeze_body(freeze: &Freeze, now_ms: i64) -> FreezeBody {
             body.cron_timezone = Some(recurring.zone().to_owned());
         }
     }
-    if let Some(window) = freeze.window_at(now_ms) {
-        if window.contains(now_ms) {
+    if let Some(window) = timeline.window {
+        if window.contains(timeline.at_ms) {
             body.active = true;
             body.ends_at = Some(time(window.end_ms));
-            body.next_start = freeze
-                .window_at(window.end_ms)
-                .map(|next| time(next.start_ms));
+            body.next_start = timeline.after.map(|next| time(next.start_ms));
         } else {
             body.next_start = Some(time(window.start_ms));
         }

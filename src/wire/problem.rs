@@ -144,8 +144,8 @@ impl ProblemType {
             ),
             Self::FreezeNotFound => (
                 "freeze-not-found", 404, "Freeze not found",
-                "No freeze with this id: it was deleted, its one-off window ended, or it never was.",
-                "no freeze with this id", json!({}), Never,
+                "No freeze with this id that this token may see: it was deleted, its one-off window ended, it never was, or its `match` can match no name the token may read.",
+                "no freeze with this id that this token may see", json!({}), Never,
             ),
             Self::LockNotHeld => (
                 "lock-not-held", 404, "Lock not held", "The lock is not held by anyone.",

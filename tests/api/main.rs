@@ -7,6 +7,7 @@ mod claims;
 mod errors;
 mod eta;
 mod formats;
+mod freeze_limits;
 mod freezes;
 mod history;
 mod holder_stream;

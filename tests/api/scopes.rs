@@ -427,3 +427,73 @@ async fn history_needs_read_and_shows_the_token_s_name() {
     let anonymous = app.get("/locks/team-a-hist/history").await;
     problem(anonymous, 401, "unauthorized").await;
 }
+
+#[tokio::test]
+async fn a_token_sees_only_the_freezes_that_can_match_a_name_it_may_read() {
+    let (app, _file) = scoped_app().await;
+    let mut ids = std::collections::BTreeMap::new();
+    for pattern in [
+        "team-*",
+        "team-a-7",
+        "team-a-5x",
+        "team-b-*",
+        "ops-prod",
+        "*",
+    ] {
+        let body = serde_json::json!({"match": pattern, "freeze_start": "0 23 * * 5",
+                                      "freeze_end": "0 7 * * 1", "reason": format!("about {pattern}")});
+        let made = send(&app, Method::POST, "/freezes", ADMIN, &body.to_string()).await;
+        assert_eq!(made.status(), 201, "{pattern}");
+        let made: Value = made.json().await.unwrap();
+        ids.insert(pattern, made["id"].as_str().unwrap().to_owned());
+    }
+    let seen = |token: &'static str| {
+        let app = &app;
+        async move {
+            let listed: Value = send(app, Method::GET, "/freezes", token, "")
+                .await
+                .json()
+                .await
+                .unwrap();
+            let mut seen: Vec<String> = listed["freezes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["match"].as_str().unwrap().to_owned())
+                .collect();
+            seen.sort();
+            seen
+        }
+    };
+    // `write:team-a-*`: a prefix that holds its names (`team-*`, `*`) and a
+    // name under its own; not another team's, not ops'.
+    assert_eq!(seen(TEAM_A).await, ["*", "team-*", "team-a-5x", "team-a-7"]);
+    // `read:team-a-1`, `read:team-a-3`, `read:team-a-5*`.
+    assert_eq!(seen(PICKY).await, ["*", "team-*", "team-a-5x"]);
+    assert_eq!(seen(READER).await.len(), 6);
+
+    // One it may not see is not there for it, with its reason and maker.
+    let foreign = format!("/freezes/{}", ids["team-b-*"]);
+    let hidden = send(&app, Method::GET, &foreign, TEAM_A, "").await;
+    problem(hidden, 404, "freeze-not-found").await;
+    let shown = send(&app, Method::GET, &foreign, READER, "").await;
+    assert_eq!(shown.status(), 200);
+    let own = format!("/freezes/{}", ids["team-a-7"]);
+    assert_eq!(
+        send(&app, Method::GET, &own, TEAM_A, "").await.status(),
+        200
+    );
+    // Deleting: 404 for one it may not see, 403 for one it sees but does
+    // not administer whole.
+    let hidden = send(&app, Method::DELETE, &foreign, TEAM_A_ADMIN, "").await;
+    problem(hidden, 404, "freeze-not-found").await;
+    let wider = format!("/freezes/{}", ids["team-*"]);
+    let refused = send(&app, Method::DELETE, &wider, TEAM_A_ADMIN, "").await;
+    problem(refused, 403, "forbidden").await;
+    assert_eq!(
+        send(&app, Method::DELETE, &own, TEAM_A_ADMIN, "")
+            .await
+            .status(),
+        204
+    );
+}

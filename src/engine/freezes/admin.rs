@@ -7,9 +7,15 @@ use std::time::Instant;
 
 use crate::domain::{Freeze, FreezeId};
 use crate::engine::error::Error;
-use crate::engine::freeze_book::{FreezeBook, Read};
-use crate::engine::functions::freezes::{ChangeFreezes, Changed, FreezesVersion, ListFreezes};
+use crate::engine::freeze_book::{wall_clock_ms, FreezeBook, Read, Timeline};
+use crate::engine::functions::freezes::{
+    read_stored, ChangeFreezes, Changed, FreezesVersion, ListFreezes,
+};
 use crate::engine::functions::invoker::Invoker;
+
+/// How many freezes in force one token name may keep, so that no team can
+/// fill the list all share.
+pub const MAX_FREEZES_PER_NAME: usize = 100;
 
 /// The freezes in Redis, and this instance's copy of them; cheap to clone.
 #[derive(Clone)]
@@ -23,8 +29,11 @@ pub enum Put {
     Made,
     /// Its window is over already, by Redis's clock.
     Over,
-    /// The list holds as many freezes as it may (1,000).
+    /// The list holds as many freezes as it may (1,000), and its maker may
+    /// not go past that.
     Full,
+    /// Its maker keeps [`MAX_FREEZES_PER_NAME`] freezes in force already.
+    FullForName,
 }
 
 impl Freezes {
@@ -33,21 +42,33 @@ impl Freezes {
         self.invoker.book()
     }
 
-    /// Every freeze, as Redis has it now.
+    /// Every freeze `shown` lets through, as Redis has them now (this
+    /// instance's copy, once Redis confirmed it is its list), each with its
+    /// windows now: one small call to Redis, and a lookup per freeze.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn list(&self) -> Result<Vec<Freeze>, Error> {
-        let index = self.invoker.keys().freeze_index();
-        Ok(self.invoker.run_on(&index, &ListFreezes).await?.freezes)
+    pub async fn list(
+        &self,
+        shown: impl FnMut(&Freeze) -> bool,
+    ) -> Result<Vec<(Freeze, Timeline)>, Error> {
+        self.check().await?;
+        Ok(self.book().listing(wall_clock_ms(), shown))
     }
 
-    /// The freeze `id`, as Redis has it now.
+    /// The freeze `id`, as Redis has it now, with its windows now.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn get(&self, id: FreezeId) -> Result<Option<Freeze>, Error> {
-        Ok(self.list().await?.into_iter().find(|f| f.id == id))
+    pub async fn get(&self, id: FreezeId) -> Result<Option<(Freeze, Timeline)>, Error> {
+        self.check().await?;
+        Ok(self.book().get(id, wall_clock_ms()))
+    }
+
+    /// The windows of `freeze` now (one just made: this instance holds it
+    /// already, unless reading the list after making it failed).
+    pub fn timeline(&self, freeze: &Freeze) -> Timeline {
+        self.book().timeline_of(freeze, wall_clock_ms())
     }
 
     /// Reads the list into this instance's copy, fresh from when the read
@@ -64,7 +85,7 @@ impl Freezes {
             sent,
             redis_ms: listed.read_ms,
         };
-        self.book().replace(listed.freezes, &read);
+        self.book().replace(listed.stored, &read, read_stored);
         Ok(())
     }
 
@@ -89,21 +110,32 @@ impl Freezes {
         self.reload().await
     }
 
-    /// Makes `freeze`; every instance hears of it.
+    /// Makes `freeze`, counted against its maker's name (`freeze.by`: at
+    /// most [`MAX_FREEZES_PER_NAME`] in force) and held to the list's
+    /// maximum, unless `beyond_max` (an admin of every name, whose incident
+    /// freeze nothing may keep out); every instance hears of it.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub async fn put(&self, freeze: &Freeze) -> Result<Put, Error> {
+    pub async fn put(&self, freeze: &Freeze, beyond_max: bool) -> Result<Put, Error> {
         let keys = self.invoker.keys();
         let change = ChangeFreezes::Put {
             key: keys.freeze(&freeze.id),
             freeze,
             channel: keys.freezes_channel(),
+            by: freeze
+                .by
+                .as_ref()
+                .filter(|_| !beyond_max)
+                .map(|by| keys.freezes_by(by)),
+            per_name: MAX_FREEZES_PER_NAME,
+            beyond_max,
         };
         let put = match self.invoker.run_on(&keys.freeze_index(), &change).await? {
             Changed::Done => Put::Made,
             Changed::Nothing => Put::Over,
             Changed::Full => Put::Full,
+            Changed::FullForName => Put::FullForName,
         };
         if put == Put::Made {
             self.apply_here().await;

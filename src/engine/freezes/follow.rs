@@ -6,6 +6,8 @@
 //! (`FreezeBook::ready`), so that the list is fresh (`freeze_book.rs`)
 //! whenever a call needs it, and costs Redis nothing while nobody calls: a
 //! list not found to be Redis's for [`FRESH_FOR`] grants nothing.
+//! Each turn it also works out again the windows of freezes whose window
+//! has passed, so that requests only look them up.
 
 use std::time::Duration;
 
@@ -13,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Freezes;
 use crate::engine::connection::{PubSub, PubSubNotice, PubSubNotices};
+use crate::engine::freeze_book::wall_clock_ms;
 #[cfg(doc)]
 use crate::engine::freeze_book::FRESH_FOR;
 
@@ -62,6 +65,8 @@ pub(in crate::engine) async fn follow(
                 reload_at + RETRY_AFTER
             }
         };
+        // A window that passed is worked out again here, not by a request.
+        book.work_ahead(wall_clock_ms());
         next = tokio::select! {
             () = stop.cancelled() => return,
             notice = notices.recv() => match notice {

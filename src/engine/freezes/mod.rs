@@ -7,5 +7,5 @@
 mod admin;
 mod follow;
 
-pub use admin::{Freezes, Put};
+pub use admin::{Freezes, Put, MAX_FREEZES_PER_NAME};
 pub(in crate::engine) use follow::follow;

@@ -20,12 +20,23 @@
 --          Each instance checks it when a call that may grant needs a fresh
 --          list (freeze_book.rs): its list counts as fresh only while the
 --          version it was read at is still Redis's.
+--          Beside it too, "prefix{freezes}:by:TOKEN" for each token name that
+--          made freezes: a zset of the keys of its freezes -> when each
+--          expires, as in the index; it expires with its last one-off freeze
+--          or lives while it names a recurring one. It counts what one name
+--          keeps in force (ARGV[9]).
 -- ARGV[1..2] "" (no events channel, no context)
 -- ARGV[3]  "list", "version", "put" or "delete"
 -- ARGV[4]  put, delete: the freeze's key
 -- ARGV[5]  put: the freeze, as JSON
 -- ARGV[6]  put: when its key expires (ms, Redis's clock); "0": never
 -- ARGV[7]  put, delete: the channel every instance hears changes on
+-- ARGV[8]  put: the key of its maker's zset ("prefix{freezes}:by:TOKEN");
+--          "": not counted (made without a token, or by an admin of every
+--          name)
+-- ARGV[9]  put: how many freezes in force one token name may keep
+-- ARGV[10] put: "1" when its maker may go past MAX_FREEZES (an admin of
+--          every name), else "0"
 --
 -- Replies
 --   list:    {n, version, now_ms, key, json, key, json, ...}: every freeze
@@ -35,11 +46,13 @@
 --            fresh, core/state.lua)
 --   version: {version, now_ms}
 --   put:     {1} written; {0} its window is over already (nothing written);
---            {-1} the list is full (MAX_FREEZES; nothing written)
+--            {-1} the list is full (MAX_FREEZES; nothing written); {-2} its
+--            maker keeps ARGV[9] freezes in force already (nothing written)
 --   delete:  {1} deleted; {0} no such freeze
 local MAX_FREEZES = 1000
 local index, mode = KEYS[1], ARGV[3]
-local version_key = string.sub(index, 1, -6) .. 'version'
+local base = string.sub(index, 1, -6)
+local version_key = base .. 'version'
 
 local function version()
   return redis.call('GET', version_key) or '0'
@@ -84,28 +97,62 @@ if mode == 'list' then
   return reply
 end
 
+-- A maker's zset lives as long as its longest-lived freeze.
+local function keep_by(by)
+  local last = redis.call('ZRANGE', by, '-1', '-1', 'WITHSCORES')
+  if #last == 0 then
+    return
+  elseif last[2] == 'inf' then
+    redis.call('PERSIST', by)
+  else
+    redis.call('PEXPIREAT', by, last[2])
+  end
+end
+
 local key, channel = ARGV[4], ARGV[7]
 if mode == 'put' then
   local expires = tonumber(ARGV[6])
+  local by, per_name, beyond = ARGV[8], tonumber(ARGV[9]), ARGV[10] == '1'
   if expires ~= 0 and expires <= now_ms then
     return {0}
   end
-  if redis.call('ZCARD', index) >= MAX_FREEZES and not redis.call('ZSCORE', index, key) then
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', num(now_ms))
+  if not beyond and redis.call('ZCARD', index) >= MAX_FREEZES
+      and not redis.call('ZSCORE', index, key) then
     return {-1}
   end
+  if by ~= '' then
+    redis.call('ZREMRANGEBYSCORE', by, '-inf', num(now_ms))
+    if redis.call('ZCARD', by) >= per_name and not redis.call('ZSCORE', by, key) then
+      return {-2}
+    end
+  end
+  local score = expires == 0 and '+inf' or num(expires)
   if expires == 0 then
     redis.call('SET', key, ARGV[5])
-    redis.call('ZADD', index, '+inf', key)
   else
     redis.call('SET', key, ARGV[5], 'PXAT', num(expires))
-    redis.call('ZADD', index, num(expires), key)
+  end
+  redis.call('ZADD', index, score, key)
+  if by ~= '' then
+    redis.call('ZADD', by, score, key)
+    keep_by(by)
   end
   keep_index()
   redis.call('PUBLISH', channel, 'put')
   return {1}
 end
 
--- delete
+-- delete: from its maker's zset too (named in the freeze itself)
+local stored = redis.call('GET', key)
+if stored then
+  local ok, freeze = pcall(cjson.decode, stored)
+  if ok and type(freeze) == 'table' and type(freeze.by) == 'string' then
+    local by = base .. 'by:' .. freeze.by
+    redis.call('ZREM', by, key)
+    keep_by(by)
+  end
+end
 local listed = redis.call('ZREM', index, key)
 local existed = redis.call('DEL', key)
 if listed == 0 and existed == 0 then

@@ -1,6 +1,6 @@
 //! `freezes.lua`: the list of freezes in Redis (list, put, delete), and the
 //! one format a freeze is kept in there (JSON, read back into a
-//! [`Freeze`] once, when an instance loads the list).
+//! [`Freeze`] once, when an instance first loads it: [`read_stored`]).
 
 use redis::Cmd;
 use serde::{Deserialize, Serialize};
@@ -16,11 +16,12 @@ use crate::engine::error::Error;
 pub(in crate::engine) struct ListFreezes;
 
 /// The list as one call read it: its version, when Redis read it (ms,
-/// Redis's clock) and its freezes.
+/// Redis's clock) and its freezes as Redis keeps them (read with
+/// [`read_stored`], once per freeze: an instance keeps what it read).
 pub(in crate::engine) struct Listed {
     pub version: String,
     pub read_ms: i64,
-    pub freezes: Vec<Freeze>,
+    pub stored: Vec<String>,
 }
 
 /// The version call: the list's version in Redis, whose change says the
@@ -29,11 +30,16 @@ pub(in crate::engine) struct FreezesVersion;
 
 /// A change to the list, told to every instance on `channel`.
 pub(in crate::engine) enum ChangeFreezes<'a> {
-    /// Writes `freeze` under `key`.
+    /// Writes `freeze` under `key`, counted in its maker's zset `by` (none
+    /// without a token), which may hold `per_name` freezes in force; past
+    /// the list's maximum only when `beyond_max`.
     Put {
         key: String,
         freeze: &'a Freeze,
         channel: String,
+        by: Option<String>,
+        per_name: usize,
+        beyond_max: bool,
     },
     /// Deletes the freeze under `key`.
     Delete { key: String, channel: String },
@@ -47,6 +53,8 @@ pub(in crate::engine) enum Changed {
     Nothing,
     /// Put: the list holds its maximum of freezes.
     Full,
+    /// Put: its maker keeps as many freezes in force as one name may.
+    FullForName,
 }
 
 impl Function for ListFreezes {
@@ -57,29 +65,33 @@ impl Function for ListFreezes {
         call.arg("list");
     }
 
-    /// `n, version, now_ms, (key, json) x n`; a freeze that no longer
-    /// reads as one is left out, and logged.
+    /// `n, version, now_ms, (key, json) x n`.
     fn decode(reply: &mut Cursor) -> Result<Listed, Error> {
         let n = reply.count()?;
         let version = reply.text()?;
         let read_ms = reply.int()?;
-        let mut freezes = Vec::with_capacity(n);
+        let mut stored = Vec::with_capacity(n);
         for _ in 0..n {
-            let key = reply.text()?;
-            let json = reply.text()?;
-            match Stored::from_json(&json).and_then(Stored::into_freeze) {
-                Ok(freeze) => freezes.push(freeze),
-                Err(why) => {
-                    tracing::warn!(key, why, "a freeze in Redis does not read as one; ignored");
-                }
-            }
+            let _key = reply.text()?;
+            stored.push(reply.text()?);
         }
-        freezes.sort_by_key(|f| f.created_ms);
         Ok(Listed {
             version,
             read_ms,
-            freezes,
+            stored,
         })
+    }
+}
+
+/// A freeze as Redis keeps it (JSON), read back; `None` for one that no
+/// longer reads as a freeze, left out and logged.
+pub(in crate::engine) fn read_stored(json: &str) -> Option<Freeze> {
+    match Stored::from_json(json).and_then(Stored::into_freeze) {
+        Ok(freeze) => Some(freeze),
+        Err(why) => {
+            tracing::warn!(why, "a freeze in Redis does not read as one; ignored");
+            None
+        }
     }
 }
 
@@ -107,12 +119,18 @@ impl Function for ChangeFreezes<'_> {
                 key,
                 freeze,
                 channel,
+                by,
+                per_name,
+                beyond_max,
             } => {
                 call.arg("put")
                     .arg(key)
                     .arg(Stored::of(freeze).to_json())
                     .arg(freeze.schedule.expires_at_ms().unwrap_or(0).max(0))
-                    .arg(channel);
+                    .arg(channel)
+                    .arg(by.as_deref().unwrap_or(""))
+                    .arg(*per_name)
+                    .arg(if *beyond_max { "1" } else { "0" });
             }
             Self::Delete { key, channel } => {
                 call.arg("delete").arg(key).arg("").arg(0).arg(channel);
@@ -125,6 +143,7 @@ impl Function for ChangeFreezes<'_> {
             1 => Ok(Changed::Done),
             0 => Ok(Changed::Nothing),
             -1 => Ok(Changed::Full),
+            -2 => Ok(Changed::FullForName),
             code => Err(Error::Protocol(format!("freezes replied {code}"))),
         }
     }
