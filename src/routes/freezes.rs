@@ -37,8 +37,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// order when the window ends. Takes `admin` on every name it matches.
 /// A recurring freeze must open within 366 days, a one-off `until` lie at
 /// most `BATON_FREEZE_MAX_DAYS` (400) days ahead; one token name keeps at
-/// most 100 freezes in force (400 naming `match`), 1,000 in all; an
-/// `admin:*` token is held to neither.
+/// most 100 freezes in force (400 naming `match`), and the 1,000 in all
+/// never refuse an `admin:*` token.
 #[utoipa::path(post, path = "/freezes", request_body = FreezeRequest,
     responses(
         (status = 201, description = "Made; every instance applies it within a second",
@@ -68,8 +68,8 @@ async fn create(
         created_ms: now,
         by: caller.name().cloned(),
     };
-    // An admin of every name is held to neither maximum: nothing may keep
-    // out an incident freeze.
+    // An admin of every name goes past the list's maximum: no one else's
+    // freezes may keep out an incident freeze.
     let beyond_max = caller.covers(Scope::Admin, &NamePattern::everything());
     match state.engine.freezes().put(&freeze, beyond_max).await? {
         Put::Made => {}

@@ -111,9 +111,10 @@ impl Freezes {
     }
 
     /// Makes `freeze`, counted against its maker's name (`freeze.by`: at
-    /// most [`MAX_FREEZES_PER_NAME`] in force) and held to the list's
-    /// maximum, unless `beyond_max` (an admin of every name, whose incident
-    /// freeze nothing may keep out); every instance hears of it.
+    /// most [`MAX_FREEZES_PER_NAME`] in force), and against the list's
+    /// maximum unless `beyond_max` (an admin of every name, whose incident
+    /// freeze no one else's freezes may keep out); every instance hears of
+    /// it.
     ///
     /// # Errors
     /// Redis unavailable.
@@ -123,11 +124,7 @@ impl Freezes {
             key: keys.freeze(&freeze.id),
             freeze,
             channel: keys.freezes_channel(),
-            by: freeze
-                .by
-                .as_ref()
-                .filter(|_| !beyond_max)
-                .map(|by| keys.freezes_by(by)),
+            by: freeze.by.as_ref().map(|by| keys.freezes_by(by)),
             per_name: MAX_FREEZES_PER_NAME,
             beyond_max,
         };

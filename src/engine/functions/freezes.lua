@@ -32,8 +32,7 @@
 -- ARGV[6]  put: when its key expires (ms, Redis's clock); "0": never
 -- ARGV[7]  put, delete: the channel every instance hears changes on
 -- ARGV[8]  put: the key of its maker's zset ("prefix{freezes}:by:TOKEN");
---          "": not counted (made without a token, or by an admin of every
---          name)
+--          "": made without a token (a service without tokens), not counted
 -- ARGV[9]  put: how many freezes in force one token name may keep
 -- ARGV[10] put: "1" when its maker may go past MAX_FREEZES (an admin of
 --          every name), else "0"
