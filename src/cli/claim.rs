@@ -156,6 +156,7 @@ impl Claim {
             wait_ms: Some(millis(wait)),
             owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
             priority: None,
+            override_reason: None,
         })
     }
 
