@@ -158,11 +158,18 @@ fn asked(body: ClaimRequest, max_wait_ms: u64) -> Result<(ClaimParts, AcquireReq
 /// the names it holds already; claims take their names in one global order
 /// (locks before semaphores, then by name), so two claims never wait for
 /// each other. After `wait_ms`: 409 `claim-refused`, with nothing held.
-/// Each lease is an ordinary lease of its name. With `Accept:
+/// Each lease is an ordinary lease of its name. A freeze on one of its
+/// names: without `wait_ms`, 423 `frozen` as for a single request; with
+/// it, the claim holds none of its names while the freeze holds one (it
+/// gives back what it took and is in no line), and takes them when the
+/// window ends; 423 `frozen` if `wait_ms` ends first. `override` (an admin
+/// token on every name) takes the names through freezes. With `Accept:
 /// text/event-stream` and a `wait_ms`: 200 server-sent events, `queued`
 /// (`{"held": [{"kind", "name"}], "waiting_for": {"kind", "name"},
-/// "position"?, "waiting"?}`) each time it joins a name's line, then one
-/// `acquired` (the claim) or `problem`.
+/// "position"?, "waiting"?}`) each time it joins a name's line, `frozen`
+/// (`{"held": [], "waiting_for", "until", "reason"?, "freeze_id"?}`) while a
+/// freeze holds one of its names, then one `acquired` (the claim) or
+/// `problem`.
 #[utoipa::path(post, path = "/claims", tag = "claims", operation_id = "create_claim",
     request_body = ClaimRequest,
     responses(
@@ -448,6 +455,14 @@ fn document(doc: &mut utoipa::openapi::OpenApi) {
             op.responses
                 .responses
                 .insert(status.to_owned(), reference.into());
+            if kind == ProblemType::ClaimRefused {
+                // A claim on a frozen name is answered as a single request.
+                let frozen =
+                    utoipa::openapi::Ref::from_response_name(ProblemType::Frozen.component_name());
+                op.responses
+                    .responses
+                    .insert("423".to_owned(), frozen.into());
+            }
         }
     }
 }
