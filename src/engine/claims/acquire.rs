@@ -25,6 +25,14 @@
 //! Redis's data while the claim waited) makes the claim give everything
 //! back and start over (or be refused when its wait is over): a claim is
 //! never answered with a lease Redis no longer holds.
+//!
+//! # Freezes
+//!
+//! While a freeze holds any one of its names, a claim holds none of them
+//! (`frozen.rs`): each pass starts by looking, and a waiting pass is ended
+//! by a freeze that starts meanwhile, giving everything back. A claim that
+//! does not wait is refused as frozen before it takes anything; one that
+//! overrides freezes takes its names through them.
 
 use std::time::Duration;
 
