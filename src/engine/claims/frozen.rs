@@ -17,8 +17,8 @@ use tokio::time::Instant;
 
 use super::Claims;
 use crate::domain::{ClaimParts, Kind, Name};
+use crate::engine::freeze_book::wall_clock_ms;
 use crate::engine::model::FrozenBy;
-use crate::engine::wall_clock_ms;
 
 /// A name of a claim that a freeze holds, and the freeze.
 pub(super) type FrozenPart = (Kind, Name, FrozenBy);
