@@ -517,6 +517,12 @@ pub fn report(label: &str, history: &History, verdict: &Verdict) {
     for (answer, n) in &claims {
         println!("  claim {answer}: {n}");
     }
+    let runs = &history.claim_runs;
+    let heard = runs.iter().filter(|r| r.lost_heard.is_some()).count();
+    println!(
+        "claims held as baton run holds them: {}, {heard} stopped at a loss heard on a lease's stream",
+        runs.len()
+    );
     let [taken, at_once, collected, left, abandoned, waited] = ticket_counts(history);
     println!(
         "tickets on {TICKETS}: {} acquisitions, {at_once} granted at once, {taken} taken, \
