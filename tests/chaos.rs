@@ -82,15 +82,26 @@ const CLAIM_CLIENTS: usize = 4;
 /// Claims wait 1 s or 3 s: short enough that some are refused.
 const CLAIM_WAITS_MS: [u64; 2] = [1000, 3000];
 
+/// Half the claim clients hold their claims as `baton run` does (they
+/// follow every lease's stream and stop at a loss), and they alone also
+/// claim this lock, which an admin force-releases every few seconds.
+const CLAIM_RUNNERS: usize = 2;
+const CLAIM_FORCED: &str = "claim-w";
+/// A lock of the claims frozen once in each run, a while after `FROZEN`.
+const CLAIM_FROZEN: &str = "claim-y";
+
 /// The lock frozen once in each run, and for how long.
 const FROZEN: &str = "deploy-a";
 const FREEZE_FOR: Duration = Duration::from_secs(3);
 
-fn claim_work() -> ClaimWork {
+fn claim_work(runs: bool) -> ClaimWork {
     let mut names: Vec<(String, Ask)> = CLAIM_LOCKS
         .iter()
         .map(|name| ((*name).to_owned(), Ask::EXCLUSIVE))
         .collect();
+    if runs {
+        names.push((CLAIM_FORCED.to_owned(), Ask::EXCLUSIVE));
+    }
     let pool = Ask::Permits {
         permits: CLAIM_LIMIT,
         limit: CLAIM_LIMIT,
@@ -101,6 +112,7 @@ fn claim_work() -> ClaimWork {
         ttl_ms: TTL_MS,
         waits: CLAIM_WAITS_MS.to_vec(),
         hold_up_to: HOLD_UP_TO,
+        runs,
     }
 }
 
@@ -247,8 +259,21 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
     // One freeze of a busy lock, a third into the run, for 3 s.
     let freeze = freeze_once(FROZEN.to_owned(), length / 3, FREEZE_FOR, shared.clone());
     clients.push(tokio::spawn(freeze));
+    // And one of a claims' lock, over claims waiting and not.
+    let freeze = freeze_once(
+        CLAIM_FROZEN.to_owned(),
+        length / 2,
+        FREEZE_FOR,
+        shared.clone(),
+    );
+    clients.push(tokio::spawn(freeze));
     for id in admin + 1..=admin + CLAIM_CLIENTS {
-        clients.push(tokio::spawn(claim_loop(id, claim_work(), shared.clone())));
+        let runs = id - admin <= CLAIM_RUNNERS;
+        clients.push(tokio::spawn(claim_loop(
+            id,
+            claim_work(runs),
+            shared.clone(),
+        )));
     }
     for id in 0..TICKET_CLIENTS {
         let id = admin + CLAIM_CLIENTS + 1 + id;
@@ -256,6 +281,14 @@ async fn run(length: Duration, persistence: Persistence) -> (History, u64) {
         clients.push(tokio::spawn(ticket_loop(id, lock, shared.clone())));
     }
     let every = Duration::from_secs(3);
+    let claims_admin = admin + CLAIM_CLIENTS + TICKET_CLIENTS + 1;
+    let forcing = force_release_loop(
+        claims_admin,
+        CLAIM_FORCED.to_owned(),
+        Duration::from_secs(4),
+        shared.clone(),
+    );
+    clients.push(tokio::spawn(forcing));
     let admin = force_release_loop(admin, FORCED.to_owned(), every, shared);
     clients.push(tokio::spawn(admin));
 
@@ -484,6 +517,12 @@ pub fn report(label: &str, history: &History, verdict: &Verdict) {
     for (answer, n) in &claims {
         println!("  claim {answer}: {n}");
     }
+    let runs = &history.claim_runs;
+    let heard = runs.iter().filter(|r| r.lost_heard.is_some()).count();
+    println!(
+        "claims held as baton run holds them: {}, {heard} stopped at a loss heard on a lease's stream",
+        runs.len()
+    );
     let [taken, at_once, collected, left, abandoned, waited] = ticket_counts(history);
     println!(
         "tickets on {TICKETS}: {} acquisitions, {at_once} granted at once, {taken} taken, \
@@ -2116,4 +2155,90 @@ fn the_checker_flags_a_stream_that_speaks_of_a_lease_already_gone() {
     assert_eq!(forced.count(Rule::Stream), 1, "{:?}", forced.violations);
     let expired = lost_with_data("expired");
     assert_eq!(expired.count(Rule::Stream), 0, "{:?}", expired.violations);
+}
+
+#[test]
+fn the_checker_flags_a_claim_s_holder_that_runs_on_past_a_force_release() {
+    use support::history::ClaimRun;
+    let judged = |forced_name: &str, stopped: u64, faults: Vec<Fault>| {
+        let forced = call(
+            9,
+            forced_name,
+            0,
+            Op::ForceRelease,
+            (2000, 2050),
+            status(204, ""),
+        );
+        let mut history = history(vec![vec![forced]], faults);
+        history.claim_runs.push(ClaimRun {
+            client: 1,
+            names: vec!["claim-x".to_owned(), "claim-w".to_owned()],
+            granted: at(1000),
+            lost_heard: None,
+            stopped: at(stopped),
+        });
+        judge(&history, &Rules::default())
+    };
+    // Ran on 7 s past the force-release of one of its names: flagged.
+    let ran_on = judged("claim-w", 9000, Vec::new());
+    assert_eq!(ran_on.count(Rule::ClaimRanOn), 1, "{:?}", ran_on.violations);
+    assert_eq!(ran_on.violations.len(), 1, "{:?}", ran_on.violations);
+    // Stopped within the limit, a force-release of another name, or a
+    // pause of an instance in between: nothing to flag.
+    let pause = vec![fault(
+        Target::Instance(0),
+        FaultKind::InstancePause,
+        2100,
+        5000,
+    )];
+    for (name, stopped, faults) in [
+        ("claim-w", 2600, Vec::new()),
+        ("claim-q", 9000, Vec::new()),
+        ("claim-w", 9000, pause),
+    ] {
+        let verdict = judged(name, stopped, faults);
+        assert!(
+            verdict.violations.is_empty(),
+            "{name} {stopped}: {:?}",
+            verdict.violations
+        );
+    }
+}
+
+#[test]
+fn the_checker_takes_a_claim_s_423_only_while_one_of_its_names_may_be_frozen() {
+    use support::history::{Claim, Freeze};
+    let judged = |frozen_name: &str| {
+        let mut history = history(Vec::new(), Vec::new());
+        history.freezes.push(Freeze {
+            name: frozen_name.to_owned(),
+            opened: (at(900), at(1000)),
+            made: true,
+            until: at(20_000),
+            closed: Some((at(6000), at(6100))),
+        });
+        history.claims.push(Claim {
+            client: 1,
+            instance: 0,
+            names: vec![
+                ("claim-x".to_owned(), Ask::EXCLUSIVE),
+                ("claim-y".to_owned(), Ask::EXCLUSIVE),
+            ],
+            ttl_ms: TTL,
+            wait_ms: 3000,
+            sent: at(2000),
+            answered: at(5000),
+            answer: status(423, "frozen"),
+        });
+        judge(&history, &Rules::default())
+    };
+    let frozen = judged("claim-y");
+    assert!(frozen.violations.is_empty(), "{:?}", frozen.violations);
+    let not_frozen = judged("claim-q");
+    assert_eq!(
+        not_frozen.count(Rule::Unclear),
+        1,
+        "{:?}",
+        not_frozen.violations
+    );
 }

@@ -16,6 +16,16 @@ pub struct Acquired {
     /// ([`clock`](super::clock) time): the grant happened in between.
     pub sent: Duration,
     pub received: Duration,
-    /// Whether it has a holder's stream (`{path}/events`) to follow.
-    pub follows: bool,
+    /// The leases whose holder's streams (`{lease path}/events`) it
+    /// follows: the one lease, or every lease of a claim.
+    pub follows: Vec<Follow>,
+}
+
+/// One lease whose holder's stream a run follows.
+#[derive(Debug, Clone)]
+pub struct Follow {
+    /// The lease's path (it holds the lease id: never shown).
+    pub path: String,
+    /// The lease, for messages (`lock 'a'`), when the run holds several.
+    pub label: Option<String>,
 }

@@ -147,6 +147,11 @@ the nested run asks (an exclusive lease covers --shared, not the other way
 round; a semaphore lease covers as many --permits as it has); else it waits
 in line like any other. COMMAND also gets BATON_KIND (lock or semaphore) and,
 for a semaphore, BATON_LIMIT.
+Under a claim (--lock, --semaphore) the same holds for every lease of it: the
+loss of any stops COMMAND, --on-yield answers a yield request on any of its
+names, and a nested `baton run` of a name the claim holds (BATON_CLAIM_ID set)
+runs at once only when the service confirms that the claim still holds that
+name in a mode that covers the nested run.
 A DURATION is seconds, or with a unit: 90, 1.5, 30s, 10m, 1h. While
 acquiring, a service that answers 5xx is retried until --wait runs out (at
 most 60s in a row); a URL where nothing answers at all fails at once (69).
@@ -274,8 +279,8 @@ pub struct RunArgs {
     pub grace: Option<Duration>,
 
     /// Send SIGNAL (e.g. TERM, USR1) to COMMAND's process group when someone
-    /// asks this holder to yield (`baton yield NAME`) [default: a line on
-    /// stderr]
+    /// asks this holder to yield (`baton yield NAME`; under a claim, on any
+    /// of its names) [default: a line on stderr]
     #[arg(long, value_name = "SIGNAL", value_parser = super::follow::parse_signal)]
     pub on_yield: Option<i32>,
 

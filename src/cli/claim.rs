@@ -2,7 +2,10 @@
 //! several names (`POST /claims`), all of them held or none, waited for
 //! until `--wait` and retried while the service answers 5xx. Once held, the
 //! claim is refreshed and released through `/claims/{id}` exactly as one
-//! lease is through its path (see [`super::run`]).
+//! lease is through its path, and each of its leases is followed on its own
+//! holder's stream, so that the loss of any stops COMMAND as the loss of one
+//! lease does (see [`super::run`]). A nested `baton run` of one of its
+//! names finds the claim by [`CLAIM_ID`] (`nested.rs`).
 
 use std::time::Duration;
 
@@ -10,14 +13,14 @@ use reqwest::Method;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::acquired::Acquired;
+use super::acquired::{Acquired, Follow};
 use super::args::RunArgs;
 use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, NOT_ACQUIRED, REFUSED, UNAVAILABLE, USAGE};
-use super::http::{json, unreadable, Service};
+use super::http::{json, unreadable, Service, Target};
 use super::messages::{say, signal_name, warn};
 use super::signals::Signals;
-use crate::domain::{ClaimId, Limit, Name};
+use crate::domain::{ClaimId, Kind, Limit, Name};
 use crate::wire::{ClaimBody, ClaimLock, ClaimRequest, ClaimSemaphore};
 
 /// How long 5xx answers or no answer are retried in a row.
@@ -153,6 +156,7 @@ impl Claim {
             wait_ms: Some(millis(wait)),
             owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
             priority: None,
+            override_reason: None,
         })
     }
 
@@ -281,22 +285,35 @@ impl Claim {
     }
 
     /// The claim as `baton run` holds it: refreshed and released through
-    /// `/claims/{id}`, and the variables COMMAND gets.
+    /// `/claims/{id}`, every lease of it followed on its own holder's
+    /// stream, and the variables COMMAND gets.
     fn acquired(&self, claim: &ClaimBody, sent: Duration, received: Duration) -> Acquired {
         let leases: Vec<_> = self
             .locks
             .iter()
-            .map(|name| ("lock", name))
-            .chain(self.semaphores.iter().map(|(name, _, _)| ("semaphore", name)))
+            .map(|name| (Kind::Lock, name))
+            .chain(
+                self.semaphores
+                    .iter()
+                    .map(|(name, _, _)| (Kind::Semaphore, name)),
+            )
             .filter_map(|(kind, name)| {
-                let lease = claim.leases.iter().find(|lease| {
-                    let (lease_kind, lease_name) = match lease {
-                        crate::wire::LeaseBody::Lock(l) => ("lock", &l.name),
-                        crate::wire::LeaseBody::Semaphore(s) => ("semaphore", &s.name),
-                    };
-                    lease_kind == kind && lease_name == name.as_str()
-                })?;
-                Some(json!({"kind": kind, "name": name.as_str(), "fencing_token": lease.fencing_token()}))
+                let lease = claim
+                    .leases
+                    .iter()
+                    .find(|lease| lease.kind() == kind && lease.name() == name.as_str())?;
+                Some(json!({"kind": kind.as_str(), "name": name.as_str(), "fencing_token": lease.fencing_token()}))
+            })
+            .collect();
+        let follows = claim
+            .leases
+            .iter()
+            .filter_map(|lease| {
+                let target = Target::new(lease.kind(), lease.name()).ok()?;
+                Some(Follow {
+                    path: target.lease_path(lease.id()),
+                    label: Some(target.to_string()),
+                })
             })
             .collect();
         Acquired {
@@ -311,7 +328,7 @@ impl Claim {
             ],
             sent,
             received,
-            follows: false,
+            follows,
         }
     }
 }

@@ -1,11 +1,15 @@
-//! `baton run` follows its own lease's stream (`GET .../{id}/events`): a
-//! lost lease stops COMMAND at once, not at the next refresh, and a yield
-//! request is passed on to COMMAND (`--on-yield SIGNAL`) or said on stderr.
-//! The stream only adds speed: the refreshes keep the promise without it,
+//! `baton run` follows its own lease's stream (`GET .../{id}/events`), or
+//! under a claim the stream of every lease of the claim: a lost lease stops
+//! COMMAND at once, not at the next refresh, and a yield request on any of
+//! them is passed on to COMMAND (`--on-yield SIGNAL`) or said on stderr.
+//! The streams only add speed: the refreshes keep the promise without them,
 //! so a stream that cannot be had is simply tried again.
 
 use std::time::Duration;
 
+use futures_util::future::select_all;
+
+use super::acquired::Follow;
 use super::group;
 use super::http::Service;
 use super::messages::{signal_name, warn};
@@ -39,6 +43,31 @@ pub fn parse_signal(text: &str) -> Result<i32, String> {
             .ok_or_else(|| format!("not a signal: {text} (e.g. TERM, USR1, 15)"))?,
     };
     Ok(signal)
+}
+
+/// Follows every lease of `leases` at once while COMMAND (group `pgid`)
+/// runs; returns why one of them is lost (naming it when there are
+/// several), once the service says so. Never returns otherwise (nor for
+/// none).
+pub async fn follow_all(
+    service: &Service,
+    leases: &[Follow],
+    pgid: i32,
+    on_yield: Option<i32>,
+) -> String {
+    if leases.is_empty() {
+        return std::future::pending().await;
+    }
+    let followers = leases.iter().map(|lease| {
+        Box::pin(async move {
+            let why = follow(service, &lease.path, pgid, on_yield).await;
+            match &lease.label {
+                Some(label) => format!("{label}: {why}"),
+                None => why,
+            }
+        })
+    });
+    select_all(followers).await.0
 }
 
 /// Follows the lease at `lease_path` while COMMAND (group `pgid`) runs;

@@ -15,10 +15,15 @@
 //! stopped then, as for a failed refresh) and of yield requests
 //! (`--on-yield`); the refreshes alone keep the promise.
 //!
+//! Under a claim (`claim.rs`) the claim is refreshed through its own path
+//! and every lease of it is followed on its own stream: the loss of any
+//! stops COMMAND, and a yield request on any passes `--on-yield` on.
+//!
 //! A nested `baton run` of the same name (inside COMMAND) goes ahead at once
-//! only when the service confirms that the lease of the variables is still
-//! held and covers what the nested run asks (`nested.rs`); else it waits in
-//! line. When SIGTERM and SIGKILL go out: `timing.rs`.
+//! only when the service confirms that the lease of the variables (or that
+//! name's lease in the claim of `BATON_CLAIM_ID`) is still held and covers
+//! what the nested run asks (`nested.rs`); else it waits in line. When
+//! SIGTERM and SIGKILL go out: `timing.rs`.
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -30,13 +35,13 @@ use std::time::Duration;
 
 use reqwest::Method;
 
-use super::acquired::Acquired;
+use super::acquired::{Acquired, Follow};
 use super::args::RunArgs;
-use super::claim::Claim;
+use super::claim::{Claim, CLAIM_ID};
 use super::clock;
 use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, LOST, NOT_FOUND, UNAVAILABLE};
-use super::follow::follow;
+use super::follow::follow_all;
 use super::group;
 use super::guard::{Guard, Message};
 use super::http::Target;
@@ -44,7 +49,7 @@ use super::http::{json, Service};
 use super::launch;
 use super::line::{self, Request};
 use super::messages::{say, signal_name, warn};
-use super::nested::covered;
+use super::nested::{covered, covered_by_claim};
 use super::signals::Signals;
 use super::timing::Timing;
 use super::variables::{self, LeaseVariables};
@@ -77,21 +82,37 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
         let name = args.name.as_deref().unwrap_or_default();
         let target = Target::new(lease_options.kind(), name)?;
         let request = Request::new(&target, timing.ttl, lease_options);
-        // Inside a `baton run` of this very name: run at once if the lease
-        // held there covers this run.
+        // Inside a `baton run` of this very name, or of a claim that holds
+        // it: run at once if the lease held there covers this run.
+        let mut covering = None;
         if let Some(outer) = LeaseVariables::from_env(name)? {
             if covered(&service, &request, &outer).await? {
-                say(format!(
-                    "{target} is held already by the baton run around this one: running COMMAND at once"
-                ));
-                let err = std::process::Command::new(&program)
-                    .args(&program_args)
-                    .exec();
-                return Err(Failure::new(
-                    NOT_FOUND,
-                    format!("cannot run {}: {err}", program.to_string_lossy()),
-                ));
+                covering = Some(("the baton run around this one", None));
             }
+        }
+        if covering.is_none() {
+            if let Some(claim_id) = std::env::var(CLAIM_ID).ok().filter(|id| !id.is_empty()) {
+                if let Some(lease) = covered_by_claim(&service, &request, &claim_id).await? {
+                    covering = Some(("the claim of the baton run around this one", Some(lease)));
+                }
+            }
+        }
+        if let Some((by, lease)) = covering {
+            say(format!(
+                "{target} is held already by {by}: running COMMAND at once"
+            ));
+            let mut command = std::process::Command::new(&program);
+            command.args(&program_args);
+            if let Some(lease) = lease {
+                // COMMAND sees the lease it runs under, as under a run of
+                // this name alone.
+                command.env_remove(variables::LIMIT).envs(lease.pairs());
+            }
+            let err = command.exec();
+            return Err(Failure::new(
+                NOT_FOUND,
+                format!("cannot run {}: {err}", program.to_string_lossy()),
+            ));
         }
         Acquiring::Lease(request)
     };
@@ -134,7 +155,10 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
                     .collect(),
                 sent: lease.sent,
                 received: lease.received,
-                follows: true,
+                follows: vec![Follow {
+                    path: target.lease_path(lease.body.id()),
+                    label: None,
+                }],
             }
         }
         Acquiring::Claim(claim) => claim.acquire(&service, &mut signals, started).await?,
@@ -152,7 +176,7 @@ pub async fn run(args: RunArgs) -> Result<u8, Failure> {
         env: acquired.env.clone(),
         timing,
         on_yield: args.on_yield,
-        follows: acquired.follows,
+        follows: acquired.follows.clone(),
         guard: Mutex::new(None),
     };
     match guard {
@@ -202,9 +226,10 @@ struct Held {
     timing: Timing,
     /// The signal a yield request sends COMMAND's group (`--on-yield`).
     on_yield: Option<i32>,
-    /// Whether it has a holder's stream to follow (one lease has; a claim's
-    /// leases are refreshed through the claim).
-    follows: bool,
+    /// The leases whose holder's streams it follows: the one lease, or
+    /// every lease of a claim (a claim is refreshed through its own path,
+    /// but lost when any of its leases is).
+    follows: Vec<Follow>,
     /// The guard, told COMMAND's group and each new deadline for SIGKILL.
     guard: Mutex<Option<Guard>>,
 }
@@ -279,16 +304,10 @@ impl Held {
         };
         let keeping = self.keep(ok, next);
         tokio::pin!(keeping);
-        // The lease's own stream: a loss is heard at once, not at the next
-        // refresh (which alone keeps the promise, stream or not). A claim
-        // has none of its own: its refreshes alone say it is lost.
-        let following = async {
-            if self.follows {
-                follow(&self.service, &self.path, pgid, self.on_yield).await
-            } else {
-                std::future::pending().await
-            }
-        };
+        // The lease's own stream, or every stream of a claim's leases: a
+        // loss is heard at once, not at the next refresh (which alone keeps
+        // the promise, streams or not).
+        let following = follow_all(&self.service, &self.follows, pgid, self.on_yield);
         tokio::pin!(following);
         let target = &self.label;
         let finished = async {

@@ -44,7 +44,7 @@ mod model;
 pub mod notices;
 mod waiters;
 
-pub use claims::{Claim, ClaimProgress, ClaimRefused, Claims, Refreshed};
+pub use claims::{Claim, ClaimProgress, ClaimRefused, ClaimWaiting, Claims, Refreshed};
 pub use error::Error;
 pub use freeze_book::{wall_clock_ms, FreezeBook, NameFreeze, Timeline};
 pub use freezes::{Freezes, Put, MAX_FREEZES_PER_NAME};

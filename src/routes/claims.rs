@@ -26,11 +26,12 @@ use super::{progress, AppError, AppState, Caller, Json, JsonBody};
 use crate::domain::{
     AcquireRequest, ClaimId, ClaimPart, ClaimParts, Demand, Kind, Limit, Name, Permits, Scope,
 };
-use crate::engine::{Claim, ClaimProgress, ClaimRefused, Engine, Refreshed, Refusal};
+use crate::engine::{Claim, ClaimProgress, ClaimRefused, ClaimWaiting, Engine, Refreshed, Refusal};
 use crate::http::Parked;
 use crate::telemetry::RequestContext;
 use crate::wire::{
-    AcquireFields, ClaimBody, ClaimName, ClaimQueued, ClaimRequest, LeaseBody, ProblemType, Refresh,
+    AcquireFields, ClaimBody, ClaimFrozen, ClaimName, ClaimQueued, ClaimRequest, LeaseBody,
+    ProblemType, Refresh,
 };
 
 /// `/claims` and `/claims/{id}`, documented.
@@ -141,7 +142,7 @@ fn asked(body: ClaimRequest, max_wait_ms: u64) -> Result<(ClaimParts, AcquireReq
         newest_wins: None,
         priority: body.priority,
         ask_yield: None,
-        override_reason: None,
+        override_reason: body.override_reason,
         keep_place_ms: None,
         notify: None,
     };
@@ -157,11 +158,18 @@ fn asked(body: ClaimRequest, max_wait_ms: u64) -> Result<(ClaimParts, AcquireReq
 /// the names it holds already; claims take their names in one global order
 /// (locks before semaphores, then by name), so two claims never wait for
 /// each other. After `wait_ms`: 409 `claim-refused`, with nothing held.
-/// Each lease is an ordinary lease of its name. With `Accept:
+/// Each lease is an ordinary lease of its name. A freeze on one of its
+/// names: without `wait_ms`, 423 `frozen` as for a single request; with
+/// it, the claim holds none of its names while the freeze holds one (it
+/// gives back what it took and is in no line), and takes them when the
+/// window ends; 423 `frozen` if `wait_ms` ends first. `override` (an admin
+/// token on every name) takes the names through freezes. With `Accept:
 /// text/event-stream` and a `wait_ms`: 200 server-sent events, `queued`
 /// (`{"held": [{"kind", "name"}], "waiting_for": {"kind", "name"},
-/// "position"?, "waiting"?}`) each time it joins a name's line, then one
-/// `acquired` (the claim) or `problem`.
+/// "position"?, "waiting"?}`) each time it joins a name's line, `frozen`
+/// (`{"held": [], "waiting_for", "until", "reason"?, "freeze_id"?}`) while a
+/// freeze holds one of its names, then one `acquired` (the claim) or
+/// `problem`.
 #[utoipa::path(post, path = "/claims", tag = "claims", operation_id = "create_claim",
     request_body = ClaimRequest,
     responses(
@@ -179,6 +187,10 @@ async fn claim(State(state): State<AppState>, call: ClaimCall) -> Result<Respons
     let (parts, mut request) = asked(parse_json(&body)?, state.settings.max_wait_ms)?;
     drop(body);
     caller.require_all(Scope::Write, parts.iter().map(|p| &p.name))?;
+    if request.override_reason.is_some() {
+        // Granted through freezes: an administrator's decision, on every name.
+        caller.require_all(Scope::Admin, parts.iter().map(|p| &p.name))?;
+    }
     request.by = caller.name().cloned();
     let wait = request.wait;
     let claims = state.engine.claims();
@@ -295,7 +307,8 @@ fn created_or_refused(outcome: Result<Claim, ClaimRefused>) -> Result<Response, 
         .into_response())
 }
 
-/// `claim-refused`, naming the name in the way and how busy it is.
+/// `claim-refused`, naming the name in the way and how busy it is; or
+/// `frozen` (423, as for a single request) when a freeze holds that name.
 fn refused(refused: ClaimRefused) -> AppError {
     let ClaimRefused {
         kind,
@@ -310,13 +323,7 @@ fn refused(refused: ClaimRefused) -> AppError {
         Some(Refusal::Superseded { .. }) => (format!("{kind} '{name}' was superseded"), None),
         // (A claim keeps no place: it never asks keep_place_ms.)
         Some(Refusal::Ticketed(_)) => (format!("{kind} '{name}' kept its place"), None),
-        Some(Refusal::Frozen(frozen)) => {
-            let thaw = u64::try_from(frozen.until_ms - crate::engine::wall_clock_ms()).ok();
-            (
-                AppError::frozen(&name, frozen).problem().detail,
-                thaw.map(std::time::Duration::from_millis),
-            )
-        }
+        Some(Refusal::Frozen(frozen)) => return AppError::frozen(&name, frozen),
         None => (
             format!("the lease of {kind} '{name}' was lost while the claim waited"),
             None,
@@ -387,17 +394,34 @@ fn with_progress(engine: &Engine, parts: ClaimParts, request: AcquireRequest) ->
         .into_response()
 }
 
-/// The `queued` event of a claim waiting where `progress` says.
+/// The event of a claim waiting where `progress` says: `queued` in a
+/// name's line (with its place there), or `frozen` while a freeze holds one
+/// of its names (it holds none of them then).
 async fn queued(engine: &Engine, progress: ClaimProgress) -> Event {
     let named = |(kind, name): (Kind, Name)| ClaimName {
         kind,
         name: name.to_string(),
     };
+    let held = progress.held.into_iter().map(named).collect();
+    let waiting_for = named(progress.waiting_for);
+    let in_line = match progress.waiting {
+        ClaimWaiting::InLine(in_line) => in_line,
+        ClaimWaiting::Frozen(frozen) => {
+            let data = ClaimFrozen {
+                held,
+                waiting_for,
+                until: super::lease::rfc3339_ms(u64::try_from(frozen.until_ms).unwrap_or(0)),
+                reason: frozen.reason.map(|r| r.as_str().to_owned()),
+                freeze_id: frozen.freeze_id.map(|id| id.to_string()),
+            };
+            return json_event("frozen", &data);
+        }
+    };
     // Redis unreachable: the event goes without the place.
-    let place = engine.place(&progress.in_line).await.ok().flatten();
+    let place = engine.place(&in_line).await.ok().flatten();
     let data = ClaimQueued {
-        held: progress.held.into_iter().map(named).collect(),
-        waiting_for: named(progress.waiting_for),
+        held,
+        waiting_for,
         position: place.as_ref().map(|p| p.position),
         waiting: place.as_ref().map(|p| p.waiting),
     };
@@ -431,6 +455,14 @@ fn document(doc: &mut utoipa::openapi::OpenApi) {
             op.responses
                 .responses
                 .insert(status.to_owned(), reference.into());
+            if kind == ProblemType::ClaimRefused {
+                // A claim on a frozen name is answered as a single request.
+                let frozen =
+                    utoipa::openapi::Ref::from_response_name(ProblemType::Frozen.component_name());
+                op.responses
+                    .responses
+                    .insert("423".to_owned(), frozen.into());
+            }
         }
     }
 }

@@ -65,6 +65,12 @@ pub struct ClaimRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = field::priority)]
     pub priority: Option<u64>,
+    /// With an admin token on every name: each name is granted through a
+    /// freeze that holds it (in line order, as usual), for the reason given,
+    /// which the audit lines and history entries carry. Without one: 403.
+    #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = field::override_reason)]
+    pub override_reason: Option<String>,
 }
 
 /// A claim as its holder sees it: its id (a capability, like a lease id),
@@ -151,6 +157,21 @@ pub struct ClaimQueued {
     pub position: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<u64>,
+}
+
+/// `frozen` data of a waiting claim: a freeze holds `waiting_for`, one of
+/// its names, so the claim holds none of them and is in no line; it takes
+/// them once the window ends (`until`, RFC 3339).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ClaimFrozen {
+    #[serde(default)]
+    pub held: Vec<ClaimName>,
+    pub waiting_for: ClaimName,
+    pub until: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freeze_id: Option<String>,
 }
 
 #[cfg(test)]

@@ -94,6 +94,22 @@ impl LeaseBody {
         })
     }
 
+    /// Its kind: a lock's lease or a semaphore's.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Self::Lock(_) => Kind::Lock,
+            Self::Semaphore(_) => Kind::Semaphore,
+        }
+    }
+
+    /// The name it is a lease of.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Lock(lease) => &lease.name,
+            Self::Semaphore(lease) => &lease.name,
+        }
+    }
+
     /// The lease id (a secret).
     pub fn id(&self) -> &str {
         match self {

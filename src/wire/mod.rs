@@ -29,7 +29,9 @@ mod status;
 mod ticket;
 
 pub use acquire::{AcquireFields, AcquireLock, AcquireSemaphore};
-pub use claim::{ClaimBody, ClaimLock, ClaimName, ClaimQueued, ClaimRequest, ClaimSemaphore};
+pub use claim::{
+    ClaimBody, ClaimFrozen, ClaimLock, ClaimName, ClaimQueued, ClaimRequest, ClaimSemaphore,
+};
 pub use freeze::{FreezeBody, FreezeList, FreezeRequest};
 pub use history::{HistoryBody, HistoryEntryBody, LeaseEndBody};
 pub use holder::{HolderEventBody, YieldAnswer, YieldRequest};

@@ -555,3 +555,233 @@ async fn a_call_that_reaches_redis_after_its_list_of_freezes_went_stale_grants_n
     let reply: Vec<redis::Value> = acquire("stale", &fresh).query(&mut conn).unwrap();
     assert_eq!(reply[0], redis::Value::Int(1), "acquired: {reply:?}");
 }
+
+/// Reads `events` until `text` holds an event named `name`.
+async fn read_until(events: &mut reqwest::Response, text: &mut String, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !text.contains(&format!("event: {name}")) {
+        assert!(Instant::now() < deadline, "no {name} event: {text}");
+        let chunk = tokio::time::timeout(Duration::from_secs(30), events.chunk()).await;
+        let chunk = chunk
+            .unwrap_or_else(|_| panic!("no {name} event: {text}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("the stream ended before a {name} event: {text}"));
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+/// The data of the first event named `name` in `text`.
+fn event_data(text: &str, name: &str) -> Value {
+    let block = text
+        .split("\n\n")
+        .find(|block| block.lines().any(|l| l == format!("event: {name}")))
+        .unwrap_or_else(|| panic!("no {name} event: {text}"));
+    let data = block
+        .lines()
+        .find_map(|l| l.strip_prefix("data:"))
+        .unwrap_or_else(|| panic!("no data: {block}"));
+    serde_json::from_str(data.trim()).unwrap()
+}
+
+/// A claim with progress events on `app`; its response, status checked.
+async fn claim_with_events(app: &TestApp, body: &str) -> reqwest::Response {
+    let events = app
+        .client
+        .post(format!("{}/claims", app.base))
+        .header("accept", "text/event-stream")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    events
+}
+
+fn held(status: &Value) -> bool {
+    status["held"] == true || status["holders"].as_u64().unwrap_or(0) > 0
+}
+
+async fn status(app: &TestApp, path: &str) -> Value {
+    app.get(path).await.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_claim_that_does_not_wait_gets_423_frozen_like_a_single_request() {
+    let redis = shared_redis();
+    let a = TestApp::spawn().await;
+    let b = a.sibling_of(&redis.url()).await;
+    let until = now_ms() + 60_000;
+    let made = freeze(
+        &a,
+        json!({"match": "deploy-*", "until": rfc3339(until), "reason": "release weekend"}),
+    )
+    .await;
+    eventually(Duration::from_secs(5), "B knows the freeze", || async {
+        b.post("/locks/deploy-probe", "").await.status() == 423
+    })
+    .await;
+
+    let body = r#"{"locks": [{"name": "db-migration"}, {"name": "deploy-prod"}], "semaphores": [{"name": "deploy-pool", "limit": 2}]}"#;
+    let refused = b.post("/claims", body).await;
+    let retry: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=61).contains(&retry), "Retry-After {retry}");
+    let problem_body = problem(refused, 423, "frozen").await;
+    assert_eq!(problem_body["reason"], "release weekend", "{problem_body}");
+    assert_eq!(problem_body["freeze_id"], made["id"], "{problem_body}");
+    assert_eq!(ms_of(problem_body["until"].as_str().unwrap()), until);
+    assert!(
+        problem_body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("deploy-prod"),
+        "{problem_body}"
+    );
+    // Nothing held: not even the name before the frozen one.
+    assert!(!held(&status(&a, "/locks/db-migration").await));
+    assert_eq!(a.post("/locks/db-migration", "").await.status(), 201);
+}
+
+#[tokio::test]
+async fn a_waiting_claim_holds_none_of_its_names_while_one_is_frozen_and_takes_them_when_the_window_ends(
+) {
+    let redis = shared_redis();
+    let a = TestApp::spawn().await;
+    let b = a.sibling_of(&redis.url()).await;
+    let until = now_ms() + 8_000;
+    freeze(
+        &a,
+        json!({"match": "deploy-*", "until": rfc3339(until), "reason": "release weekend"}),
+    )
+    .await;
+    eventually(Duration::from_secs(5), "B knows the freeze", || async {
+        b.post("/locks/deploy-probe", "").await.status() == 423
+    })
+    .await;
+
+    let mut events = claim_with_events(
+        &b,
+        r#"{"locks": [{"name": "db-migration"}, {"name": "deploy-prod"}], "wait_ms": 30000, "owner": "claim"}"#,
+    )
+    .await;
+    let mut text = String::new();
+    read_until(&mut events, &mut text, "frozen").await;
+    let frozen = event_data(&text, "frozen");
+    assert_eq!(frozen["held"], json!([]), "{text}");
+    assert_eq!(
+        frozen["waiting_for"],
+        json!({"kind": "lock", "name": "deploy-prod"}),
+        "{text}"
+    );
+    assert_eq!(ms_of(frozen["until"].as_str().unwrap()), until, "{text}");
+    assert!(!text.contains("event: queued"), "in no line: {text}");
+
+    // An unrelated job that needs only db-migration takes it at once, on
+    // the other instance, and nobody waits in the frozen name's line.
+    assert!(!held(&status(&a, "/locks/db-migration").await));
+    let job = a.acquire_lock("db-migration", r#"{"owner": "job"}"#).await;
+    assert_eq!(waiting(&a, "/locks/deploy-prod").await, 0);
+    assert_eq!(a.delete(&lease_path("locks", &job)).await.status(), 204);
+
+    // When the window ends, the claim takes its names.
+    read_until(&mut events, &mut text, "acquired").await;
+    let claim = event_data(&text, "acquired");
+    let leases = claim["leases"].as_array().unwrap();
+    assert_eq!(leases.len(), 2, "{claim}");
+    for lease in leases {
+        assert!(
+            granted_at(lease) >= until,
+            "granted inside the window: {lease}"
+        );
+        assert_eq!(a.get(&lease_path("locks", lease)).await.status(), 200);
+    }
+}
+
+#[tokio::test]
+async fn a_freeze_that_starts_while_a_claim_waits_makes_it_give_back_what_it_took() {
+    let redis = shared_redis();
+    let a = TestApp::spawn().await;
+    let b = a.sibling_of(&redis.url()).await;
+    let holder = a.acquire_lock("deploy-api", r#"{"owner": "holder"}"#).await;
+    let mut events = claim_with_events(
+        &b,
+        r#"{"locks": [{"name": "cache-warm"}, {"name": "deploy-api"}], "wait_ms": 30000, "owner": "claim"}"#,
+    )
+    .await;
+    let mut text = String::new();
+    // It holds cache-warm while it waits in deploy-api's line.
+    read_until(&mut events, &mut text, "queued").await;
+    assert_eq!(status(&a, "/locks/cache-warm").await["owner"], "claim");
+
+    let made = freeze(
+        &a,
+        json!({"match": "deploy-*", "until": rfc3339(now_ms() + 60_000), "reason": "incident 9"}),
+    )
+    .await;
+    read_until(&mut events, &mut text, "frozen").await;
+    let frozen = event_data(&text, "frozen");
+    assert_eq!(frozen["held"], json!([]), "{text}");
+    assert_eq!(frozen["freeze_id"], made["id"], "{text}");
+    eventually(Duration::from_secs(5), "cache-warm given back", || async {
+        !held(&status(&a, "/locks/cache-warm").await)
+    })
+    .await;
+    assert_eq!(waiting(&a, "/locks/deploy-api").await, 0, "left the line");
+    assert_eq!(
+        a.post("/locks/cache-warm", r#"{"ttl_ms": 1}"#)
+            .await
+            .status(),
+        201
+    );
+
+    // The freeze lifted and the holder gone, the claim takes both.
+    let id = made["id"].as_str().unwrap();
+    assert_eq!(a.delete(&format!("/freezes/{id}")).await.status(), 204);
+    assert_eq!(a.delete(&lease_path("locks", &holder)).await.status(), 204);
+    read_until(&mut events, &mut text, "acquired").await;
+    let claim = event_data(&text, "acquired");
+    assert_eq!(claim["leases"].as_array().unwrap().len(), 2, "{claim}");
+}
+
+#[tokio::test]
+async fn a_claim_s_override_needs_an_admin_token_and_is_granted_through_a_freeze() {
+    let app = guarded().await;
+    let body = json!({"match": "ops-*", "until": rfc3339(now_ms() + 60_000), "reason": "freeze"})
+        .to_string();
+    assert_eq!(
+        send(&app, Method::POST, "/freezes", "admin-token", &body)
+            .await
+            .status(),
+        201
+    );
+    let claim = r#"{"locks": [{"name": "ops-db"}, {"name": "ops-web"}]}"#;
+    let plain = send(&app, Method::POST, "/claims", "admin-token", claim).await;
+    problem(plain, 423, "frozen").await;
+
+    let overriding =
+        r#"{"locks": [{"name": "ops-db"}, {"name": "ops-web"}], "override": "hotfix 12"}"#;
+    let refused = send(&app, Method::POST, "/claims", "user-token", overriding).await;
+    let body = problem(refused, 403, "forbidden").await;
+    assert_eq!(body["scope"], "admin", "{body}");
+    let granted = send(&app, Method::POST, "/claims", "admin-token", overriding).await;
+    assert_eq!(granted.status(), 201);
+    let granted: Value = granted.json().await.unwrap();
+    assert_eq!(granted["leases"].as_array().unwrap().len(), 2, "{granted}");
+    for name in ["ops-db", "ops-web"] {
+        let history: Value = send(
+            &app,
+            Method::GET,
+            &format!("/locks/{name}/history"),
+            "user-token",
+            "",
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+        assert_eq!(history["entries"][0]["override"], "hotfix 12", "{history}");
+    }
+}

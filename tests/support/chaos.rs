@@ -509,7 +509,7 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
             let instance = turn % bases.len();
             let url = format!("{}/{lease_path}/events", bases[instance]);
             let (http, record, name) = (http.clone(), record.clone(), name.to_owned());
-            tokio::spawn(follow(http, url, (id, name, token, instance), record));
+            tokio::spawn(follow(http, url, (id, name, token, instance), record, None));
         }
         // The critical section, with a refresh in a third of them: to a
         // ttl shorter (a third to half) or longer (up to twice) than asked.
@@ -571,12 +571,13 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
 }
 
 /// Follows a lease's own stream at `url` until its last event (or 30 s),
-/// and records what it heard.
+/// and records what it heard; tells `lost` when it hears the lease lost.
 async fn follow(
     http: reqwest::Client,
     url: String,
     (client, name, lease, instance): (usize, String, u64, usize),
     record: Recorder,
+    lost: Option<tokio::sync::mpsc::UnboundedSender<SystemTime>>,
 ) {
     let opened = SystemTime::now();
     let mut followed = Followed {
@@ -606,8 +607,14 @@ async fn follow(
                     event = Some(kind.trim().to_owned());
                 } else if let (Some(data), Some(kind)) = (line.strip_prefix("data:"), &event) {
                     let data: Value = serde_json::from_str(data.trim()).unwrap_or(Value::Null);
+                    let at = SystemTime::now();
+                    if kind == "lost" {
+                        if let Some(lost) = &lost {
+                            let _ = lost.send(at);
+                        }
+                    }
                     followed.events.push(StreamEvent {
-                        at: SystemTime::now(),
+                        at,
                         kind: kind.clone(),
                         reason: data["reason"].as_str().map(str::to_owned),
                     });

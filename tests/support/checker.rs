@@ -104,6 +104,10 @@ pub const CLAIM_FREE: Duration = Duration::from_secs(1);
 /// How long after a freeze was made (or before it is deleted) an instance
 /// may still not apply it: each reloads the freezes within a second.
 pub const FREEZE_SLACK: Duration = Duration::from_secs(1);
+/// How long a holder of a claim may run on after one of its names was
+/// force-released (the force-release answered): the contract's 1 s for the
+/// holder's stream to say so, and as much again for the test's own client.
+pub const RUN_ON_LIMIT: Duration = Duration::from_secs(2);
 
 /// What a violation broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -145,6 +149,9 @@ pub enum Rule {
     TicketOvertaken,
     /// A ticket granted twice, or one token told for two acquisitions.
     TicketTwice,
+    /// A holder of a claim (as `baton run` holds one) that went on running
+    /// more than [`RUN_ON_LIMIT`] after one of its names was force-released.
+    ClaimRanOn,
 }
 
 /// One violation: the rule and what happened.
@@ -313,6 +320,7 @@ pub fn judge(history: &History, rules: &Rules) -> Verdict {
     }
     data_loss(history, &mut verdict);
     claims(history, &explained, &mut verdict);
+    claim_runs(history, &explained, &mut verdict);
     frozen(history, &explained, &mut verdict);
     streams(history, &explained, &mut verdict);
     ticket_rules::tickets(history, &mut verdict);
@@ -1364,6 +1372,25 @@ fn claims(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &m
             Answer::Status { status: 409, slug } if slug == "claim-refused" => {
                 verdict.took(Path::ClaimRefused, during);
             }
+            // Frozen, as a single request is: only while a freeze of one of
+            // its names may have held (a claim that waits holds none of its
+            // names meanwhile, and takes them when the window ends).
+            Answer::Status { status: 423, slug } if slug == "frozen" => {
+                let frozen = names.iter().any(|name| {
+                    frozen_windows(history, name)
+                        .iter()
+                        .any(|w| overlaps(*w, (claim.sent, claim.answered)))
+                });
+                if frozen {
+                    verdict.took(Path::Frozen, during);
+                } else {
+                    verdict.flag(
+                        Rule::Unclear,
+                        format!("{}: 423 frozen outside any freeze of its names", what()),
+                    );
+                }
+                continue;
+            }
             other => {
                 verdict.flag(Rule::Unclear, format!("{}: {other}", what()));
                 continue;
@@ -1372,6 +1399,7 @@ fn claims(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &m
         // Refused: when was every name free?
         let mut busy: Vec<(SystemTime, SystemTime)> = explained.to_vec();
         for name in &names {
+            busy.extend(frozen_windows(history, name));
             busy.extend(
                 verdict
                     .holds
@@ -1418,6 +1446,48 @@ fn claims(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &m
                     total.as_millis(),
                     when(free[0].0),
                     when(free[free.len() - 1].1)
+                ),
+            );
+        }
+    }
+}
+
+/// Each holder of a claim that runs as `baton run` does, against the
+/// force-releases of its names: once one was answered 204 while it held the
+/// claim, it must have stopped within [`RUN_ON_LIMIT`], unless a fault
+/// (of an instance, of Redis) overlaps the time in between.
+fn claim_runs(history: &History, explained: &[(SystemTime, SystemTime)], verdict: &mut Verdict) {
+    for run in &history.claim_runs {
+        let forced = history
+            .calls
+            .iter()
+            .filter(|c| c.op == Op::ForceRelease && run.names.contains(&c.name))
+            .filter(|c| matches!(c.answer, Answer::Status { status: 204, .. }))
+            .filter(|c| c.answered > run.granted && c.sent < run.stopped)
+            .min_by_key(|c| c.answered);
+        let Some(forced) = forced else {
+            continue;
+        };
+        let faulted = explained
+            .iter()
+            .any(|e| overlaps(*e, (forced.sent, run.stopped)));
+        let ran_on = run
+            .stopped
+            .duration_since(forced.answered)
+            .unwrap_or_default();
+        if ran_on > RUN_ON_LIMIT && !faulted {
+            verdict.flag(
+                Rule::ClaimRanOn,
+                format!(
+                    "the holder of the claim of {} (client {}, 201 {}) ran on {} ms after {} was force-released ({}); it heard of a loss {}",
+                    run.names.join(", "),
+                    run.client,
+                    when(run.granted),
+                    ran_on.as_millis(),
+                    forced.name,
+                    when(forced.answered),
+                    run.lost_heard
+                        .map_or_else(|| "never".to_owned(), |at| format!("at {}", when(at)))
                 ),
             );
         }

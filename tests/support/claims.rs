@@ -4,12 +4,18 @@
 //! the history, and each lease of a claim answered 201 as an acquisition of
 //! its name, with the claim's `PATCH` and `DELETE` as the refresh and
 //! release of each lease: the checker judges them as any other holds.
+//!
+//! A client that `runs` holds its claims as `baton run` does: it follows
+//! the holder's stream of every lease of the claim, stops its work as soon
+//! as one says `lost` (a force-release of one of its names), and records
+//! when it stopped ([`ClaimRun`]); it never extends its claims, as a loss
+//! found by a refresh would not be a force-release's.
 
 use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::history::{Acquire, Answer, Ask, Call, Claim, Op, CLAIM_RELEASED};
+use super::history::{Acquire, Answer, Ask, Call, Claim, ClaimRun, Op, CLAIM_RELEASED};
 use super::{Rng, Run};
 
 /// What one claim client does, over and over.
@@ -24,6 +30,30 @@ pub struct ClaimWork {
     pub waits: Vec<u64>,
     /// How long it holds a claim before releasing it, at most.
     pub hold_up_to: Duration,
+    /// Whether it holds its claims as `baton run` does (see the module).
+    pub runs: bool,
+}
+
+/// The path of each lease of a claim's 201 body, by name.
+fn lease_paths(body: &Value) -> Vec<(String, String)> {
+    body["leases"]
+        .as_array()
+        .map(|leases| {
+            leases
+                .iter()
+                .filter_map(|lease| {
+                    let name = lease["name"].as_str()?;
+                    let id = lease["id"].as_str()?;
+                    let kind = if lease.get("limit").is_some() {
+                        "semaphores"
+                    } else {
+                        "locks"
+                    };
+                    Some((name.to_owned(), format!("{kind}/{name}/{id}")))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A claim's answer, as the checker reads it: the claim's own status, and
@@ -31,21 +61,31 @@ pub struct ClaimWork {
 async fn claim_answer(
     sent: Result<reqwest::Response, reqwest::Error>,
     names: &[(String, Ask)],
-) -> (Answer, Vec<(String, Answer)>, Option<String>) {
+) -> (
+    Answer,
+    Vec<(String, Answer)>,
+    Option<String>,
+    Vec<(String, String)>,
+) {
     let response = match sent {
         Ok(response) => response,
         Err(err) => {
             let reached = !err.is_connect();
-            return (Answer::None { reached }, Vec::new(), None);
+            return (Answer::None { reached }, Vec::new(), None, Vec::new());
         }
     };
     let status = response.status().as_u16();
     if status == 204 {
         let slug = String::new();
-        return (Answer::Status { status, slug }, Vec::new(), None);
+        return (
+            Answer::Status { status, slug },
+            Vec::new(),
+            None,
+            Vec::new(),
+        );
     }
     let Ok(text) = response.text().await else {
-        return (Answer::None { reached: true }, Vec::new(), None);
+        return (Answer::None { reached: true }, Vec::new(), None, Vec::new());
     };
     let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     if matches!(status, 200 | 201) {
@@ -77,12 +117,18 @@ async fn claim_answer(
         return match leases() {
             Some((leases, id)) => {
                 let slug = String::new();
-                (Answer::Status { status, slug }, leases, id)
+                (
+                    Answer::Status { status, slug },
+                    leases,
+                    id,
+                    lease_paths(&body),
+                )
             }
             None => (
                 Answer::Unclear(format!("{status}: {text}")),
                 Vec::new(),
                 None,
+                Vec::new(),
             ),
         };
     }
@@ -98,7 +144,7 @@ async fn claim_answer(
     } else {
         Answer::Status { status, slug }
     };
-    (answer, Vec::new(), None)
+    (answer, Vec::new(), None, Vec::new())
 }
 
 /// One claim client, `id`, until `stop`.
@@ -152,7 +198,7 @@ pub async fn claim_loop(id: usize, work: ClaimWork, run: Run) {
             .timeout(timeout)
             .send()
             .await;
-        let (answer, leases, claim_id) = claim_answer(response, &names).await;
+        let (answer, leases, claim_id, paths) = claim_answer(response, &names).await;
         let answered = SystemTime::now();
         let tokens: Vec<(String, u64)> = leases
             .iter()
@@ -198,9 +244,34 @@ pub async fn claim_loop(id: usize, work: ClaimWork, run: Run) {
         };
         let path = format!("claims/{claim_id}");
         let hold_up_to = work.hold_up_to.as_millis() as u64;
-        tokio::time::sleep(rng.ms(0, hold_up_to / 2)).await;
+        // A run's work: each lease's stream followed, a loss heard at once.
+        let (lost_tx, mut lost_rx) = tokio::sync::mpsc::unbounded_channel();
+        if work.runs {
+            for (name, lease_path) in &paths {
+                let Some((_, token)) = tokens.iter().find(|(n, _)| n == name) else {
+                    continue;
+                };
+                let instance = turn % bases.len();
+                let url = format!("{}/{lease_path}/events", bases[instance]);
+                tokio::spawn(super::follow(
+                    http.clone(),
+                    url,
+                    (id, name.clone(), *token, instance),
+                    record.clone(),
+                    Some(lost_tx.clone()),
+                ));
+            }
+        }
+        drop(lost_tx);
+        let mut lost_heard = None;
+        let first = rng.ms(0, hold_up_to / 2);
+        let rest = rng.ms(0, hold_up_to / 2);
+        tokio::select! {
+            () = tokio::time::sleep(first) => {}
+            Some(at) = lost_rx.recv() => lost_heard = Some(at),
+        }
         // A third are extended mid-hold (every lease, to a longer ttl).
-        if rng.next().is_multiple_of(3) {
+        if !work.runs && rng.next().is_multiple_of(3) {
             let ttl_ms = rng.ms(work.ttl_ms + 1000, 2 * work.ttl_ms).as_millis() as u64;
             let instance = (turn + 1) % bases.len();
             let sent = SystemTime::now();
@@ -210,7 +281,7 @@ pub async fn claim_loop(id: usize, work: ClaimWork, run: Run) {
                 .timeout(Duration::from_millis(2500))
                 .send()
                 .await;
-            let (answer, leases, _) = claim_answer(response, &names).await;
+            let (answer, leases, _, _) = claim_answer(response, &names).await;
             let answered = SystemTime::now();
             let mut history = record.lock().unwrap();
             for (name, token) in &tokens {
@@ -232,7 +303,21 @@ pub async fn claim_loop(id: usize, work: ClaimWork, run: Run) {
                 });
             }
         }
-        tokio::time::sleep(rng.ms(0, hold_up_to / 2)).await;
+        if lost_heard.is_none() {
+            tokio::select! {
+                () = tokio::time::sleep(rest) => {}
+                Some(at) = lost_rx.recv() => lost_heard = Some(at),
+            }
+        }
+        if work.runs {
+            record.lock().unwrap().claim_runs.push(ClaimRun {
+                client: id,
+                names: names.iter().map(|(n, _)| n.clone()).collect(),
+                granted: answered,
+                lost_heard,
+                stopped: SystemTime::now(),
+            });
+        }
         // Release, through either instance, until answered 204 or 404.
         for attempt in 0..30 {
             let instance = (turn + attempt) % bases.len();
@@ -242,7 +327,7 @@ pub async fn claim_loop(id: usize, work: ClaimWork, run: Run) {
                 .timeout(Duration::from_millis(2500))
                 .send()
                 .await;
-            let (answer, _, _) = claim_answer(response, &names).await;
+            let (answer, _, _, _) = claim_answer(response, &names).await;
             let answered = SystemTime::now();
             let recorded = match &answer {
                 Answer::Status { status: 204, .. } => Answer::Status {

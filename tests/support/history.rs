@@ -240,6 +240,22 @@ pub struct Claim {
     pub answer: Answer,
 }
 
+/// A claim held by a holder that runs like `baton run` under it: it follows
+/// the holder's stream of every lease of the claim and stops its work as
+/// soon as one says `lost`. The checker judges when it stopped against the
+/// force-releases of its names.
+#[derive(Debug, Clone)]
+pub struct ClaimRun {
+    pub client: usize,
+    pub names: Vec<String>,
+    /// When its claim was answered 201.
+    pub granted: SystemTime,
+    /// When a stream of one of its leases said `lost`, if one did.
+    pub lost_heard: Option<SystemTime>,
+    /// When it stopped its work (before it released the claim).
+    pub stopped: SystemTime,
+}
+
 /// A freeze of one name the test made (`POST /freezes`, with an `until` of
 /// its own) and deleted (`DELETE /freezes/{id}`) during a run.
 #[derive(Debug, Clone)]
@@ -314,6 +330,8 @@ pub struct History {
     pub calls: Vec<Call>,
     /// Every claim sent (its leases' calls are in `calls`).
     pub claims: Vec<Claim>,
+    /// The claims held by holders that run like `baton run`.
+    pub claim_runs: Vec<ClaimRun>,
     /// The freezes the test made.
     pub freezes: Vec<Freeze>,
     pub faults: Vec<Fault>,
@@ -336,6 +354,7 @@ impl History {
             ended: started,
             calls: Vec::new(),
             claims: Vec::new(),
+            claim_runs: Vec::new(),
             freezes: Vec::new(),
             faults: Vec::new(),
             follows: Vec::new(),

@@ -26,18 +26,28 @@
 //! Redis's data while the claim waited) makes the claim give everything
 //! back and start over (or be refused when its wait is over): a claim is
 //! never answered with a lease Redis no longer holds.
+//!
+//! # Freezes
+//!
+//! While a freeze holds any one of its names, a claim holds none of them
+//! (`frozen.rs`): each pass starts by looking, and a waiting pass is ended
+//! by a freeze that starts meanwhile, giving everything back. A claim that
+//! does not wait is refused as frozen before it takes anything; one that
+//! overrides freezes takes its names through them.
 
 use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
+use super::frozen::FrozenPart;
 use super::held::Held;
 use super::record::{Entry, Record};
-use super::{Claim, ClaimProgress, ClaimRefused, Claims};
+use super::{Claim, ClaimProgress, ClaimRefused, ClaimWaiting, Claims};
 use crate::domain::{AcquireRequest, ClaimId, ClaimParts, Kind, Name, Ttl, WaitTime};
 use crate::engine::error::Error;
 use crate::engine::leases::Acquiring;
+use crate::engine::model::Refusal;
 
 /// How often the leases a waiting claim holds are refreshed: a third of the
 /// ttl, so a lost reply or two leave them time.
@@ -50,9 +60,22 @@ enum Stop {
     Refused(ClaimRefused),
     /// A lease held was lost meanwhile: give back and start over.
     Lost(Kind, Name),
+    /// A freeze started holding one of its names: give back, wait for the
+    /// window to end, start over.
+    Frozen,
 }
 
 impl Claims {
+    /// Resolves when a freeze starts holding one of the names of `parts`,
+    /// for a claim that waits and does not override freezes (never for
+    /// another: one that does not wait is answered by its first call).
+    async fn freeze_starts(&self, parts: &ClaimParts, request: &AcquireRequest) -> FrozenPart {
+        if request.override_reason.is_some() || request.wait.as_duration().is_zero() {
+            return std::future::pending().await;
+        }
+        self.until_frozen(parts).await
+    }
+
     /// Takes every name of `parts` (each with its demand) for one claim with
     /// the fields of `request` (its `wait` the wait of the whole claim):
     /// the claim with every lease held, or the name in its way once the wait
@@ -73,7 +96,30 @@ impl Claims {
     ) -> Result<Result<Claim, ClaimRefused>, Error> {
         let deadline = Instant::now() + request.wait.as_duration();
         let mut held = Held::new(self.engine.clone(), request.by.clone());
+        let overrides = request.override_reason.is_some();
         loop {
+            // While a freeze holds one of its names, a claim holds none of
+            // them (each pass starts with nothing held) and is in no line.
+            if let Some((kind, name, frozen)) = self.frozen_part(&parts).filter(|_| !overrides) {
+                if Instant::now() >= deadline {
+                    return Ok(Err(ClaimRefused {
+                        kind,
+                        name,
+                        refusal: Some(Refusal::Frozen(frozen)),
+                    }));
+                }
+                if let Some(progress) = &progress {
+                    let _ = progress.send(ClaimProgress {
+                        held: Vec::new(),
+                        waiting_for: (kind, name),
+                        waiting: ClaimWaiting::Frozen(frozen.clone()),
+                    });
+                }
+                if !self.thaw(frozen.until_ms, deadline).await {
+                    return Err(Error::ShuttingDown);
+                }
+                continue;
+            }
             match self
                 .take_all(&parts, &request, deadline, &mut held, progress.as_ref())
                 .await
@@ -93,6 +139,10 @@ impl Claims {
                         }));
                     }
                     tracing::info!(%kind, %name, "a claim lost a lease while it waited; it starts over");
+                }
+                Ok(Some(Stop::Frozen)) => {
+                    held.release_all().await;
+                    tracing::info!("a freeze holds a name of a waiting claim; it gives back what it took until the window ends");
                 }
                 Err(err) => {
                     held.release_all().await;
@@ -156,23 +206,34 @@ impl Claims {
                             let _ = progress.send(ClaimProgress {
                                 held: held_names,
                                 waiting_for: (kind, name),
-                                in_line: queued.in_line(),
+                                waiting: ClaimWaiting::InLine(queued.in_line()),
                             });
                         }
                         queued.outcome().await
                     }
                 }
             };
+            // A freeze that starts holding one of its names (held or not)
+            // while it waits ends the pass: dropping `taking` leaves the
+            // line and gives back what it was granted.
+            let freeze_starts = self.freeze_starts(parts, request);
+            let taking = async move {
+                tokio::select! {
+                    taken = taking => Some(taken),
+                    _ = freeze_starts => None,
+                }
+            };
             match held.keep_alive_while(Box::pin(taking), every).await {
-                Ok(Ok(Ok(lease))) => held.leases.push((kind, lease)),
-                Ok(Ok(Err(refusal))) => {
+                Ok(None) => return Ok(Some(Stop::Frozen)),
+                Ok(Some(Ok(Ok(lease)))) => held.leases.push((kind, lease)),
+                Ok(Some(Ok(Err(refusal)))) => {
                     return Ok(Some(Stop::Refused(ClaimRefused {
                         kind,
                         name: part.name.clone(),
                         refusal: Some(refusal),
                     })))
                 }
-                Ok(Err(err)) => return Err(err),
+                Ok(Some(Err(err))) => return Err(err),
                 Err((kind, name)) => return Ok(Some(Stop::Lost(kind, name))),
             }
         }

@@ -8,6 +8,8 @@
 //!
 //! - `acquire.rs`: taking the names in order, keeping those held alive while
 //!   it waits for the next, and giving everything back when it gives up.
+//! - `frozen.rs`: a waiting claim holds none of its names while a freeze
+//!   holds one of them; it waits for the window to end.
 //! - `held.rs`: the leases a claim holds so far, kept alive, and released
 //!   at once (or in the background, should nobody hear the outcome).
 //! - `record.rs`: which leases a claim holds, kept in Redis so any instance
@@ -15,6 +17,7 @@
 //! - `operations.rs`: check, refresh and release of a held claim.
 
 mod acquire;
+mod frozen;
 mod held;
 mod operations;
 mod record;
@@ -22,7 +25,7 @@ mod record;
 use crate::domain::{ClaimId, Kind, Name};
 use crate::engine::handle::Engine;
 use crate::engine::leases::InLine;
-use crate::engine::model::{Lease, Refusal};
+use crate::engine::model::{FrozenBy, Lease, Refusal};
 
 pub use operations::Refreshed;
 
@@ -72,10 +75,20 @@ pub struct ClaimRefused {
 }
 
 /// Where a waiting claim stands: the names it holds, and the one it waits
-/// for (with its place in that name's line).
+/// for, with its place in that name's line, or the freeze that holds that
+/// name (then it holds nothing and is in no line).
 #[derive(Debug, Clone)]
 pub struct ClaimProgress {
     pub held: Vec<(Kind, Name)>,
     pub waiting_for: (Kind, Name),
-    pub in_line: InLine,
+    pub waiting: ClaimWaiting,
+}
+
+/// What a waiting claim waits for.
+#[derive(Debug, Clone)]
+pub enum ClaimWaiting {
+    /// Its turn in the line of the name it waits for.
+    InLine(InLine),
+    /// The end of the freeze that holds that name.
+    Frozen(FrozenBy),
 }
