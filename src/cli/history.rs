@@ -142,7 +142,10 @@ mod tests {
              "expires_at": "2026-11-28T07:01:00.000Z"},
             {"fencing_token": 8, "owner": "alice", "shared": false,
              "acquired_at": "2026-11-28T06:59:00.000Z", "waited_ms": 0, "end": "expired",
-             "ended_at": "2026-11-28T06:59:30.000Z", "held_ms": 30000, "by": "ci"}]}))
+             "ended_at": "2026-11-28T06:59:30.000Z", "held_ms": 30000, "by": "ci"},
+            {"fencing_token": 7, "owner": "carol", "acquired_at": "2026-11-28T06:58:00.000Z",
+             "waited_ms": 0, "end": "force-released", "ended_at": "2026-11-28T06:58:10.000Z",
+             "held_ms": 10000, "ended_by": "ops"}]}))
         .unwrap();
         let text = describe(Kind::Lock, &page);
         assert!(text.starts_with("lock 'deploy', newest first:\n"), "{text}");
@@ -153,6 +156,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("#8 alice from 2026-11-28T06:59:00.000Z to 2026-11-28T06:59:30.000Z, expired after 30s [token ci]"), "{text}");
+        assert!(
+            text.contains("force-released after 10s [force-released by token ops]"),
+            "{text}"
+        );
         let empty: HistoryBody =
             serde_json::from_value(json!({"name": "x", "entries": []})).unwrap();
         assert_eq!(
