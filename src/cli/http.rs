@@ -116,13 +116,20 @@ pub struct NoAnswer {
 
 /// Whether `err` says that what is at `--url` does not speak HTTP: it
 /// answered something that is not HTTP (an SSH or TLS server's greeting, a
-/// Redis error), or closed the connection without answering (as Redis does
-/// when it reads an HTTP request). Waiting will not make it speak HTTP.
+/// Redis error: before the request was sent, hyper calls that an unexpected
+/// message, which it has no predicate for), or closed the connection
+/// without answering (as Redis does when it reads an HTTP request). Waiting
+/// will not make it speak HTTP.
 fn speaks_no_http(err: &reqwest::Error) -> bool {
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
         if let Some(hyper) = cause.downcast_ref::<hyper::Error>() {
-            return hyper.is_parse() || hyper.is_incomplete_message();
+            if hyper.is_parse()
+                || hyper.is_incomplete_message()
+                || hyper.to_string().contains("unexpected message")
+            {
+                return true;
+            }
         }
         source = cause.source();
     }
