@@ -36,43 +36,43 @@ pub enum ClientCommand {
     #[command(after_help = RUN_AFTER_HELP)]
     Run(Box<RunArgs>),
     /// Take a lock or a semaphore slot and print the lease (release it later)
-    #[command(after_help = CALL_AFTER_HELP)]
+    #[command(after_help = call_help(&[USAGE_400, UNAVAILABLE_5XX, NOT_ACQUIRED_IN_WAIT, REFUSED_TOKEN, SUPERSEDED_LINE, SIGNALLED]))]
     Acquire(AcquireArgs),
     /// Extend a lease taken with `baton acquire`
-    #[command(after_help = CALL_AFTER_HELP)]
+    #[command(after_help = call_help(&[USAGE_400, UNAVAILABLE_5XX, LOST_LEASE, REFUSED_TOKEN]))]
     Refresh(RefreshArgs),
     /// Release a lease taken with `baton acquire`
-    #[command(after_help = CALL_AFTER_HELP)]
+    #[command(after_help = call_help(&[USAGE_400, UNAVAILABLE_5XX, LOST_LEASE, REFUSED_TOKEN]))]
     Release(ReleaseArgs),
     /// Ask the holders of a lock or semaphore to finish early (nothing is
     /// taken from them)
-    #[command(after_help = CALL_AFTER_HELP)]
+    #[command(after_help = call_help(&[USAGE_400, UNAVAILABLE_5XX, REFUSED_TOKEN]))]
     Yield(YieldArgs),
     /// Show who holds a lock or semaphore and who waits for it
-    #[command(after_help = CALL_AFTER_HELP)]
+    #[command(after_help = call_help(&[USAGE_400, UNAVAILABLE_5XX, REFUSED_TOKEN]))]
     Status(StatusArgs),
     /// List the held locks (with --limit: the semaphores with holders)
-    #[command(after_help = CALL_AFTER_HELP)]
+    #[command(after_help = call_help(&[USAGE_400, UNAVAILABLE_5XX, REFUSED_TOKEN]))]
     List(ListArgs),
     /// Freeze a name or a prefix ('deploy-*'): nothing is granted on it while
     /// the freeze holds; waiters keep their place (admin token)
-    #[command(after_help = FREEZE_AFTER_HELP)]
+    #[command(after_help = freeze_help(&[USAGE_400, UNAVAILABLE_5XX, FROZEN_NOW, REFUSED_TOKEN]))]
     Freeze(Box<FreezeArgs>),
     /// Delete a freeze: the line is served in order again (admin token)
-    #[command(after_help = FREEZE_AFTER_HELP)]
+    #[command(after_help = freeze_help(&[USAGE_400, NO_SUCH_404, UNAVAILABLE_5XX, REFUSED_TOKEN]))]
     Unfreeze(UnfreezeArgs),
     /// List the freezes, with those active now and when the next start
-    #[command(after_help = FREEZE_AFTER_HELP)]
+    #[command(after_help = freeze_help(&[USAGE_400, UNAVAILABLE_5XX, REFUSED_TOKEN]))]
     Freezes(FreezesArgs),
     /// Take a ticket: a place in line kept without waiting (`baton run
     /// --ticket` waits on it later)
-    #[command(after_help = CALL_AFTER_HELP)]
+    #[command(after_help = call_help(&[USAGE_400, UNAVAILABLE_5XX, REFUSED_TOKEN]))]
     Enqueue(Box<EnqueueArgs>),
     /// Give a ticket up (leave the line)
-    #[command(after_help = CALL_AFTER_HELP)]
+    #[command(after_help = call_help(&[USAGE_400, NO_SUCH_404, UNAVAILABLE_5XX, REFUSED_TOKEN]))]
     Leave(LeaveArgs),
     /// Show who held a lock or semaphore, from when to when, and how each lease ended
-    #[command(after_help = CALL_AFTER_HELP)]
+    #[command(after_help = call_help(&[USAGE_400, UNAVAILABLE_5XX, REFUSED_TOKEN]))]
     History(HistoryArgs),
     /// Exit 0 when the service at BATON_LISTEN answers /healthz with 200, else 1
     /// (for container health checks without curl)
@@ -123,8 +123,9 @@ impl Internal {
 
 const EXIT_STATUSES: &str = "Exit status:
   64    bad usage, or the service found the request invalid (400)
+  66    no such freeze or ticket (404)
   69    the service could not be reached, or answered 5xx
-  75    not acquired within --wait
+  75    not acquired within --wait; with freeze --check: the name is frozen
   76    the lease was lost (expired or force-released)
   77    the service refused the token (401, 403)
   79    superseded: a newer --newest-wins request took this one's place in line";
@@ -168,26 +169,43 @@ Exit status:
   127      COMMAND not found (nothing was acquired)
   128+N    baton got signal N (129 SIGHUP, 130 SIGINT, 143 SIGTERM)";
 
-const CALL_AFTER_HELP: &str = concat!(
-    "The service is BATON_URL (or --url), the token BATON_TOKEN.\n\n",
-    "Exit status:
-  64    bad usage, or the service found the request invalid (400)
-  69    the service could not be reached, or answered 5xx
-  75    not acquired within --wait
-  76    the lease was lost (expired or force-released)
-  77    the service refused the token (401, 403)
-  79    superseded: a newer --newest-wins request took this one's place in line"
-);
+/// One line of an exit status in a subcommand's help.
+const USAGE_400: &str = "  64    bad usage, or the service found the request invalid (400)";
+const NO_SUCH_404: &str = "  66    no such freeze or ticket (404)";
+const UNAVAILABLE_5XX: &str = "  69    the service could not be reached, or answered 5xx";
+const NOT_ACQUIRED_IN_WAIT: &str = "  75    not acquired within --wait";
+const LOST_LEASE: &str = "  76    the lease was lost (expired or force-released)";
+const REFUSED_TOKEN: &str = "  77    the service refused the token (401, 403)";
+const SUPERSEDED_LINE: &str =
+    "  79    superseded: a newer --newest-wins request took this one's place in line";
+const FROZEN_NOW: &str = "  75    with --check: NAME is frozen now";
+const SIGNALLED: &str = "  128+N baton got signal N while waiting (130 SIGINT, 143 SIGTERM)";
 
-const FREEZE_AFTER_HELP: &str = "The service is BATON_URL (or --url), the token BATON_TOKEN.
-A freeze is one-off (--for DURATION, or --until TIME [--from TIME], RFC 3339) or
-recurring (--start CRON --end CRON [--timezone ZONE], five-field cron as GitLab's
-deploy freezes write them, e.g. --start '0 23 * * 5' --end '0 7 * * 1').
+/// The end of a one-call subcommand's help: where the service is, and the
+/// exit statuses that subcommand can return (only those).
+fn call_help(statuses: &[&str]) -> String {
+    format!(
+        "The service is BATON_URL (or --url), the token BATON_TOKEN.\n\nExit status:\n{}",
+        statuses.join("\n")
+    )
+}
 
-Exit status:
-  64    bad usage, or the service found the request invalid (400)
-  69    the service could not be reached, or answered 5xx
-  77    the service refused the token (401, 403)";
+/// The same for the freeze subcommands, with how a window is written.
+fn freeze_help(statuses: &[&str]) -> String {
+    format!(
+        "The service is BATON_URL (or --url), the token BATON_TOKEN.
+A freeze is one-off (--for DURATION, or --until TIME [--from TIME]: RFC 3339,
+or a date YYYY-MM-DD, which is midnight UTC at the start of that day) or
+recurring (--start CRON --end CRON [--timezone ZONE], five-field cron as
+GitLab's deploy freezes write them, e.g. --start '0 23 * * 5' --end '0 7 * * 1').
+`baton freeze --check NAME` is a deploy job's guard, like GitLab's
+$CI_DEPLOY_FREEZE: it prints the freezes that hold NAME now and exits 75, or
+exits 0 when none does.
+
+Exit status:\n{}",
+        statuses.join("\n")
+    )
+}
 
 /// Where the service is, and the token to show it.
 #[derive(Args, Debug, Clone)]
@@ -241,6 +259,17 @@ pub struct LeaseOptions {
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(0..=9))]
     pub priority: Option<u8>,
 
+    /// Be granted through a freeze, for this reason (an admin token; the
+    /// audit line and the history show it); in line order as usual
+    #[arg(long = "override", value_name = "REASON")]
+    pub override_reason: Option<String>,
+
+    /// When this request has to wait, ask the holders to finish early (once,
+    /// as it joins the line; `baton yield` asks the same; nothing is taken
+    /// from them)
+    #[arg(long)]
+    pub ask_yield: bool,
+
     /// Wait on this ticket (from `baton enqueue`) instead of joining the line
     #[arg(long, value_name = "ID", env = "BATON_TICKET", hide_env_values = true)]
     pub ticket: Option<String>,
@@ -290,7 +319,8 @@ pub struct RunArgs {
 
     /// Take the lock NAME as part of one claim of several names (repeat it;
     /// with --shared, every --lock is shared): all of them are held, or none
-    #[arg(long = "lock", value_name = "NAME", conflicts_with_all = ["limit", "newest_wins"])]
+    #[arg(long = "lock", value_name = "NAME",
+        conflicts_with_all = ["limit", "newest_wins", "override_reason", "ask_yield"])]
     pub locks: Vec<String>,
 
     /// Take PERMITS (default 1) of the semaphore NAME of LIMIT permits as
@@ -298,7 +328,8 @@ pub struct RunArgs {
     /// build-farm:4 or test-envs:3:2 (two permits of test-envs, limit 3). A
     /// NAME that itself ends in :digits is written with its PERMITS:
     /// build:1:4:1 is one permit of build:1, limit 4
-    #[arg(long = "semaphore", value_name = "NAME:LIMIT[:PERMITS]", conflicts_with_all = ["limit", "newest_wins"])]
+    #[arg(long = "semaphore", value_name = "NAME:LIMIT[:PERMITS]",
+        conflicts_with_all = ["limit", "newest_wins", "override_reason", "ask_yield"])]
     pub semaphores: Vec<String>,
 
     /// The lock (or with --limit, the semaphore): any text, e.g. review/app-1.
@@ -583,12 +614,14 @@ pub struct FreezeArgs {
         conflicts_with_all = ["until", "start"])]
     pub for_: Option<Duration>,
 
-    /// A one-off freeze until this time (RFC 3339, e.g. 2026-12-27T08:00:00Z)
-    #[arg(long, value_name = "TIME", conflicts_with = "start")]
+    /// A one-off freeze until this time: RFC 3339 (2026-12-27T08:00:00Z), or
+    /// a date (2026-12-27: midnight UTC at the start of that day)
+    #[arg(long, value_name = "TIME", conflicts_with = "start", value_parser = moment)]
     pub until: Option<String>,
 
-    /// With --until: from this time instead of now (RFC 3339)
-    #[arg(long, value_name = "TIME", requires = "until")]
+    /// With --until: from this time instead of now (RFC 3339, or a date:
+    /// midnight UTC at its start)
+    #[arg(long, value_name = "TIME", requires = "until", value_parser = moment)]
     pub from: Option<String>,
 
     /// A recurring freeze: a five-field cron expression for each start (e.g. '0 23 * * 5')
@@ -615,9 +648,30 @@ pub struct FreezeArgs {
     #[arg(long, value_enum, default_value_t)]
     pub output: Output,
 
-    /// The name to freeze, or a prefix ending in '*' (quote it: 'deploy-*')
+    /// Make no freeze: check whether MATCH, a name, is frozen now (with
+    /// --kind, as that kind). Frozen: print the freezes that hold it, exit
+    /// 75; not frozen: exit 0. A deploy job's guard, like GitLab's
+    /// $CI_DEPLOY_FREEZE (any token that may read the name)
+    #[arg(long, conflicts_with_all = ["for_", "until", "from", "start", "end", "timezone", "reason"])]
+    pub check: bool,
+
+    /// The name to freeze, or a prefix ending in '*' (quote it: 'deploy-*');
+    /// with --check, the name to check
     #[arg(value_name = "MATCH")]
     pub pattern: String,
+}
+
+/// A moment of `--until` or `--from`: a date alone (`2026-12-06`) is
+/// midnight UTC at its start (`2026-12-06T00:00:00Z`); anything else goes to
+/// the service as it is, which reads RFC 3339 and names what it refuses.
+fn moment(raw: &str) -> Result<String, String> {
+    let raw = raw.trim();
+    if raw.len() == 10 && raw.as_bytes().get(4) == Some(&b'-') {
+        return chrono::NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+            .map(|date| format!("{date}T00:00:00Z"))
+            .map_err(|err| format!("not a date YYYY-MM-DD ({err})"));
+    }
+    Ok(raw.to_owned())
 }
 
 /// `baton unfreeze`

@@ -12,13 +12,15 @@ use super::messages::say;
 use crate::domain::Kind;
 use crate::wire::{YieldAnswer, YieldRequest};
 
-/// `baton yield`: says how many holders were asked.
+/// `baton yield`: says how many holders were asked. Of the lock NAME, or
+/// the semaphore NAME with `--limit` (or when the lease variables say so);
+/// without either, of the lock, or of the semaphore when nobody holds the
+/// lock (a semaphore's yield needs no limit).
 ///
 /// # Errors
 /// As every call: the service refused (64, 77) or cannot be reached (69).
 pub async fn ask_yield(args: YieldArgs) -> Result<(), Failure> {
-    let kind = kind_of(&args.kind, &args.name)?.unwrap_or(Kind::Lock);
-    let target = Target::new(kind, &args.name)?;
+    let said = kind_of(&args.kind, &args.name)?;
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
     let owner = super::owner::clean(&args.owner.clone().unwrap_or_else(|| {
         super::owner::default_owner(|k| std::env::var(k).ok(), super::owner::host_name)
@@ -27,14 +29,37 @@ pub async fn ask_yield(args: YieldArgs) -> Result<(), Failure> {
         owner: Some(owner).filter(|o| !o.is_empty()),
         reason: args.reason.clone(),
     });
-    let path = format!("{}/yield", target.path());
-    let answer = call(&service, Method::POST, &path, Some(&body)).await?;
-    if answer.status != 202 {
-        return Err(failure(&answer, &target));
-    }
-    let asked: YieldAnswer =
-        serde_json::from_value(answer.body).map_err(|err| unreadable("answer", &err))?;
-    match asked.holders {
+    let ask = |kind| {
+        let (service, name, body) = (&service, &args.name, &body);
+        async move {
+            let target = Target::new(kind, name)?;
+            let path = format!("{}/yield", target.path());
+            let answer = call(service, Method::POST, &path, Some(body)).await?;
+            if answer.status != 202 {
+                return Err(failure(&answer, &target));
+            }
+            let asked: YieldAnswer =
+                serde_json::from_value(answer.body).map_err(|err| unreadable("answer", &err))?;
+            Ok((target, asked.holders))
+        }
+    };
+    let (target, holders) = match said {
+        Some(kind) => ask(kind).await?,
+        None => match ask(Kind::Lock).await? {
+            (_, 0) => match ask(Kind::Semaphore).await? {
+                (_, 0) => {
+                    say(format!(
+                        "nobody holds the lock or the semaphore '{}': nobody was asked",
+                        args.name
+                    ));
+                    return Ok(());
+                }
+                asked => asked,
+            },
+            asked => asked,
+        },
+    };
+    match holders {
         0 => say(format!("nobody holds {target}: nobody was asked")),
         1 => say(format!("asked the holder of {target} to yield")),
         n => say(format!("asked the {n} holders of {target} to yield")),

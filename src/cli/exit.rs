@@ -5,6 +5,9 @@ use std::fmt;
 
 /// Bad usage, or the service found the request invalid (400). EX_USAGE.
 pub const USAGE: u8 = 64;
+/// No such freeze or ticket: the service answered 404 for the one named.
+/// EX_NOINPUT (bad usage, 64, is for what is wrong on the command line).
+pub const NO_SUCH: u8 = 66;
 /// The service could not be reached, or answered 5xx. EX_UNAVAILABLE.
 pub const UNAVAILABLE: u8 = 69;
 /// Not acquired within `--wait`. EX_TEMPFAIL.

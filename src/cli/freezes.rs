@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use reqwest::Method;
 
 use super::args::{FreezeArgs, FreezesArgs, Output, UnfreezeArgs};
-use super::exit::{Failure, REFUSED, UNAVAILABLE, USAGE};
+use super::exit::{Failure, NOT_ACQUIRED, NO_SUCH, REFUSED, UNAVAILABLE, USAGE};
 use super::http::{call, json, unreadable, Answer, Service, Target};
 use super::messages::show;
 use crate::domain::{Kind, NamePattern};
@@ -16,9 +16,13 @@ use crate::wire::{FreezeBody, FreezeList, FreezeRequest};
 /// `baton freeze`: makes the freeze and prints it.
 ///
 /// # Errors
-/// Bad usage or a 400 (64), refused (77), the service unreachable (69).
+/// Bad usage or a 400 (64), refused (77), the service unreachable (69);
+/// with `--check`, the name is frozen now (75).
 pub async fn freeze(args: FreezeArgs) -> Result<(), Failure> {
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
+    if args.check {
+        return check(&service, &args).await;
+    }
     let until = match (args.for_, &args.until, &args.start) {
         (Some(length), _, _) => {
             Some(humantime::format_rfc3339_millis(SystemTime::now() + length).to_string())
@@ -61,7 +65,8 @@ pub async fn freeze(args: FreezeArgs) -> Result<(), Failure> {
 /// `baton unfreeze`: deletes the freeze.
 ///
 /// # Errors
-/// No such freeze (64), refused (77), the service unreachable (69).
+/// Bad usage (64), no such freeze (66), refused (77), the service
+/// unreachable (69).
 pub async fn unfreeze(args: UnfreezeArgs) -> Result<(), Failure> {
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
     let id = crate::domain::FreezeId::parse(&args.id).map_err(|_| {
@@ -70,9 +75,58 @@ pub async fn unfreeze(args: UnfreezeArgs) -> Result<(), Failure> {
     let answer = call(&service, Method::DELETE, &format!("/freezes/{id}"), None).await?;
     match answer.status {
         204 => show(format!("deleted freeze {id}\n")),
-        404 => Err(Failure::new(USAGE, format!("no freeze {id}"))),
+        404 => Err(Failure::new(NO_SUCH, format!("no freeze {id}"))),
         _ => Err(failure(&answer)),
     }
+}
+
+/// `baton freeze --check NAME`: prints the freezes that hold NAME now (of
+/// the `--kind` given, else of either kind) and fails with 75, or says it is
+/// not frozen and succeeds: a deploy job's guard, as GitLab's
+/// `$CI_DEPLOY_FREEZE` is.
+///
+/// # Errors
+/// Frozen (75), NAME invalid (64), refused (77), the service unreachable (69).
+async fn check(service: &Service, args: &FreezeArgs) -> Result<(), Failure> {
+    let name = crate::domain::Name::parse(&args.pattern)
+        .map_err(|err| Failure::usage(format!("NAME {err}")))?;
+    let kind = match args.kind.as_deref() {
+        Some("semaphore") => Some(Kind::Semaphore),
+        Some(_) => Some(Kind::Lock),
+        None => None,
+    };
+    let answer = call(service, Method::GET, "/freezes", None).await?;
+    if answer.status != 200 {
+        return Err(failure(&answer));
+    }
+    let list: FreezeList = read(&answer)?;
+    let holding: Vec<&FreezeBody> = list
+        .freezes
+        .iter()
+        .filter(|f| f.active && (f.kind.is_none() || kind.is_none() || f.kind == kind))
+        .filter(|f| NamePattern::parse(&f.pattern).is_ok_and(|p| p.matches(name.as_str())))
+        .collect();
+    let what = match kind {
+        Some(kind) => format!("{kind} '{name}'"),
+        None => format!("'{name}'"),
+    };
+    if holding.is_empty() {
+        super::messages::say(format!("{what} is not frozen now"));
+        return match args.output {
+            Output::Json => show("{\"freezes\":[]}\n"),
+            Output::Text => Ok(()),
+        };
+    }
+    match args.output {
+        Output::Json => show(format!("{}\n", serde_json::json!({ "freezes": holding }))),
+        Output::Text => show(
+            holding
+                .iter()
+                .map(|f| format!("{}\n", describe(f)))
+                .collect::<String>(),
+        ),
+    }?;
+    Err(Failure::new(NOT_ACQUIRED, format!("{what} is frozen now")))
 }
 
 /// `baton freezes`: every freeze, one a line.

@@ -14,26 +14,53 @@ use crate::domain::Kind;
 use crate::wire::{HistoryBody, HistoryEntryBody, LeaseEndBody};
 
 /// `baton history`: of the lock NAME, or the semaphore NAME with `--limit`
-/// (or when the lease variables say so).
+/// (or when the lease variables say so); without either, of the lock, or of
+/// the semaphore when the lock has none and the semaphore has some (a
+/// semaphore's history needs no limit).
 ///
 /// # Errors
 /// The call failed.
 pub async fn history(args: HistoryArgs) -> Result<(), Failure> {
-    let kind = kind_of(&args.kind, &args.name)?.unwrap_or(Kind::Lock);
+    let said = kind_of(&args.kind, &args.name)?;
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let target = Target::new(kind, &args.name)?;
-    let path = format!("{}/history?limit={}", target.path(), args.last);
-    let answer = call(&service, Method::GET, &path, None).await?;
-    if answer.status != 200 {
-        return Err(failure(&answer, &target));
-    }
-    match args.output {
-        Output::Json => show(format!("{}\n", answer.body)),
-        Output::Text => {
-            let page: HistoryBody =
-                serde_json::from_value(answer.body).map_err(|err| unreadable("history", &err))?;
-            show(describe(kind, &page))
+    let page_of = |kind| {
+        let (service, name, last) = (&service, &args.name, args.last);
+        async move {
+            let target = Target::new(kind, name)?;
+            let path = format!("{}/history?limit={last}", target.path());
+            let answer = call(service, Method::GET, &path, None).await?;
+            if answer.status != 200 {
+                return Err(failure(&answer, &target));
+            }
+            let page: HistoryBody = serde_json::from_value(answer.body.clone())
+                .map_err(|err| unreadable("history", &err))?;
+            Ok((page, answer.body))
         }
+    };
+    let (kind, (page, body)) = match said {
+        Some(kind) => (kind, page_of(kind).await?),
+        None => {
+            let lock = page_of(Kind::Lock).await?;
+            if lock.0.entries.is_empty() {
+                let semaphore = page_of(Kind::Semaphore).await?;
+                if semaphore.0.entries.is_empty() {
+                    let name = &args.name;
+                    return match args.output {
+                        Output::Json => show(format!("{}\n", lock.1)),
+                        Output::Text => show(format!(
+                            "no history: neither the lock nor the semaphore '{name}' was held lately\n"
+                        )),
+                    };
+                }
+                (Kind::Semaphore, semaphore)
+            } else {
+                (Kind::Lock, lock)
+            }
+        }
+    };
+    match args.output {
+        Output::Json => show(format!("{body}\n")),
+        Output::Text => show(describe(kind, &page)),
     }
 }
 
@@ -92,6 +119,9 @@ fn line(entry: &HistoryEntryBody) -> String {
     if let Some(by) = &entry.by {
         text.push_str(&format!(" [token {by}]"));
     }
+    if let Some(by) = &entry.ended_by {
+        text.push_str(&format!(" [force-released by token {by}]"));
+    }
     if let Some(reason) = &entry.override_reason {
         text.push_str(&format!(" [override: {reason}]"));
     }
@@ -112,7 +142,10 @@ mod tests {
              "expires_at": "2026-11-28T07:01:00.000Z"},
             {"fencing_token": 8, "owner": "alice", "shared": false,
              "acquired_at": "2026-11-28T06:59:00.000Z", "waited_ms": 0, "end": "expired",
-             "ended_at": "2026-11-28T06:59:30.000Z", "held_ms": 30000, "by": "ci"}]}))
+             "ended_at": "2026-11-28T06:59:30.000Z", "held_ms": 30000, "by": "ci"},
+            {"fencing_token": 7, "owner": "carol", "acquired_at": "2026-11-28T06:58:00.000Z",
+             "waited_ms": 0, "end": "force-released", "ended_at": "2026-11-28T06:58:10.000Z",
+             "held_ms": 10000, "ended_by": "ops"}]}))
         .unwrap();
         let text = describe(Kind::Lock, &page);
         assert!(text.starts_with("lock 'deploy', newest first:\n"), "{text}");
@@ -123,6 +156,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("#8 alice from 2026-11-28T06:59:00.000Z to 2026-11-28T06:59:30.000Z, expired after 30s [token ci]"), "{text}");
+        assert!(
+            text.contains("force-released after 10s [force-released by token ops]"),
+            "{text}"
+        );
         let empty: HistoryBody =
             serde_json::from_value(json!({"name": "x", "entries": []})).unwrap();
         assert_eq!(

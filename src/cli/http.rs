@@ -109,8 +109,53 @@ pub fn unreadable(what: &str, err: &serde_json::Error) -> Failure {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoAnswer {
     pub why: String,
-    /// No connection could be made at all: refused, no such host, no route.
+    /// No connection could be made at all: refused, no such host, no route;
+    /// or one was, and what answered there does not speak HTTP.
     pub connect: bool,
+}
+
+/// Whether `err` says that what is at `--url` does not speak HTTP: it
+/// answered something that is not HTTP (an SSH or TLS server's greeting, a
+/// Redis error: before the request was sent, hyper calls that an unexpected
+/// message, which it has no predicate for), or closed the connection
+/// without answering (as Redis does when it reads an HTTP request). Waiting
+/// will not make it speak HTTP.
+fn speaks_no_http(err: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if let Some(hyper) = cause.downcast_ref::<hyper::Error>() {
+            if hyper.is_parse()
+                || hyper.is_incomplete_message()
+                || hyper.to_string().contains("unexpected message")
+            {
+                return true;
+            }
+        }
+        source = cause.source();
+    }
+    false
+}
+
+/// The reason of a call that failed with `err` at `base`, and whether it
+/// failed for lack of a connection (or of HTTP on it).
+fn no_answer(base: &str, err: &reqwest::Error, timeout: Option<Duration>) -> NoAnswer {
+    let no_http = speaks_no_http(err);
+    let connect = err.is_connect() || no_http;
+    let mut why = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        why = format!("{why}: {cause}");
+        source = cause.source();
+    }
+    if let (true, Some(timeout)) = (err.is_timeout(), timeout) {
+        why = format!("no answer within {}", super::duration::human(timeout));
+    }
+    if no_http {
+        why = format!("{base} does not speak HTTP ({why})");
+    } else {
+        why = format!("cannot reach {base}: {why}");
+    }
+    NoAnswer { why, connect }
 }
 
 impl std::fmt::Display for NoAnswer {
@@ -156,8 +201,9 @@ impl Service {
     }
 
     /// Whether `no_answer` means that nothing serves at `--url` (a mistyped
-    /// URL, a service not started): no connection, and no answer ever
-    /// before. Not worth waiting for, unlike a service that answers 503.
+    /// URL, a service not started, a port that does not speak HTTP): no
+    /// connection (or no HTTP on it), and no answer ever before. Not worth
+    /// waiting for, unlike a service that answers 503.
     pub fn is_not_there(&self, no_answer: &NoAnswer) -> bool {
         no_answer.connect && !self.answered.load(Ordering::Relaxed)
     }
@@ -189,13 +235,7 @@ impl Service {
                 self.answered.store(true, Ordering::Relaxed);
                 Ok(response)
             }
-            Ok(Err(err)) => {
-                let connect = err.is_connect();
-                Err(NoAnswer {
-                    why: format!("cannot reach {}: {}", self.base, err.without_url()),
-                    connect,
-                })
-            }
+            Ok(Err(err)) => Err(no_answer(&self.base, &err.without_url(), None)),
             Err(_) => Err(NoAnswer {
                 why: format!("no answer from {} in time", self.base),
                 connect: false,
@@ -225,23 +265,8 @@ impl Service {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let unreachable = |err: reqwest::Error| {
-            let connect = err.is_connect();
-            let err = err.without_url();
-            let mut why = err.to_string();
-            let mut source = std::error::Error::source(&err);
-            while let Some(cause) = source {
-                why = format!("{why}: {cause}");
-                source = cause.source();
-            }
-            if err.is_timeout() {
-                why = format!("no answer within {}", super::duration::human(timeout));
-            }
-            NoAnswer {
-                why: format!("cannot reach {}: {why}", self.base),
-                connect,
-            }
-        };
+        let unreachable =
+            |err: reqwest::Error| no_answer(&self.base, &err.without_url(), Some(timeout));
         let response = request.send().await.map_err(unreachable)?;
         self.answered.store(true, Ordering::Relaxed);
         let status = response.status().as_u16();

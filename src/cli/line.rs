@@ -15,7 +15,7 @@ use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
 use super::http::{json, Answer, Service, Target};
 use super::messages::{signal_name, warn};
-use super::progress::progress;
+use super::progress::{progress, Echo};
 use super::signals::Signals;
 use super::ticket::{keep_for, leave_ticket};
 use crate::domain::{Kind, LeaseId};
@@ -43,6 +43,10 @@ pub struct Request {
     pub progress: bool,
     /// A ticket to wait on (`--ticket`), instead of joining the line.
     pub ticket: Option<String>,
+    /// An administrator's reason to be granted through a freeze (`--override`).
+    pub override_reason: Option<String>,
+    /// Ask the holders to yield when it has to wait (`--ask-yield`).
+    pub ask_yield: bool,
 }
 
 impl Request {
@@ -64,6 +68,8 @@ impl Request {
             permits: options.permits,
             progress: !options.quiet,
             ticket: options.ticket.clone(),
+            override_reason: options.override_reason.clone(),
+            ask_yield: options.ask_yield,
         }
     }
 
@@ -76,9 +82,9 @@ impl Request {
             wait_ms: Some(millis(wait)),
             owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
             newest_wins: self.newest_wins.then_some(true),
-            override_reason: None,
+            override_reason: self.override_reason.clone(),
             priority: self.priority.filter(|p| *p > 0).map(u64::from),
-            ask_yield: None,
+            ask_yield: self.ask_yield.then_some(true),
             keep_place_ms: keep_place.map(millis),
         };
         match self.target.kind {
@@ -126,6 +132,8 @@ pub async fn acquire(
     let mut step: Option<Duration> = None;
     let mut failing_since: Option<Instant> = None;
     let mut backoff = Duration::from_secs(1);
+    // The waiting line as last printed, across the requests of this wait.
+    let mut echo = Echo::default();
     // A wait keeps its place across the service's cap, restarts and
     // dropped connections: the first request asks keep_place_ms, and once
     // the service answers 202 with a ticket, every later request waits on
@@ -171,7 +179,7 @@ pub async fn acquire(
         tokio::pin!(call);
         let outcome = tokio::select! {
             outcome = &mut call => outcome,
-            () = progress(service, request, ticket.as_deref(), sent, started), if printing => unreachable!("prints forever"),
+            () = progress(service, request, ticket.as_deref(), sent, started, &mut echo), if printing => unreachable!("prints forever"),
             signal = signals.recv() => {
                 if taking {
                     // It does not wait: its answer comes at once, and what
@@ -485,6 +493,8 @@ mod tests {
             permits: None,
             progress: true,
             ticket: None,
+            override_reason: None,
+            ask_yield: false,
         }
     }
 
@@ -527,5 +537,11 @@ mod tests {
         assert!(r.body(Duration::ZERO, None).get("shared").is_none());
         r.shared = true;
         assert_eq!(r.body(Duration::ZERO, None)["shared"], true);
+        assert!(r.body(Duration::ZERO, None).get("override").is_none());
+        assert!(r.body(Duration::ZERO, None).get("ask_yield").is_none());
+        r.override_reason = Some("hotfix".into());
+        r.ask_yield = true;
+        assert_eq!(r.body(Duration::ZERO, None)["override"], "hotfix");
+        assert_eq!(r.body(Duration::ZERO, None)["ask_yield"], true);
     }
 }

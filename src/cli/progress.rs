@@ -1,6 +1,7 @@
 //! The progress line while a request waits in the service's line: every
 //! 5 s, our place in line and the holder, from the name's status (or the
-//! ticket's own place, waiting on a ticket: `ticket.rs`).
+//! ticket's own place, waiting on a ticket: `ticket.rs`); while the name is
+//! frozen, only when it says something new, or every 5 minutes ([`Echo`]).
 
 use std::time::Duration;
 
@@ -13,17 +14,67 @@ use super::line::Request;
 use super::messages::say;
 use crate::wire::{Mode, StatusBody};
 
+/// How often a frozen wait repeats a waiting line that says nothing new.
+const FROZEN_REPEAT: Duration = Duration::from_secs(300);
+
+/// The waiting line as last printed, kept across the requests of one wait:
+/// while the name is frozen, a line is printed only when it says something
+/// new (its gist: the times that change every second left out) or
+/// [`FROZEN_REPEAT`] after the last, so that a weekend's freeze is not 12
+/// lines a minute; otherwise every time it is asked (every 5 s).
+#[derive(Debug, Default)]
+pub(super) struct Echo {
+    last: Option<(String, Instant)>,
+}
+
+impl Echo {
+    /// Prints `line` (of a `frozen` name or not), unless it repeats.
+    pub(super) fn say(&mut self, frozen: bool, line: String) {
+        let now = Instant::now();
+        let gist = gist(&line);
+        if frozen {
+            if let Some((last, at)) = &self.last {
+                if *last == gist && now.duration_since(*at) < FROZEN_REPEAT {
+                    return;
+                }
+            }
+        }
+        say(line);
+        self.last = Some((gist, now));
+    }
+}
+
+/// What a waiting line says, less what changes as time passes: how long it
+/// waited, the time left of a lease or of the wait, until when a ticket is
+/// kept (`; `-separated parts; a freeze's part is kept whole).
+fn gist(line: &str) -> String {
+    line.split("; ")
+        .filter(|part| {
+            !(part.starts_with("waited ")
+                || part.starts_with("about ")
+                || part.starts_with("ticket kept until "))
+        })
+        .map(|part| match part.find(" (") {
+            Some(at) if !part.contains("frozen until ") => &part[..at],
+            _ => part,
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Every 5 s while the request waits (the first after 1 s): the place in line
-/// and the holder, from the status (or the ticket's place, waiting on one).
+/// and the holder, from the status (or the ticket's place, waiting on one),
+/// through `echo`.
 pub(super) async fn progress(
     service: &Service,
     request: &Request,
     ticket: Option<&str>,
     sent: Instant,
     started: Instant,
+    echo: &mut Echo,
 ) {
     if let Some(at) = ticket {
-        return super::ticket::progress(service, request, at, started).await;
+        return super::ticket::progress(service, request, at, started, echo).await;
     }
     let path = request.target.path();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -38,17 +89,19 @@ pub(super) async fn progress(
                 .flatten();
             if let Some(status) = status {
                 let now = Instant::now();
-                let frozen = super::freezes::frozen_now(service, &request.target)
-                    .await
-                    .map(|frozen| format!("{frozen}; "))
-                    .unwrap_or_default();
-                say(format!(
-                    "waiting for {}: {frozen}{}; waited {} of {}",
+                let frozen = super::freezes::frozen_now(service, &request.target).await;
+                let line = format!(
+                    "waiting for {}: {}{}; waited {} of {}",
                     request.target,
+                    frozen
+                        .as_ref()
+                        .map(|frozen| format!("{frozen}; "))
+                        .unwrap_or_default(),
                     describe_line(&status, request, now - sent),
                     human(now - started),
                     human(request.wait)
-                ));
+                );
+                echo.say(frozen.is_some(), line);
             }
         }
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -142,12 +195,35 @@ mod tests {
             permits: None,
             progress: true,
             ticket: None,
+            override_reason: None,
+            ask_yield: false,
         }
     }
 
     /// The status `body` of a `kind`, as the client reads it.
     fn read_status(kind: Kind, body: Value) -> StatusBody {
         StatusBody::from_json(kind, &body).unwrap()
+    }
+
+    #[test]
+    fn a_line_s_gist_leaves_out_what_time_changes() {
+        assert_eq!(
+            gist(
+                "waiting for lock 'x': frozen until T (weekend); place 2 of 3 in line; \
+                  held by ci-1 (expires in 52s); about 2m00s left; waited 5.0s of 3d"
+            ),
+            "waiting for lock 'x': frozen until T (weekend); place 2 of 3 in line; held by ci-1"
+        );
+        assert_eq!(
+            gist(
+                "waiting for lock 'x': place 1 of 1 in line; free; \
+                  ticket kept until 2026-12-05T19:00:00Z; waited 1m of 3d"
+            ),
+            gist(
+                "waiting for lock 'x': place 1 of 1 in line; free; \
+                  ticket kept until 2026-12-05T19:05:00Z; waited 6m of 3d"
+            ),
+        );
     }
 
     #[test]

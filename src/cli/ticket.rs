@@ -11,11 +11,11 @@ use tokio::time::Instant;
 use super::args::{EnqueueArgs, LeaseOutput, LeaveArgs};
 use super::calls::failure;
 use super::duration::human;
-use super::exit::{Failure, USAGE};
+use super::exit::{Failure, NO_SUCH, USAGE};
 use super::http::{call, Service, Target};
 use super::line::Request;
 use super::messages::{print, say};
-use super::progress::describe_holder;
+use super::progress::{describe_holder, Echo};
 use super::variables::quote;
 use crate::domain::Kind;
 use crate::wire::StatusBody;
@@ -85,7 +85,7 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), Failure> {
 /// `baton leave NAME TICKET`: gives a ticket up.
 ///
 /// # Errors
-/// The call failed (404: no such ticket).
+/// No such ticket (66), or the call failed.
 pub async fn leave(args: LeaveArgs) -> Result<(), Failure> {
     let kind = args.kind.limit.map_or(Kind::Lock, |_| Kind::Semaphore);
     let target = Target::new(kind, &args.name)?;
@@ -97,6 +97,13 @@ pub async fn leave(args: LeaveArgs) -> Result<(), Failure> {
             say(format!("left the line for {target}"));
             Ok(())
         }
+        404 => Err(Failure::new(
+            NO_SUCH,
+            format!(
+                "no such ticket for {target}: {} (it left, expired or was collected)",
+                answer.describe()
+            ),
+        )),
         _ => Err(failure(&answer, &target)),
     }
 }
@@ -118,8 +125,14 @@ pub(super) async fn leave_ticket(service: &Service, ticket: Option<&str>) {
 
 /// Every 5 s while waiting on the ticket at `at` (the first after 1 s): its
 /// place, from the ticket itself (`GET .../tickets/ID`), and who is in the
-/// way, from the name's status.
-pub(super) async fn progress(service: &Service, request: &Request, at: &str, started: Instant) {
+/// way, from the name's status, through `echo`.
+pub(super) async fn progress(
+    service: &Service,
+    request: &Request,
+    at: &str,
+    started: Instant,
+    echo: &mut Echo,
+) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     loop {
         if let Ok(answer) = service
@@ -146,12 +159,16 @@ pub(super) async fn progress(service: &Service, request: &Request, at: &str, sta
                     _ => None,
                 };
                 if let Some(place) = describe_place(&answer.body, &holder.unwrap_or_default()) {
-                    say(format!(
-                        "waiting for {}: {place}; waited {} of {}",
-                        request.target,
-                        human(started.elapsed()),
-                        human(request.wait)
-                    ));
+                    let frozen = answer.body.get("frozen").is_some_and(Value::is_object);
+                    echo.say(
+                        frozen,
+                        format!(
+                            "waiting for {}: {place}; waited {} of {}",
+                            request.target,
+                            human(started.elapsed()),
+                            human(request.wait)
+                        ),
+                    );
                 }
             }
         }

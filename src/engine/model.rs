@@ -224,6 +224,8 @@ pub struct HistoryEntry {
     pub override_reason: Option<String>,
     /// When it expires, or expired (ms).
     pub expires_at_ms: u64,
+    /// A force-released lease: the name of the token that force-released it.
+    pub ended_by: Option<TokenName>,
 }
 
 /// One page of a name's history, newest first.

@@ -159,5 +159,6 @@ fn entry_body(kind: Kind, entry: HistoryEntry) -> HistoryEntryBody {
         expires_at: (entry.end == LeaseEnd::Held).then(|| rfc3339_ms(entry.expires_at_ms)),
         by: entry.by.map(|by| by.as_str().to_owned()),
         override_reason: entry.override_reason,
+        ended_by: entry.ended_by.map(|by| by.as_str().to_owned()),
     }
 }

@@ -62,6 +62,10 @@ pub struct HistoryEntryBody {
     /// The reason an administrator gave to take it through a freeze.
     #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
     pub override_reason: Option<String>,
+    /// A force-released lease: the name of the token that force-released it
+    /// (never the token; absent when the service has no tokens).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_by: Option<String>,
 }
 
 /// One page of a name's history.

@@ -397,6 +397,49 @@ async fn a_claim_needs_write_on_every_one_of_its_names() {
     );
 }
 
+/// A force-release's history entry names the token that ended it
+/// (`ended_by`) beside the one that took it (`by`); a release's has none.
+#[tokio::test]
+async fn a_force_release_s_history_entry_names_the_token_that_ended_it() {
+    let (app, _file) = scoped_app().await;
+    acquired(&app, "/locks/team-a-forced", TEAM_A, "{}").await;
+    acquired(&app, "/semaphores/team-a-pool", TEAM_A, r#"{"limit": 2}"#).await;
+    for path in ["/locks/team-a-forced", "/semaphores/team-a-pool"] {
+        let ended = send(&app, Method::DELETE, path, TEAM_A_ADMIN, "").await;
+        assert_eq!(ended.status(), 204, "{path}");
+        let history = format!("{path}/history");
+        let page: Value = send(&app, Method::GET, &history, READER, "")
+            .await
+            .json()
+            .await
+            .unwrap();
+        let entry = &page["entries"][0];
+        assert_eq!(entry["end"], "force-released", "{page}");
+        assert_eq!(entry["by"], "team-a-ci", "{page}");
+        assert_eq!(entry["ended_by"], "team-a-ops", "{page}");
+    }
+    let lease = acquired(&app, "/locks/team-a-forced", TEAM_A, "{}").await;
+    let path = format!("/locks/team-a-forced/{}", lease["id"].as_str().unwrap());
+    assert_eq!(
+        send(&app, Method::DELETE, &path, TEAM_A, "").await.status(),
+        204
+    );
+    let page: Value = send(
+        &app,
+        Method::GET,
+        "/locks/team-a-forced/history",
+        READER,
+        "",
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(page["entries"][0]["end"], "released", "{page}");
+    assert!(page["entries"][0].get("ended_by").is_none(), "{page}");
+    assert_eq!(page["entries"][1]["ended_by"], "team-a-ops", "{page}");
+}
+
 /// A name's history needs `read` on it: the auditor reads it (with the
 /// token's name as `by`), a team token reads its own names only, and no
 /// token is 401.

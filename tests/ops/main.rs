@@ -12,6 +12,7 @@ mod harness;
 mod claims;
 mod cli;
 mod freezes;
+mod frictions;
 mod holder;
 mod logs;
 mod metrics;

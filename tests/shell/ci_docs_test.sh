@@ -194,4 +194,54 @@ if [ "$r1$r2$r3" = 000 ] && [ "$(cat "$T/q1/deployed")" = "acme/shop:production"
 else
   fail "GitLab deploy-queue example: statuses $r1 $r2 $r3; $(cat "$T"/q*/job.log)"
 fi
+# A freeze check (GitHub, then GitLab): frozen, the job ends green without
+# deploying; unfrozen, it deploys.
+freeze() { # NAME: freezes NAME for a day; prints the freeze's id
+  curl -sS -X POST "$BATON_URL/freezes" -d "{\"match\": \"$1\", \"reason\": \"release weekend\", \
+    \"until\": \"$(date -u -d '+1 day' +%Y-%m-%dT%H:%M:%SZ)\"}" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])'
+}
+freezes=("$(freeze deploy/acme/shop:production)" "$(freeze acme/shop:production)")
+run_job 7 "$T/fz-gh" "${github[@]}" GITHUB_RUN_ID=301
+r1=$?
+run_job 8 "$T/fz-gl" "${gitlab[@]}" CI_JOB_URL=https://gitlab.com/acme/shop/-/jobs/301 PATH="$T/stub:$PATH"
+r2=$?
+for id in "${freezes[@]}"; do curl -sS -X DELETE "$BATON_URL/freezes/$id" >/dev/null; done
+run_job 7 "$T/fz-gh2" "${github[@]}" GITHUB_RUN_ID=302
+r3=$?
+run_job 8 "$T/fz-gl2" "${gitlab[@]}" CI_JOB_URL=https://gitlab.com/acme/shop/-/jobs/302 PATH="$T/stub:$PATH"
+r4=$?
+if [ "$r1$r2$r3$r4" = 0000 ] && [ ! -e "$T/fz-gh/deployed" ] && [ ! -e "$T/fz-gl/deployed" ] &&
+  grep -q "production is frozen: not deploying" "$T/fz-gh/job.log" &&
+  grep -q "release weekend" "$T/fz-gl/job.log" &&
+  [ "$(cat "$T/fz-gh2/deployed")" = "deploy/acme/shop:production" ] &&
+  [ "$(cat "$T/fz-gl2/deployed")" = "acme/shop:production" ]; then
+  pass "freeze-check examples: frozen, the job ends green without deploying; unfrozen, it deploys"
+else
+  fail "freeze-check examples: statuses $r1 $r2 $r3 $r4; $(cat "$T"/fz-*/job.log)"
+fi
+
+# A claim of a lock and two of three permits (GitHub, then GitLab).
+run_job 9 "$T/claim-gh" "${github[@]}" GITHUB_RUN_ID=401
+r1=$?
+run_job 10 "$T/claim-gl" "${gitlab[@]}" CI_JOB_URL=https://gitlab.com/acme/shop/-/jobs/401 PATH="$T/stub:$PATH"
+r2=$?
+if [ "$r1$r2" = 00 ] && grep -qx e2e "$T/claim-gh/args" && grep -qx e2e "$T/claim-gl/args" &&
+  ! held deploy%2Facme%2Fshop%3Astaging && ! held acme%2Fshop%3Astaging &&
+  curl -sS "$BATON_URL/semaphores/test-envs" | grep -q '"holders":0'; then
+  pass "claim examples: a lock and two permits of test-envs, all released after"
+else
+  fail "claim examples: statuses $r1 $r2; $(cat "$T"/claim-*/job.log)"
+fi
+
+# A place in line across steps: enqueue, build, run from the ticket, leave
+# (66 once collected), while another job holds production for a moment.
+run_job 11 "$T/ticket" "${github[@]}" GITHUB_RUN_ID=501
+rc=$?
+if [ "$rc" = 0 ] && grep -q '^BATON_TICKET=' "$T/ticket/github_env" &&
+  [ "$(cat "$T/ticket/args")" = production ] && ! held deploy%2Facme%2Fshop%3Aproduction; then
+  pass "ticket example: enqueue into \$GITHUB_ENV, build, deploy from that place, leave"
+else
+  fail "ticket example: status $rc; $(cat "$T/ticket/job.log")"
+fi
 finish

@@ -1,6 +1,9 @@
 -- End every lease of a name whoever holds it (an administrator's action), and
 -- serve the line (core/state.lua: KEYS, ARGV[1..2]).
 --
+-- ARGV[3]  the name of the token that asks ("" none: auth off), which each
+--          ended lease's history entry carries as its ended_by
+--
 -- Replies, each ended by finish() (core/messages.lua)
 --   {1, ended, n, owner_1, token_1, ..., owner_n, token_n}
 --       released every live lease: `ended` in all, the first n (<= 100) of
@@ -24,7 +27,7 @@ tell_followers('f ' .. num(FENCE))
 local reply, shown = {1, count, 0}, 0
 for _, lease in ipairs(ended) do
   if lease then
-    remember(lease, 'force-released', now_ms)
+    remember(lease, 'force-released', now_ms, ARGV[3])
     event('force-released', lease.owner, lease.token, 0)
     reply[#reply + 1] = lease.owner
     reply[#reply + 1] = lease.token

@@ -5,10 +5,14 @@ use redis::Cmd;
 use super::cursor::Cursor;
 use super::library::{Function, Op, Serving};
 use super::tail::Expired;
+use crate::domain::TokenName;
 use crate::engine::error::Error;
 
-/// The force-release of one name.
-pub(in crate::engine) struct ForceRelease;
+/// The force-release of one name, asked with the token named `by` (`None`
+/// with auth off): each ended lease's history entry says so (`ended_by`).
+pub(in crate::engine) struct ForceRelease<'a> {
+    pub by: Option<&'a TokenName>,
+}
 
 /// The leases it ended (each as the audit names an ended lease).
 #[derive(Debug)]
@@ -19,12 +23,14 @@ pub(in crate::engine) struct EndedLeases {
     pub shown: Vec<Expired>,
 }
 
-impl Function for ForceRelease {
+impl Function for ForceRelease<'_> {
     const OP: Op = Op::ForceRelease;
     /// `None` when nothing was held (nothing changed).
     type Reply = Option<EndedLeases>;
 
-    fn args(&self, _call: &mut Cmd) {}
+    fn args(&self, call: &mut Cmd) {
+        call.arg(self.by.map_or("", TokenName::as_str));
+    }
 
     fn decode(reply: &mut Cursor) -> Result<Option<EndedLeases>, Error> {
         if !reply.flag()? {
@@ -37,4 +43,4 @@ impl Function for ForceRelease {
     }
 }
 
-impl Serving for ForceRelease {}
+impl Serving for ForceRelease<'_> {}

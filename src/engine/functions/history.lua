@@ -11,10 +11,12 @@
 --
 -- Reply
 --   {n, entry_1, ..., entry_n, next}
---   each entry 12 fields: how ("held", "released", "expired",
---   "force-released"), ended_ms (-1 while held), token, weight, limit,
---   acquired_ms, waited_ms, priority, owner, by, override ("" none) and
---   expires_at_ms; next: the cursor of the next page, "" when none.
+--   each entry 13 fields: how ("held", "released", "expired",
+--   "force-released", "not-collected"), ended_ms (-1 while held), token,
+--   weight, limit, acquired_ms, waited_ms, priority, owner, by, override
+--   ("" none), expires_at_ms and ended_by (the token name that
+--   force-released it, "" none); next: the cursor of the next page, ""
+--   when none.
 --   The first page begins with the name's leases that have not ended (at
 --   most ARGV[3]: those held, newest first, then those expired unnoticed,
 --   latest first), then the stream's entries, the latest written first.
@@ -70,8 +72,9 @@ end
 local written = redis.call('XREVRANGE', K_HISTORY, start, stop, 'COUNT', num(room + 1))
 local shown = math.min(room, #written)
 for i = 1, shown do
-  local how, ended, packed = string.match(written[i][2][2], '^([^|]*)|(%d+)|(.*)$')
-  append_entry(reply, how, tonumber(ended), parse_lease(packed))
+  local fields = written[i][2]
+  local how, ended, packed = string.match(fields[2], '^([^|]*)|(%d+)|(.*)$')
+  append_entry(reply, how, tonumber(ended), parse_lease(packed), fields[3] == 'b' and fields[4])
 end
 reply[1] = n + shown
 local next_page = ''

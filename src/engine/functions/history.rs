@@ -65,6 +65,9 @@ impl Function for ReadHistory<'_> {
                     .and_then(|by| TokenName::parse(&by).ok()),
                 override_reason: Some(reply.text()?).filter(|o| !o.is_empty()),
                 expires_at_ms: reply.uint()?,
+                ended_by: Some(reply.text()?)
+                    .filter(|by| !by.is_empty())
+                    .and_then(|by| TokenName::parse(&by).ok()),
             });
         }
         let next = Some(reply.text()?).filter(|next| !next.is_empty());

@@ -171,6 +171,16 @@ impl Acquisition {
         };
         drop(turn);
         let outcome = reply.and_then(|reply| self.ticketed(reply));
+        if self.request.ask_yield && matches!(outcome, Ok(Err(Refusal::Ticketed(_)))) {
+            // A ticket joins the line as a waiting request does: it asks the
+            // holders once, as it joins (a request, not a condition).
+            let asked = self
+                .leases
+                .ask_yield(&self.name, self.request.owner.as_ref(), None);
+            if let Err(err) = asked.await {
+                tracing::debug!(%err, "asking the holders to yield failed");
+            }
+        }
         self.settle(1, outcome).await
     }
 

@@ -140,6 +140,7 @@ mod tests {
             by: None,
             override_reason: None,
             expires_at_ms: acquired + 60_000,
+            ended_by: None,
         }
     }
 

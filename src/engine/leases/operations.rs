@@ -184,7 +184,7 @@ impl Leases {
     /// # Errors
     /// Redis unavailable.
     pub async fn force_release(&self, name: &Name, by: Option<&TokenName>) -> Result<bool, Error> {
-        let Some(ended) = self.serve(name, &ForceRelease).await? else {
+        let Some(ended) = self.serve(name, &ForceRelease { by }).await? else {
             return Ok(false);
         };
         for lease in &ended.shown {

@@ -7,11 +7,13 @@
 -- so it may keep up to a node's worth more; an exact trim costs a release
 -- about 12 µs of Redis time more, docs/performance.md), one
 -- per lease, written once, when the lease ends, by the call that ends it
--- (remember()): its only field "e" is
+-- (remember()): its first field "e" is
 --   "how|ended_ms|" .. the lease as pack_lease() (formats.lua) packs it
 -- (how: "released", "expired", "force-released", "not-collected"; ended_ms: when, Redis
--- clock; an expired lease's is its expiry, not when a call found it). A
--- lease id is never written there.
+-- clock; an expired lease's is its expiry, not when a call found it), and
+-- a force-released lease's entry has a second field "b": the name of the
+-- token that force-released it (absent when none: auth off). A lease id
+-- is never written there.
 --
 -- A lease that has not ended is read from where it lives (the solo field
 -- or leases, leases.lua): held while live, expired (ended at its expiry)
@@ -27,12 +29,17 @@
 -- anyone: it is not remembered.
 
 -- Writes that the lease packed as `packed` (pack_lease()) ended `how` at
--- `ended_ms`, while the name keeps a history (terms() known).
-local function remember_packed(how, ended_ms, packed)
+-- `ended_ms` (ended by the token named `ended_by`, when it is not nil or
+-- ""), while the name keeps a history (terms() known).
+local function remember_packed(how, ended_ms, packed, ended_by)
   local entry = how .. '|' .. num(ended_ms) .. '|' .. packed
-  if not redis.call('XADD', K_HISTORY, 'NOMKSTREAM', 'MAXLEN', '~', HISTORY_MAX_ARG, '*', 'e',
-      entry) then
-    redis.call('XADD', K_HISTORY, 'MAXLEN', '~', HISTORY_MAX_ARG, '*', 'e', entry)
+  local fields = {'e', entry}
+  if ended_by and ended_by ~= '' then
+    fields[3], fields[4] = 'b', ended_by
+  end
+  if not redis.call('XADD', K_HISTORY, 'NOMKSTREAM', 'MAXLEN', '~', HISTORY_MAX_ARG, '*',
+      unpack(fields)) then
+    redis.call('XADD', K_HISTORY, 'MAXLEN', '~', HISTORY_MAX_ARG, '*', unpack(fields))
     -- (As long as the owners hash lives, keep_leases(): a fast path has
     -- not read "until", and then the key lives as the owners hash would.)
     redis.call('PEXPIREAT', K_HISTORY, num(math.max(UNTIL, now_ms + HISTORY_MS + KEEP_MS)))
@@ -40,8 +47,8 @@ local function remember_packed(how, ended_ms, packed)
 end
 
 -- Writes that `lease` (a table as parse_lease() or parse_solo() make) ended
--- `how` at `ended_ms`.
-local function remember(lease, how, ended_ms)
+-- `how` at `ended_ms` (a force-release: by the token named `ended_by`).
+local function remember(lease, how, ended_ms, ended_by)
   terms()
   if HISTORY_MAX == 0 or lease.provisional then
     return
@@ -50,16 +57,17 @@ local function remember(lease, how, ended_ms)
     -- Granted to a ticket and never collected (core/tickets.lua).
     how = 'not-collected'
   end
-  remember_packed(how, ended_ms, pack_lease(lease, lease.ttl, lease.expires_at, 0))
+  remember_packed(how, ended_ms, pack_lease(lease, lease.ttl, lease.expires_at, 0), ended_by)
 end
 
 -- An entry as history.lua answers it: how, ended_ms (-1 while held),
 -- token, weight, limit, acquired_ms, waited_ms, priority, owner, by,
--- override and expires_at_ms of `lease`, appended to `reply`.
-local function append_entry(reply, how, ended_ms, lease)
+-- override and expires_at_ms of `lease`, and `ended_by` ("" none),
+-- appended to `reply`.
+local function append_entry(reply, how, ended_ms, lease, ended_by)
   local n = #reply
   reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4] = how, ended_ms, lease.token, lease.weight
   reply[n + 5], reply[n + 6], reply[n + 7] = lease.limit, lease.acquired, lease.waited
   reply[n + 8], reply[n + 9], reply[n + 10] = lease.priority, lease.owner, lease.by
-  reply[n + 11], reply[n + 12] = lease.override, lease.expires_at
+  reply[n + 11], reply[n + 12], reply[n + 13] = lease.override, lease.expires_at, ended_by or ''
 end
