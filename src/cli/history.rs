@@ -106,7 +106,6 @@ fn line(entry: &HistoryEntryBody) -> String {
         LeaseEndBody::Released => "released".to_owned(),
         LeaseEndBody::Expired => "expired".to_owned(),
         LeaseEndBody::ForceReleased => "force-released".to_owned(),
-        LeaseEndBody::Superseded => "superseded".to_owned(),
         LeaseEndBody::NotCollected => "not collected".to_owned(),
     };
     match (&entry.ended_at, entry.held_ms) {

@@ -195,8 +195,6 @@ pub enum LeaseEnd {
     Expired,
     /// An administrator ended it.
     ForceReleased,
-    /// A newer request took it.
-    Superseded,
     /// Granted to a ticket and not collected by its `pickup_by` (or given up).
     NotCollected,
 }

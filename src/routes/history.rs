@@ -40,7 +40,7 @@ pub struct HistoryQuery {
 /// then the others in the order they ended, each with its owner, fencing
 /// token, mode, priority, when it was acquired and ended, how long its
 /// request waited and how long it was held, how it ended (`released`,
-/// `expired`, `force-released`, `superseded`) and an override reason;
+/// `expired`, `force-released`, `not-collected`) and an override reason;
 /// never a lease id. A lease left to expire reads `expired` with `ended_at`
 /// its `expires_at`, whether or not anyone touched the name since. Redis
 /// keeps the last `BATON_HISTORY_MAX` leases of a name for
@@ -140,7 +140,6 @@ fn entry_body(kind: Kind, entry: HistoryEntry) -> HistoryEntryBody {
         LeaseEnd::Released => LeaseEndBody::Released,
         LeaseEnd::Expired => LeaseEndBody::Expired,
         LeaseEnd::ForceReleased => LeaseEndBody::ForceReleased,
-        LeaseEnd::Superseded => LeaseEndBody::Superseded,
         LeaseEnd::NotCollected => LeaseEndBody::NotCollected,
     };
     HistoryEntryBody {

@@ -17,8 +17,6 @@ pub enum LeaseEndBody {
     Expired,
     /// An administrator ended it.
     ForceReleased,
-    /// A newer request took it.
-    Superseded,
     /// Granted to a ticket and not collected by its `pickup_by`.
     NotCollected,
 }

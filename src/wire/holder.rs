@@ -33,7 +33,7 @@ pub struct HolderEventBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
     /// `yield-requested`: why it asks; `lost`: why the lease ended
-    /// (`expired`, `force-released` or `superseded`).
+    /// (`expired` or `force-released`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// `yield-requested`: how many requests wait in line.

@@ -12,8 +12,6 @@ pub enum LostReason {
     /// the stream's instance could not hear why (Redis says it is gone
     /// before its expiry).
     ForceReleased,
-    /// Another lease took its place.
-    Superseded,
 }
 
 impl LostReason {
@@ -22,7 +20,6 @@ impl LostReason {
         match self {
             Self::Expired => "expired",
             Self::ForceReleased => "force-released",
-            Self::Superseded => "superseded",
         }
     }
 }

@@ -29,7 +29,6 @@ fn end_of(how: &str) -> Result<LeaseEnd, Error> {
         "released" => LeaseEnd::Released,
         "expired" => LeaseEnd::Expired,
         "force-released" => LeaseEnd::ForceReleased,
-        "superseded" => LeaseEnd::Superseded,
         "not-collected" => LeaseEnd::NotCollected,
         other => return Err(Error::Protocol(format!("a lease ended {other:?}"))),
     })
