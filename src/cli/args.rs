@@ -320,7 +320,7 @@ pub struct RunArgs {
     /// Take the lock NAME as part of one claim of several names (repeat it;
     /// with --shared, every --lock is shared): all of them are held, or none
     #[arg(long = "lock", value_name = "NAME",
-        conflicts_with_all = ["limit", "newest_wins", "override_reason", "ask_yield"])]
+        conflicts_with_all = ["limit", "newest_wins", "ask_yield"])]
     pub locks: Vec<String>,
 
     /// Take PERMITS (default 1) of the semaphore NAME of LIMIT permits as
@@ -329,7 +329,7 @@ pub struct RunArgs {
     /// NAME that itself ends in :digits is written with its PERMITS:
     /// build:1:4:1 is one permit of build:1, limit 4
     #[arg(long = "semaphore", value_name = "NAME:LIMIT[:PERMITS]",
-        conflicts_with_all = ["limit", "newest_wins", "override_reason", "ask_yield"])]
+        conflicts_with_all = ["limit", "newest_wins", "ask_yield"])]
     pub semaphores: Vec<String>,
 
     /// The lock (or with --limit, the semaphore): any text, e.g. review/app-1.

@@ -41,6 +41,10 @@ pub struct Claim {
     ttl: Duration,
     wait: Duration,
     owner: String,
+    /// Its place in each name's line.
+    priority: Option<u8>,
+    /// Granted through a freeze, for this reason (an admin token).
+    override_reason: Option<String>,
 }
 
 /// `NAME:LIMIT` or `NAME:LIMIT:PERMITS` (the name may hold `:`): the name,
@@ -119,6 +123,8 @@ impl Claim {
             ttl,
             wait: args.lease.wait,
             owner,
+            priority: args.lease.priority,
+            override_reason: args.lease.override_reason.clone(),
         })
     }
 
@@ -155,8 +161,8 @@ impl Claim {
             ttl_ms: Some(millis(self.ttl)),
             wait_ms: Some(millis(wait)),
             owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
-            priority: None,
-            override_reason: None,
+            priority: self.priority.map(u64::from),
+            override_reason: self.override_reason.clone(),
         })
     }
 

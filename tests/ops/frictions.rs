@@ -81,6 +81,51 @@ async fn override_takes_a_frozen_name_and_the_history_keeps_the_reason() {
     assert_eq!(page["entries"][0]["override"], "hotfix 1234", "{page}");
 }
 
+/// A claim takes `--override` and `--priority` as one lease does: `baton
+/// run --lock A --lock B --override REASON` runs through a freeze of both,
+/// and each lease's history entry keeps the reason.
+#[tokio::test]
+async fn a_claim_takes_override_and_its_leases_keep_the_reason() {
+    let service = service().await;
+    freeze(
+        &service,
+        serde_json::json!({"match": "claim-deploy-*", "until": from_now(Duration::from_secs(3600)),
+            "reason": "weekend"}),
+    )
+    .await;
+    let out = run(
+        baton().args([
+            "run",
+            "--url",
+            &service.base,
+            "--wait",
+            "0",
+            "--priority",
+            "3",
+            "--override",
+            "hotfix 99",
+            "--lock",
+            "claim-deploy-a",
+            "--lock",
+            "claim-deploy-b",
+            "--",
+            "true",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for name in ["claim-deploy-a", "claim-deploy-b"] {
+        let page: Value = reqwest::get(format!("{}/locks/{name}/history", service.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(page["entries"][0]["override"], "hotfix 99", "{page}");
+        assert_eq!(page["entries"][0]["priority"], 3, "{page}");
+    }
+}
+
 #[tokio::test]
 async fn ask_yield_asks_the_holder_when_the_request_has_to_wait() {
     let service = service().await;
