@@ -58,6 +58,11 @@ pub const CHECK_AFTER: Duration = Duration::from_millis(500);
 /// pays one round trip.
 pub const WAIT_AFTER: Duration = Duration::from_millis(800);
 
+/// How long a call waits at most for a fresh list (it is, but after a pause
+/// or an outage): then it is sent holding every line, or a request that
+/// does not wait is answered 503.
+pub const FRESH_WAIT: Duration = Duration::from_millis(1500);
+
 /// The freeze field a call carries while this instance's list is not fresh:
 /// no window, and a list fresh until the epoch, so the function holds back
 /// every grant but an override's, on any name (`core/state.lua`'s FROZEN),

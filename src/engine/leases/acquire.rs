@@ -24,6 +24,7 @@ use super::operations::Leases;
 use super::waiting::Waiting;
 use crate::domain::{AcquireRequest, Demand, Name};
 use crate::engine::error::Error;
+use crate::engine::freeze_book::FRESH_WAIT;
 use crate::engine::functions::acquire::{Acquire, Attempt, Join};
 use crate::engine::functions::waiter::LineEntry;
 use crate::engine::model::{Lease, Refusal};
@@ -31,9 +32,6 @@ use crate::engine::model::{Lease, Refusal};
 /// How long a waiter waits for its name's channel before joining anyway (it
 /// asks Redis again once subscribed, so nothing is lost either way).
 const SUBSCRIBE_WAIT: Duration = Duration::from_secs(1);
-/// How long a request that does not wait waits for this instance's list of
-/// freezes to be fresh (it is, but after a pause or an outage): then 503.
-pub(super) const FRESH_WAIT: Duration = Duration::from_millis(1500);
 
 /// What an acquisition came to at once, or its place in line.
 pub enum Acquiring {

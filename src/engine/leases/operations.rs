@@ -4,10 +4,10 @@
 //! semaphores differ only in the [`Kind`] a [`Leases`] is bound to and the
 //! demand each acquisition carries.
 
-use super::acquire::FRESH_WAIT;
 use super::run_to_end::RunToEnd;
 use crate::domain::{Kind, LeaseId, Name, TokenName, Ttl};
 use crate::engine::error::Error;
+use crate::engine::freeze_book::FRESH_WAIT;
 use crate::engine::functions::check::{Check, Stored};
 use crate::engine::functions::force_release::ForceRelease;
 use crate::engine::functions::library::{Function, Serving};

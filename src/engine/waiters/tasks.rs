@@ -13,14 +13,12 @@ use tokio::time::Instant;
 
 use super::registry::Registry;
 use crate::engine::connection::{PubSubNotice, PubSubNotices};
-use crate::engine::freeze_book::wall_clock_ms;
+use crate::engine::freeze_book::{wall_clock_ms, FRESH_WAIT};
 use crate::engine::functions::keep_alive::KeepAlive;
 use crate::engine::functions::message::LineMessage;
 
 /// How often an instance tells Redis that its waiters on a name are alive.
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(1);
-/// How long a keep-alive held back by a stale list waits for a fresh one.
-const FRESH_WAIT: Duration = Duration::from_millis(1500);
 
 impl Registry {
     /// The task of one name on this instance: keeps its waiters alive, has them
