@@ -52,10 +52,7 @@ if size ~= QUEUED_N then
       local _, _, _, _, l, w, _, p = unpack_waiter(waiter)
       weight, p, largest = weight + tonumber(w), tonumber(p), math.max(largest, tonumber(l))
       if p > 0 then
-        ranked = ranked or {}
-        local r = ranked[p] or {0, 0}
-        r[1], r[2] = r[1] + 1, r[2] + tonumber(w)
-        ranked[p] = r
+        ranked = add_ranked(ranked, p, 1, tonumber(w))
       end
     end
     set_queued(size, weight, ranked, largest)

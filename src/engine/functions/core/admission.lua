@@ -141,10 +141,7 @@ local function serve_line(used, kept)
         position, skipped, HELD_BACK = position + 1, skipped + weight, true
         largest = math.max(largest, w.limit)
         if priority > 0 then
-          AHEAD_RANKED = AHEAD_RANKED or {}
-          local r = AHEAD_RANKED[priority] or {0, 0}
-          r[1], r[2] = r[1] + 1, r[2] + weight
-          AHEAD_RANKED[priority] = r
+          AHEAD_RANKED = add_ranked(AHEAD_RANKED, priority, 1, weight)
         end
       elseif fits(used, ahead, weight, w.limit) then
         remove_waiter(waiter, instance, weight, w.newest, priority)
@@ -173,10 +170,7 @@ local function serve_line(used, kept)
         position, ahead = position + 1, ahead + weight
         largest = math.max(largest, w.limit)
         if priority > 0 then
-          AHEAD_RANKED = AHEAD_RANKED or {}
-          local r = AHEAD_RANKED[priority] or {0, 0}
-          r[1], r[2] = r[1] + 1, r[2] + weight
-          AHEAD_RANKED[priority] = r
+          AHEAD_RANKED = add_ranked(AHEAD_RANKED, priority, 1, weight)
         end
       end
       if used + ahead >= FULL then

@@ -72,6 +72,17 @@ end
 
 -- The line gained (or lost, negative) `count` waiters of `weight` in all,
 -- of `priority` (a number).
+-- Adds `count` waiters of `weight` at `priority` to `ranked` (priority ->
+-- {count, weight}; nil: none yet), never below 0: the one way the sums of
+-- each priority are counted (the line's, a scan's). Returns `ranked`.
+local function add_ranked(ranked, priority, count, weight)
+  ranked = ranked or {}
+  local r = ranked[priority] or {0, 0}
+  r[1], r[2] = math.max(0, r[1] + count), math.max(0, r[2] + weight)
+  ranked[priority] = r
+  return ranked
+end
+
 local function count_queued(count, weight, priority, limit)
   if limit and (QUEUED_N == 0 or limit > QUEUED_L) then
     -- (Only when a line holds waiters of more than one limit does it matter:
@@ -81,10 +92,7 @@ local function count_queued(count, weight, priority, limit)
   QUEUED_N, QUEUED_W = math.max(0, QUEUED_N + count), math.max(0, QUEUED_W + weight)
   QUEUED_DIRTY = true
   if priority > 0 then
-    RANKED = RANKED or {}
-    local r = RANKED[priority] or {0, 0}
-    r[1], r[2] = math.max(0, r[1] + count), math.max(0, r[2] + weight)
-    RANKED[priority], RANKED_DIRTY = r, true
+    RANKED, RANKED_DIRTY = add_ranked(RANKED, priority, count, weight), true
   end
 end
 
