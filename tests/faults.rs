@@ -275,6 +275,64 @@ async fn a_waiter_that_keeps_its_place_keeps_its_grant_while_its_instance_is_pau
     assert!(second.at > first_released);
 }
 
+/// A ticket collected with a wait on an instance that is paused across its
+/// grant keeps its place when that grant lapses unconfirmed (the chaos run's
+/// `TicketOvertaken`, seed 1796520778115350970: ttl 3 s and a pickup of
+/// 1.5 s, so the grant to the paused instance's waiter is held 3 s): the
+/// ticket is back in its place then, so a request that keeps its place, made
+/// on the other instance during the pause with the same priority, is not
+/// granted ahead of it, and the collect is answered 201 once B resumes.
+#[tokio::test]
+async fn a_ticket_collected_on_a_paused_instance_keeps_its_place_when_its_grant_lapses() {
+    let pair = Pair::start_with(&[("BATON_PICKUP_MS", "1500")]);
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/locks/ticket-paused";
+    let take = r#"{"ttl_ms": 3000, "wait_ms": 0, "keep_place_ms": 8000, "priority": 1}"#;
+    let (_, holder) = pair.post(&a, path, HOLD).await;
+    let (status, taken) = pair.post(&a, path, take).await;
+    assert_eq!(status, 202, "{taken}");
+    let ticket = taken["ticket"].as_str().expect("a ticket");
+    let collect = pair.waiter(
+        &b,
+        &format!("{path}/tickets/{ticket}"),
+        r#"{"wait_ms": 30000, "keep_place_ms": 8000}"#,
+    );
+    // (Waiting on B, as B's waiter, in the ticket's place.)
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // B is paused when the lock is handed to the ticket's waiter there: the
+    // grant lapses unconfirmed after 3 s, and B looks dead by then.
+    pair.b.pause();
+    let released = Instant::now();
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    tokio::time::sleep_until((released + Duration::from_secs(4)).into()).await;
+    let (later, body) = pair.post(&a, path, take).await;
+    assert_eq!(
+        later, 202,
+        "a later request of the same priority was granted ahead of the ticket: {body}"
+    );
+    pair.b.resume();
+
+    let collected = collect.await.expect("waiter").expect("an answer");
+    assert_eq!(collected.status, 201, "{}", collected.body);
+    assert_eq!(collected.body["id"], ticket, "{}", collected.body);
+    // Its ttl runs from the collect (not from a grant held for pickup).
+    assert!(
+        expires_at(&collected.body) > SystemTime::now() + Duration::from_millis(2000),
+        "{}",
+        collected.body
+    );
+    let (held, _) = pair.get(&a, &lease_path("locks", &collected.body)).await;
+    assert_eq!(held, 200, "the collected lease is not held");
+    let (_, place) = pair
+        .get(
+            &a,
+            &format!("{path}/tickets/{}", body["ticket"].as_str().unwrap()),
+        )
+        .await;
+    assert_eq!(place["state"], "waiting", "{place}");
+}
+
 #[tokio::test]
 async fn a_sigterm_right_after_a_hand_off_never_leaves_a_201_without_its_lease() {
     let mut pair = Pair::start();
@@ -1341,4 +1399,62 @@ async fn an_instance_killed_on_an_idle_node_leaves_the_line_soon_after_the_next_
     assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
     let (_, status) = pair.get(&a, path).await;
     assert_eq!(status["held"], false, "{status}");
+}
+
+/// The same with a longer pause (a known gap, not fixed yet): the ticket,
+/// back in its place as a ticket once B looks dead, is granted and held
+/// for its pickup (1.5 s), not collected in time (B still paused), and
+/// ends `not-collected`: the line moves on to the later request, which is
+/// told 201. Per the contract the ticket is gone then (404); but B, resuming,
+/// puts its waiter back in line (its rejoin at its place in acquire.lua, or
+/// park's join at the back in ticket.lua), and the ticket answers 202 after
+/// the later request's 201: the chaos checker's `TicketOvertaken` again.
+#[tokio::test]
+#[ignore = "known gap: a ticket that ended not-collected while its instance was paused comes back when it resumes"]
+async fn a_ticket_not_collected_while_its_instance_was_paused_stays_gone() {
+    let pair = Pair::start_with(&[("BATON_PICKUP_MS", "1500")]);
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/locks/ticket-long-pause";
+    let take = r#"{"ttl_ms": 3000, "wait_ms": 0, "keep_place_ms": 8000, "priority": 1}"#;
+    let (_, holder) = pair.post(&a, path, HOLD).await;
+    let (_, taken) = pair.post(&a, path, take).await;
+    let ticket = taken["ticket"].as_str().expect("a ticket").to_owned();
+    let collect = pair.waiter(
+        &b,
+        &format!("{path}/tickets/{ticket}"),
+        r#"{"wait_ms": 1500, "keep_place_ms": 8000}"#,
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Calls on the node all along (as in a chaos run): a silence of Redis
+    // would be taken for a stall, and B kept alive through it.
+    let busy = {
+        let http = pair.http.clone();
+        let url = format!("{a}/locks/elsewhere");
+        tokio::spawn(async move {
+            loop {
+                let _ = http.get(&url).send().await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    pair.b.pause();
+    let released = Instant::now();
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    tokio::time::sleep_until((released + Duration::from_secs(4)).into()).await;
+    let (status, later) = pair.post(&a, path, take).await;
+    assert_eq!(status, 202, "{later}");
+    let later = later["ticket"].as_str().expect("a ticket").to_owned();
+    tokio::time::sleep_until((released + Duration::from_secs(6)).into()).await;
+    let (status, body) = pair
+        .post(&a, &format!("{path}/tickets/{later}"), r#"{"wait_ms": 0}"#)
+        .await;
+    assert_eq!(status, 201, "{body}");
+    tokio::time::sleep_until((released + Duration::from_secs(7)).into()).await;
+    pair.b.resume();
+    let _ = collect.await;
+    busy.abort();
+    let (status, body) = pair
+        .post(&a, &format!("{path}/tickets/{ticket}"), r#"{"wait_ms": 0}"#)
+        .await;
+    assert_eq!(status, 404, "the ticket came back after it ended: {body}");
 }

@@ -119,7 +119,7 @@ if waiter ~= '' then
     end
     if packed then
       -- Expired: forgotten, so that a new lease is not counted twice.
-      forget_lease(id, parse_lease(packed))
+      forget_lease(id, parse_lease(packed), true)
       packed = nil
     end
     if not queued and not superseded then
@@ -169,7 +169,7 @@ if lease then
   tell_followers('l ' .. num(lease.token) .. ' released')
   code = 1
 elseif packed then
-  forget_lease(id, parse_lease(packed))
+  forget_lease(id, parse_lease(packed), true)
 end
 if code ~= 1 then
   -- Whoever moved up (or waited behind an expired lease) may fit now.

@@ -150,8 +150,10 @@ local function serve_line(used, kept)
         -- A ticket's grant is held for its pickup (core/tickets.lua).
         w.pickup = ticket_pickup(instance)
         -- A waiter of another instance that keeps its place keeps its grant
-        -- as long as a ticket would (kept_hold()).
-        local hold = not mine and not w.pickup and kept_hold(w.id, waiter) or nil
+        -- as long as a ticket would, and its place should it lapse
+        -- (kept_hold(), core/tickets.lua).
+        local hold = not mine and not w.pickup and kept_hold(w.id, waiter, tonumber(head[i + 1]))
+          or nil
         local token, expires_at, expires = write_lease(w, not mine, not kept and granted == 0,
           hold)
         used, granted = used + weight, granted + 1

@@ -13,33 +13,6 @@
 -- admission.lua, skips and drops it). Whether there is anything to prune is
 -- checked with one read; the work is done only when there is.
 
--- Forgets `id`'s lease in leases, `lease` (parse_lease()), which expired:
--- an expired lease is never released, but its weight no longer counts.
-local function forget_lease(id, lease)
-  USED, USED_DIRTY = math.max(0, USED - lease.weight), true
-  redis.call('ZREM', K_LEASES, id)
-  redis.call('HDEL', K_OWNERS, id)
-  note_expired(lease)
-end
-
--- Leases past their expiry end; at most PRUNE_BATCH per call. Each lease is
--- pruned once after being granted once, so the work is amortised over the
--- grants, and the batch bounds one call; used_now() counts what is left
--- unpruned as in use, so a lease left for a later call is never mistaken
--- for room.
-local function end_expired()
-  local gone = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now_arg(), 'LIMIT', '0', num(PRUNE_BATCH))
-  for i = 1, #gone do
-    local packed = redis.call('HGET', K_OWNERS, gone[i])
-    if packed then
-      forget_lease(gone[i], parse_lease(packed))
-    else
-      redis.call('ZREM', K_LEASES, gone[i])
-      redis.call('HDEL', K_OWNERS, gone[i])
-    end
-  end
-end
-
 -- Whether an instance whose keep-alive made it alive until `alive_until`
 -- (its score in instances, ms) is alive now: heard within ALIVE_MS of
 -- Redis's serving time. A stall of Redis (stalled_ms(), state.lua) is no
@@ -75,6 +48,77 @@ local function alive(instance)
     ALIVE[instance] = known
   end
   return known
+end
+
+-- A grant to `id` lapsed unconfirmed (provisional: its waiter's instance
+-- was paused, or died, before it confirmed it). When the waiter keeps its
+-- place (kept_hold() noted the seq it was granted from, and its record
+-- still names it, its place not expired), it goes back into line in that
+-- place, as it was, or as a ticket there when its instance is presumed
+-- dead (orphan_kept(), core/tickets.lua): else a request behind it would
+-- be served first, and the instance, resuming, would find its waiter out of
+-- line and send it to the back. Its instance, if alive, finds it there when
+-- it asks again. One HMGET, only for a grant that lapsed.
+local function kept_back(id)
+  local key = tickets_key()
+  local found = redis.call('HMGET', key, id, id .. ':q')
+  local rec, seq = parse_record(found[1]), found[2]
+  if not seq then
+    return
+  end
+  redis.call('HDEL', key, id .. ':q')
+  if not rec or rec.expires <= now_ms or string.byte(rec.member, 1) == 126
+      or redis.call('ZSCORE', K_QUEUE, rec.member) then
+    return
+  end
+  local waiter = rec.member
+  local w = waiter_of(waiter)
+  if redis.call('ZADD', K_QUEUE, seq, waiter) == 1 then
+    count_queued(1, w.weight, w.priority, w.limit)
+  end
+  redis.call('ZADD', K_BYINST, '0', w.instance .. '|' .. waiter)
+  keep_key_until(K_QUEUE, rec.expires)
+  QUEUE_EMPTY = false
+  if not SLOW then
+    redis.call('HSET', K_OWNERS, 'slow', '1')
+    SLOW = true
+  end
+  if not alive(w.instance) then
+    orphan_kept(waiter, w)
+  end
+end
+
+-- Forgets `id`'s lease in leases, `lease` (parse_lease()), which expired:
+-- an expired lease is never released, but its weight no longer counts. A
+-- grant that lapsed unconfirmed to a waiter that keeps its place puts it
+-- back in its place (kept_back()), unless that waiter is `ending` (the
+-- caller's own, leaving or giving up: release.lua).
+local function forget_lease(id, lease, ending)
+  USED, USED_DIRTY = math.max(0, USED - lease.weight), true
+  redis.call('ZREM', K_LEASES, id)
+  redis.call('HDEL', K_OWNERS, id)
+  note_expired(lease)
+  if lease.provisional and not ending then
+    kept_back(id)
+  end
+end
+
+-- Leases past their expiry end; at most PRUNE_BATCH per call. Each lease is
+-- pruned once after being granted once, so the work is amortised over the
+-- grants, and the batch bounds one call; used_now() counts what is left
+-- unpruned as in use, so a lease left for a later call is never mistaken
+-- for room.
+local function end_expired()
+  local gone = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now_arg(), 'LIMIT', '0', num(PRUNE_BATCH))
+  for i = 1, #gone do
+    local packed = redis.call('HGET', K_OWNERS, gone[i])
+    if packed then
+      forget_lease(gone[i], parse_lease(packed))
+    else
+      redis.call('ZREM', K_LEASES, gone[i])
+      redis.call('HDEL', K_OWNERS, gone[i])
+    end
+  end
 end
 
 -- Waiters of instances that stopped keeping them alive leave the line; at

@@ -18,6 +18,10 @@
 --   ticket .. ":n" -> "notified_ms|url", with "\n" .. error after it while
 --             its delivery fails: a ticket that asked a turn notice
 --             (notify; notified_ms 0: not delivered yet)
+--   ticket .. ":q" -> the seq (its score in queue) an active waiter with a
+--             record had when another instance's call granted it (kept_hold()):
+--             the place it goes back to should that grant lapse unconfirmed
+--             (kept_back(), pruning.lua)
 -- The hash's TTL is the latest of its tickets' deadlines (never shortened).
 --
 -- Granted while nobody waits on it (serve_line(), admission.lua), a ticket's
@@ -40,7 +44,13 @@
 -- it waits on another instance than the caller's, its grant is held
 -- unconfirmed as long as a ticket's pickup (kept_hold()), not CONFIRM_MS:
 -- its instance may be paused, and a grant that lapsed would send it to the
--- back of the line when it resumes.
+-- back of the line when it resumes. Such a grant is held no longer than
+-- its lease's ttl, though, nor past CONFIRM_MS when the pickup is shorter:
+-- should it lapse unconfirmed all the same (its instance paused for longer),
+-- the waiter goes back to the place it was granted from (kept_back(),
+-- pruning.lua), a ticket there once its instance is presumed dead, so that
+-- nobody behind it is served first meanwhile; the instance that resumes
+-- finds it there.
 
 -- The tickets hash of the call's name.
 local function tickets_key()
@@ -72,10 +82,9 @@ local function ticket_form(w, expires, pickup)
   return member
 end
 
--- A ticket's record (see above), read: keep, pickup, expires (numbers) and
--- its entry; nil when none.
-local function ticket_record(id)
-  local raw = redis.call('HGET', tickets_key(), id)
+-- A ticket's record as the hash keeps it (`raw`), read: keep, pickup,
+-- expires (numbers) and its entry; nil when none.
+local function parse_record(raw)
   if not raw then
     return nil
   end
@@ -84,13 +93,25 @@ local function ticket_record(id)
     member = member}
 end
 
+-- A ticket's record (see above), read; nil when none.
+local function ticket_record(id)
+  return parse_record(redis.call('HGET', tickets_key(), id))
+end
+
 -- How long a grant to `waiter`, an active waiter of another instance (`id`
--- its id), is held unconfirmed: its ticket's pickup when it keeps its place
--- (a record that names this entry), else nil (CONFIRM_MS). One HGET, only
--- for a grant to another instance's waiter.
-local function kept_hold(id, waiter)
+-- its id) that had `seq` in queue, is held unconfirmed: its ticket's pickup
+-- when it keeps its place (a record that names this entry) and that is
+-- longer than CONFIRM_MS, else nil (CONFIRM_MS). A waiter that keeps its
+-- place has `seq` noted, to go back there should the grant lapse
+-- (kept_back(), pruning.lua). One HGET, only for a grant to another
+-- instance's waiter, and one HSET when it keeps its place.
+local function kept_hold(id, waiter, seq)
   local rec = ticket_record(id)
-  if rec and rec.member == waiter and rec.pickup > CONFIRM_MS then
+  if not rec or rec.member ~= waiter then
+    return nil
+  end
+  redis.call('HSET', tickets_key(), id .. ':q', num(seq))
+  if rec.pickup > CONFIRM_MS then
     return rec.pickup
   end
   return nil
@@ -124,9 +145,9 @@ local function save_ticket(id, rec, until_ms)
   keep_leases(until_ms, false)
 end
 
--- Forgets ticket `id`'s record (and the notice it asked).
+-- Forgets ticket `id`'s record (and the notice it asked, and its place).
 local function forget_ticket(id)
-  redis.call('HDEL', tickets_key(), id, id .. ':n')
+  redis.call('HDEL', tickets_key(), id, id .. ':n', id .. ':q')
 end
 
 -- Ticket `id` was granted while nobody waits on it, its lease held until
