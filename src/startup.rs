@@ -193,6 +193,8 @@ impl Application {
         );
         let limits = Limits::from_settings(&settings);
         let state = AppState::new(AppParts {
+            quotas: crate::access::Quotas::new(settings.max_waiters, settings.max_event_streams),
+            yields: crate::routes::YieldThrottle::default(),
             engine: engine.clone(),
             settings,
             tokens,

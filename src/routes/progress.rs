@@ -277,6 +277,7 @@ pub fn respond<A>(
     priority: Priority,
     name: Name,
     acquisition: BoxFuture<'static, Result<Acquiring, crate::engine::Error>>,
+    revoked: BoxFuture<'static, AppError>,
     answer: A,
 ) -> Response
 where
@@ -296,6 +297,16 @@ where
             }
         };
         answer(outcome)
+    };
+    // A token removed, narrowed or expired meanwhile: the acquisition is
+    // dropped (it leaves the line, giving back a lease granted meanwhile)
+    // and the stream ends with its `problem`.
+    let acquisition = async move {
+        tokio::select! {
+            biased;
+            err = revoked => Err(err),
+            outcome = acquisition => outcome,
+        }
     };
     let progress = Progress {
         acquisition: Box::pin(acquisition),

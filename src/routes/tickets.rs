@@ -18,6 +18,7 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 use super::extract::{parse_json, read_body};
 use super::lease::{rfc3339_ms, NamePath};
 use super::{AppError, AppState, Caller, Json};
+use crate::access::{Principal, Quota};
 use crate::domain::{Kind, LeaseId, Name, Scope, WaitTime};
 use crate::engine::{Acquiring, TicketPlace, TicketWait};
 use crate::http::Parked;
@@ -181,6 +182,7 @@ pub async fn wait(
         keep_ms,
         pickup_ms: state.settings.pickup_ms,
     };
+    let watched = name.clone();
     let waiting = Box::pin(
         state
             .leases(kind)
@@ -197,7 +199,20 @@ pub async fn wait(
     if wait.as_duration().is_zero() {
         return outcome.await;
     }
-    let answer = outcome.map(|answer| answer.unwrap_or_else(IntoResponse::into_response));
+    // A waiting request takes a slot of its token's share of waiters, and
+    // leaves (its place kept as its ticket) with 401 or 403 should its token
+    // be removed, narrowed or expired meanwhile.
+    let slot = state.quotas.take(caller.name(), Quota::Waiters)?;
+    let still = move |principal: &Principal| {
+        principal
+            .require(Scope::Write, &watched)
+            .map_err(AppError::from)
+    };
+    let outcome = caller.unless_revoked(still, outcome);
+    let answer = outcome.map(move |answer| {
+        drop(slot);
+        answer.unwrap_or_else(IntoResponse::into_response)
+    });
     Ok(Parked::new(answer, context).into_response())
 }
 

@@ -15,6 +15,7 @@ mod freezes;
 mod holder;
 mod logs;
 mod metrics;
+mod revocation;
 mod run;
 mod secrets;
 mod steps;
