@@ -358,6 +358,68 @@ mod tests {
     }
 
     #[test]
+    fn a_token_in_the_file_and_in_a_variable_is_refused_naming_the_entry() {
+        let path = temp_file("twice");
+        std::fs::write(
+            &path,
+            "[[token]]\nname = \"team\"\nvalue = \"given-twice-0123456789\"\nallow = [\"read:*\"]\n",
+        )
+        .unwrap();
+        for (api, admin, variable) in [
+            (&["given-twice-0123456789"][..], &[][..], "BATON_API_TOKENS"),
+            (&[], &["given-twice-0123456789"], "BATON_ADMIN_TOKENS"),
+        ] {
+            let err = Tokens::load(&settings(api, admin, Some(path.clone())))
+                .err()
+                .expect("refused")
+                .to_string();
+            assert!(
+                err.contains("[[token]] \"team\": the same token is given by")
+                    && err.contains(variable)
+                    && !err.contains("given-twice"),
+                "{err}"
+            );
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_of_plain_values_that_others_may_read_is_warned_of() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = temp_file("mode");
+        let write = |body: &str, mode: u32| {
+            std::fs::write(&path, body).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        let value =
+            "[[token]]\nname = \"a\"\nvalue = \"plain-value-0123456789\"\nallow = [\"read:*\"]\n";
+        write(value, 0o644);
+        let tokens = Tokens::load(&settings(&[], &[], Some(path.clone()))).unwrap();
+        let warning = tokens.file_warning().expect("a warning");
+        assert!(warning.contains(&path.display().to_string()), "{warning}");
+        write(value, 0o600);
+        assert_eq!(
+            Tokens::load(&settings(&[], &[], Some(path.clone())))
+                .unwrap()
+                .file_warning(),
+            None
+        );
+        let digest = format!(
+            "[[token]]\nname = \"a\"\nsha256 = \"{}\"\nallow = [\"read:*\"]\n",
+            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+        );
+        write(&digest, 0o644);
+        assert_eq!(
+            Tokens::load(&settings(&[], &[], Some(path.clone())))
+                .unwrap()
+                .file_warning(),
+            None
+        );
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
     fn a_reload_swaps_the_whole_set_and_a_bad_file_keeps_the_old_one() {
         let path = temp_file("reload");
         let write = |token: &str, allow: &str| {

@@ -421,6 +421,34 @@ mod tests {
                 ),
                 "[[token]] \"second\": the same token as [[token]] \"first\"",
             ),
+            (
+                format!(
+                    "{}{}",
+                    entry(&format!(
+                        "name = \"team\"\nvalue = \"{SECRET}\"\nallow = [\"read:*\"]"
+                    )),
+                    entry(&format!(
+                        "name = \"team\"\nvalue = \"{SECRET}-2\"\nallow = [\"admin:*\"]"
+                    )),
+                ),
+                "[[token]] \"team\": two entries have this name",
+            ),
+            (
+                entry("name = \"short\"\nvalue = \"a\"\nallow = [\"admin:*\"]"),
+                "[[token]] \"short\": value is shorter than 16 characters",
+            ),
+            (
+                entry(&format!(
+                    "name = \"a\"\nvalue = \"{SECRET}\"\nallow = [\"read:*\"]\nexpires = \"tomorrow\""
+                )),
+                "[[token]] \"a\": expires = \"tomorrow\": not an RFC 3339 time",
+            ),
+            (
+                entry(&format!(
+                    "name = \"a\"\nvalue = \"{SECRET}\"\nallow = [\"read:*\"]\nmax_priority = 10"
+                )),
+                "[[token]] \"a\": max_priority must be an integer between 0 and 9",
+            ),
             (String::new(), "no [[token]] entries"),
             ("tokens = 1".into(), "unknown key \"tokens\" at the top"),
             ("token = 1".into(), "token must be [[token]] entries"),
@@ -428,6 +456,24 @@ mod tests {
             let err = error(&text);
             assert!(err.contains(says), "{text}\n=> {err}");
         }
+    }
+
+    #[test]
+    fn expires_and_max_priority_are_read() {
+        let file = parse_file(&format!(
+            "[[token]]\nname = \"a\"\nvalue = \"{SECRET}\"\nallow = [\"read:*\"]\n\
+             expires = \"2030-01-02T03:04:05Z\"\nmax_priority = 3\n\
+             [[token]]\nname = \"b\"\nsha256 = \"{}\"\nallow = [\"read:*\"]\n\
+             expires = 2030-01-02T03:04:05Z\n",
+            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+        ))
+        .unwrap();
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_893_553_445);
+        assert_eq!(file.tokens[0].expires, Some(at));
+        assert_eq!(file.tokens[0].max_priority, Some(Priority::new(3).unwrap()));
+        assert_eq!(file.tokens[1].expires, Some(at));
+        assert_eq!(file.tokens[1].max_priority, None);
+        assert!(file.has_values);
     }
 
     #[test]

@@ -476,7 +476,10 @@ async fn a_token_holds_at_most_half_of_the_event_streams_holders_streams_include
         .send()
         .await
         .unwrap();
-    assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 200));
+    assert_eq!(
+        (first.status().as_u16(), second.status().as_u16()),
+        (200, 200)
+    );
     let third = stream_request(&app, "/events?prefix=zzz", READER)
         .send()
         .await
