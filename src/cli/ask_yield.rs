@@ -34,6 +34,12 @@ pub async fn ask_yield(args: YieldArgs) -> Result<(), Failure> {
     }
     let asked: YieldAnswer =
         serde_json::from_value(answer.body).map_err(|err| unreadable("answer", &err))?;
+    if asked.already_asked {
+        say(format!(
+            "you asked the holders of {target} less than 10 s ago: they were not asked again"
+        ));
+        return Ok(());
+    }
     match asked.holders {
         0 => say(format!("nobody holds {target}: nobody was asked")),
         1 => say(format!("asked the holder of {target} to yield")),

@@ -100,9 +100,9 @@ async fn follow_semaphore(
 /// `owner` on a service without tokens, and its `reason`), and so does
 /// `/events`; an audit line records it. Nothing is taken from anyone.
 /// Answers how many leases were asked (0 when none is held). One asker has
-/// a name's holders told at most once every 10 s: asked again sooner, the
-/// holders are not told, and the answer says `already_asked` (`holders`
-/// 0). Needs `write` on the name.
+/// a holder told at most once every 10 s: asked again sooner while the same
+/// leases hold the name, they are not told, and the answer says
+/// `already_asked` (`holders` 0). Needs `write` on the name.
 #[utoipa::path(
     post,
     path = "/locks/{name}/yield",
@@ -207,7 +207,17 @@ async fn ask_yield(
         None => owner.clone(),
     };
     let asker = by.as_ref().map_or("", Owner::as_str);
-    if !state.yields.may_tell(asker, kind, &name) {
+    // Who holds it now, by fencing token: each is told at most once per
+    // asker every 10 s.
+    let holding: Vec<u64> = state
+        .leases(kind)
+        .status(&name)
+        .await?
+        .leases
+        .iter()
+        .map(|holder| holder.fencing_token)
+        .collect();
+    if !state.yields.may_tell(asker, kind, &name, &holding) {
         return Ok((
             StatusCode::ACCEPTED,
             Json(YieldAnswer {

@@ -180,7 +180,9 @@ async fn acquire(
             || request.owner.as_ref().map_or("", Owner::as_str),
             TokenName::as_str,
         );
-        request.ask_yield = state.yields.may_tell(asker, kind, &name);
+        // (Which leases hold the name is not asked here: at most once per
+        // asker and name.)
+        request.ask_yield = state.yields.may_tell(asker, kind, &name, &[0]);
     }
     // A waiting request takes a slot of its token's share of waiters.
     let slot = if request.wait.as_duration().is_zero() {
@@ -209,8 +211,10 @@ async fn acquire(
             demand,
             priority,
             name.clone(),
-            acquisition,
-            revoked,
+            progress::Pending {
+                acquisition,
+                revoked,
+            },
             move |outcome| {
                 drop(slot);
                 progress::lease_json(&answer(kind, &name, outcome)?.1)
