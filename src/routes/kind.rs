@@ -191,6 +191,17 @@ async fn acquire(
         state.quotas.take(by.as_ref(), Quota::Waiters)?
     };
     let still = still_allowed(&name, request.override_reason.is_some(), request.priority);
+    // Revoked while it waits, a request that keeps its place gives it up.
+    let forsaken = request
+        .keep_place
+        .as_ref()
+        .map(|keep| keep.forsaken.clone());
+    let revoked = caller.revoked(still).map(move |err| {
+        if let Some(forsaken) = forsaken {
+            forsaken.set();
+        }
+        err
+    });
     request.by = by;
     if let Some(keep) = request.keep_place.as_mut() {
         keep.keep_ms = tickets::keep_place_ms(keep.keep_ms, state.settings.max_keep_place_ms)?;
@@ -204,7 +215,7 @@ async fn acquire(
     // hold a copy of its space.
     let acquisition = Box::pin(state.leases(kind).acquire(name.clone(), demand, request));
     if progress::wanted(accepts_events, wait) {
-        let revoked = Box::pin(caller.revoked(still));
+        let revoked = Box::pin(revoked);
         return Ok(progress::respond(
             &state.engine,
             kind,
@@ -233,7 +244,13 @@ async fn acquire(
     // A token removed, narrowed or expired while it waits: the request
     // leaves the line (giving back a lease granted meanwhile) and is
     // answered 401 or 403, never 201.
-    let outcome = caller.unless_revoked(still, outcome.map_err(AppError::from));
+    let outcome = async move {
+        tokio::select! {
+            biased;
+            err = revoked => Err(err),
+            outcome = outcome => outcome.map_err(AppError::from),
+        }
+    };
     let answer = outcome.map(move |outcome| {
         drop(slot);
         outcome

@@ -720,3 +720,94 @@ async fn an_expired_token_is_refused_and_its_open_stream_ends() {
     let after = send(&app, Method::GET, "/locks/x", READER, "").await;
     problem(after, 401, "unauthorized").await;
 }
+
+/// Waits until `path`'s line holds `count` requests (read with `token`).
+async fn line_holds(app: &TestApp, path: &str, token: &str, count: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status: Value = send(app, Method::GET, path, token, "")
+            .await
+            .json()
+            .await
+            .unwrap();
+        if status["waiting"] == count {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{path}'s line never held {count}: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_removed_token_s_kept_places_leave_the_line_with_its_waits() {
+    let entry = |name: &str, token: &str| {
+        format!("[[token]]\nname = \"{name}\"\nvalue = \"{token}\"\nallow = [\"write:*\"]\n")
+    };
+    let kept = entry("holder", TEAM_A_ADMIN);
+    let file = TokenFile::new(&format!("{kept}{}", entry("leaving", TEAM_A)));
+    let mut settings = settings_for(&shared_redis().url(), &unique_prefix());
+    settings.tokens_file = Some(file.0.clone());
+    let app = TestApp::spawn_with(settings).await;
+    acquired(
+        &app,
+        "/locks/team-a-k",
+        TEAM_A_ADMIN,
+        r#"{"ttl_ms": 60000}"#,
+    )
+    .await;
+    // A ticket taken without waiting, then waited on; and an acquisition
+    // that waits keeping its place.
+    let taken = send(
+        &app,
+        Method::POST,
+        "/locks/team-a-k",
+        TEAM_A,
+        r#"{"keep_place_ms": 600000}"#,
+    )
+    .await;
+    assert_eq!(taken.status(), 202);
+    let ticket: Value = taken.json().await.unwrap();
+    let ticket = format!(
+        "/locks/team-a-k/tickets/{}",
+        ticket["ticket"].as_str().unwrap()
+    );
+    let on_ticket = tokio::spawn(
+        app.client
+            .post(format!("{}{ticket}", app.base))
+            .bearer_auth(TEAM_A)
+            .body(r#"{"wait_ms": 60000}"#)
+            .send(),
+    );
+    let keeping = tokio::spawn(
+        app.client
+            .post(format!("{}/locks/team-a-k", app.base))
+            .bearer_auth(TEAM_A)
+            .body(r#"{"wait_ms": 60000, "keep_place_ms": 600000}"#)
+            .send(),
+    );
+    line_holds(&app, "/locks/team-a-k", TEAM_A_ADMIN, 2).await;
+    // Waits until both requests are in: the ticket's wait shows nowhere, so
+    // give it a moment's head start through a status round trip each.
+    for _ in 0..5 {
+        line_holds(&app, "/locks/team-a-k", TEAM_A_ADMIN, 2).await;
+    }
+
+    // Removed (the file is looked at every second; no signal needed).
+    let staged = file.0.with_extension("staged");
+    std::fs::write(&staged, &kept).unwrap();
+    std::fs::rename(&staged, &file.0).unwrap();
+
+    for (what, answer) in [("the ticket's wait", on_ticket), ("the kept wait", keeping)] {
+        let answer = tokio::time::timeout(Duration::from_secs(10), answer)
+            .await
+            .unwrap_or_else(|_| panic!("{what} is answered"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(answer.status(), 401, "{what}");
+    }
+    // Neither place is kept as a ticket.
+    line_holds(&app, "/locks/team-a-k", TEAM_A_ADMIN, 0).await;
+}

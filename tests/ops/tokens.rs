@@ -442,3 +442,44 @@ async fn a_readable_file_of_values_is_warned_of_and_reloads_show_in_metrics() {
     .await;
     assert_eq!(metric(&client, &service, "baton_tokens").await, Some(2.0));
 }
+
+#[tokio::test]
+async fn a_yield_request_is_audited_by_the_asking_token_s_name() {
+    let file = TokenFile::new(&format!(
+        "{}{}",
+        one_token("team-a-ci", OLD, "write:team-a-*"),
+        one_token("team-a-other", NEW, "write:team-a-*")
+    ));
+    let (url, prefix) = (shared_redis().url(), unique_prefix());
+    let service = Service::start(&[
+        ("BATON_REDIS_URL", url.as_str()),
+        ("BATON_KEY_PREFIX", prefix.as_str()),
+        ("BATON_TOKENS_FILE", file.path()),
+        ("BATON_LOG_FORMAT", "json"),
+    ])
+    .await;
+    let client = Client::new();
+    assert_eq!(
+        acquire_status(&client, &service, "team-a-y", NEW).await,
+        201
+    );
+    let asked = client
+        .post(format!("{}/locks/team-a-y/yield", service.base))
+        .bearer_auth(OLD)
+        .body(r#"{"owner": "typed-by-the-asker", "reason": "release train"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 202);
+    eventually("the yield is audited", || async {
+        service.json_lines().iter().any(|line| {
+            line["message"] == "audit"
+                && line["event"] == "yield-requested"
+                && line["by"] == "team-a-ci"
+                && line["name"] == "team-a-y"
+                && line["holders"] == 1
+        })
+    })
+    .await;
+    assert!(!service.log().contains(OLD), "the token is logged");
+}
