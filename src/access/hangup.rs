@@ -34,8 +34,10 @@ enum Cause {
 ///
 /// Only done when a token file is configured: otherwise SIGHUP keeps its
 /// default meaning (the process ends), as before.
-pub fn follow_token_file(tokens: Arc<Tokens>) {
-    crate::telemetry::record_tokens_loaded(tokens.count());
+///
+/// `reloaded` hears each reload's outcome: the count of tokens now in force,
+/// or `None` when the file was refused (for the metrics, a layer above).
+pub fn follow_token_file(tokens: Arc<Tokens>, reloaded: impl Fn(Option<usize>) + Send + 'static) {
     if let Some(warning) = tokens.file_warning() {
         tracing::warn!("{warning}");
     }
@@ -67,7 +69,7 @@ pub fn follow_token_file(tokens: Arc<Tokens>) {
                 continue;
             }
             seen = now;
-            reload(&tokens, cause);
+            reloaded(reload(&tokens, cause));
         }
     });
 }
@@ -86,7 +88,9 @@ async fn until(at: Option<std::time::SystemTime>) {
     }
 }
 
-fn reload(tokens: &Tokens, cause: Cause) {
+/// Reads the file again; the count of tokens now in force, `None` when the
+/// file was refused.
+fn reload(tokens: &Tokens, cause: Cause) -> Option<usize> {
     let why = match cause {
         Cause::Hangup => "SIGHUP",
         Cause::Changed => "the token file changed",
@@ -101,8 +105,12 @@ fn reload(tokens: &Tokens, cause: Cause) {
             if let Some(warning) = tokens.file_warning() {
                 tracing::warn!("{warning}");
             }
+            Some(count)
         }
-        Err(err) => tracing::error!("{why}: the tokens in force are kept: {err}"),
+        Err(err) => {
+            tracing::error!("{why}: the tokens in force are kept: {err}");
+            None
+        }
     }
 }
 

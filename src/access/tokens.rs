@@ -188,20 +188,12 @@ impl Tokens {
             self.file.as_ref(),
             Some(previous.issuers()),
         );
-        let (keyring, has_values) = match built {
-            Ok(built) => built,
-            Err(err) => {
-                crate::telemetry::record_tokens_reload(false);
-                return Err(err);
-            }
-        };
+        let (keyring, has_values) = built?;
         let count = keyring.len();
         self.current.store(Arc::new(keyring));
         self.has_values
             .store(has_values, std::sync::atomic::Ordering::Relaxed);
         self.changed();
-        crate::telemetry::record_tokens_reload(true);
-        crate::telemetry::record_tokens_loaded(count);
         Ok(count)
     }
 
