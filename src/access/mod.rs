@@ -32,6 +32,6 @@ pub mod tokens_file;
 
 pub use hangup::{follow_token_file, WATCH_INTERVAL};
 pub use principal::{Denied, Principal, PriorityDenied};
-pub use quotas::{OverQuota, Quota, QuotaSlot, Quotas};
+pub use quotas::{OverQuota, Quota, QuotaSlot, Quotas, Whose};
 pub use standing::Standing;
 pub use tokens::{NoValidToken, Tokens, Unidentified};

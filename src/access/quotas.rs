@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::digest::TokenDigest;
 use crate::domain::TokenName;
 
 /// What a quota counts.
@@ -27,6 +28,15 @@ impl Quota {
     }
 }
 
+/// Whose slots they are: a token of the set in force, by its digest (each
+/// token of `BATON_API_TOKENS` on its own), or a job's token by its rule's
+/// name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Whose {
+    Token(TokenDigest),
+    Named(TokenName),
+}
+
 /// A token already holds its share: 503 to that token only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("this token already holds {max} of this instance's slots (half of {})", quota.setting())]
@@ -41,14 +51,14 @@ pub struct OverQuota {
 pub struct Quotas {
     max_waiters: usize,
     max_streams: usize,
-    held: Arc<Mutex<HashMap<(TokenName, Quota), usize>>>,
+    held: Arc<Mutex<HashMap<(Whose, Quota), usize>>>,
 }
 
 /// One slot, given back when dropped.
 #[derive(Debug)]
 pub struct QuotaSlot {
-    held: Arc<Mutex<HashMap<(TokenName, Quota), usize>>>,
-    key: (TokenName, Quota),
+    held: Arc<Mutex<HashMap<(Whose, Quota), usize>>>,
+    key: (Whose, Quota),
 }
 
 impl Quotas {
@@ -69,21 +79,17 @@ impl Quotas {
         }
     }
 
-    /// A slot of `quota` for the token `name`; `None` (nothing counted) on
-    /// a service without tokens, where everyone is anyone.
+    /// A slot of `quota` for `whose` token; `None` (nothing counted) on a
+    /// service without tokens, where everyone is anyone.
     ///
     /// # Errors
     /// [`OverQuota`] when the token holds its share already.
-    pub fn take(
-        &self,
-        name: Option<&TokenName>,
-        quota: Quota,
-    ) -> Result<Option<QuotaSlot>, OverQuota> {
-        let Some(name) = name else {
+    pub fn take(&self, whose: Option<Whose>, quota: Quota) -> Result<Option<QuotaSlot>, OverQuota> {
+        let Some(whose) = whose else {
             return Ok(None);
         };
         let max = self.share(quota);
-        let key = (name.clone(), quota);
+        let key = (whose, quota);
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let count = held.entry(key.clone()).or_insert(0);
         if *count >= max {
@@ -117,19 +123,17 @@ mod tests {
     #[test]
     fn a_token_holds_half_and_the_others_are_still_served() {
         let quotas = Quotas::new(4, 21);
-        let (a, b) = (
-            TokenName::parse("team-a").unwrap(),
-            TokenName::parse("team-b").unwrap(),
-        );
-        let first = quotas.take(Some(&a), Quota::Waiters).unwrap();
-        let _second = quotas.take(Some(&a), Quota::Waiters).unwrap();
-        let over = quotas.take(Some(&a), Quota::Waiters).unwrap_err();
+        let a = || Some(Whose::Named(TokenName::parse("team-a").unwrap()));
+        let b = || Some(Whose::Token(TokenDigest::of(b"team-b-token")));
+        let first = quotas.take(a(), Quota::Waiters).unwrap();
+        let _second = quotas.take(a(), Quota::Waiters).unwrap();
+        let over = quotas.take(a(), Quota::Waiters).unwrap_err();
         assert_eq!(over.max, 2);
         assert!(over.to_string().contains("half of BATON_MAX_WAITERS"));
-        assert!(quotas.take(Some(&b), Quota::Waiters).unwrap().is_some());
-        assert!(quotas.take(Some(&a), Quota::Streams).unwrap().is_some());
+        assert!(quotas.take(b(), Quota::Waiters).unwrap().is_some());
+        assert!(quotas.take(a(), Quota::Streams).unwrap().is_some());
         drop(first);
-        assert!(quotas.take(Some(&a), Quota::Waiters).is_ok());
+        assert!(quotas.take(a(), Quota::Waiters).is_ok());
         assert_eq!(quotas.share(Quota::Streams), 10);
         assert!(quotas.take(None, Quota::Waiters).unwrap().is_none());
     }

@@ -41,6 +41,11 @@ impl Standing {
         }
     }
 
+    /// The token's digest: whose slots its requests take.
+    pub fn digest(&self) -> TokenDigest {
+        self.digest
+    }
+
     /// Waits until the set in force changes (at once when it changed since
     /// the request looked its token up), then what the token may do now:
     /// `None` once it is removed or past its `expires`. Never resolves on a

@@ -16,7 +16,7 @@ use futures_util::future::{BoxFuture, Either};
 use tower::{Layer, Service};
 
 use super::AppError;
-use crate::access::{Principal, Standing, Tokens, Unidentified};
+use crate::access::{Principal, Standing, Tokens, Unidentified, Whose};
 
 /// The caller of a guarded request, put in its extensions by
 /// [`RequireToken`]: its token's name and grants ([`Principal`], which it
@@ -45,6 +45,16 @@ impl Caller {
         Self {
             principal,
             standing: None,
+        }
+    }
+
+    /// Whose share of the instance's waiters and streams its requests take:
+    /// its token's (each token on its own, by digest), a job token's rule's
+    /// name, or nobody's on a service without tokens.
+    pub fn whose(&self) -> Option<Whose> {
+        match &self.standing {
+            Some(standing) => Some(Whose::Token(standing.digest())),
+            None => self.principal.name().cloned().map(Whose::Named),
         }
     }
 

@@ -188,7 +188,7 @@ async fn claim(State(state): State<AppState>, call: ClaimCall) -> Result<Respons
     let slot = if wait.as_duration().is_zero() {
         None
     } else {
-        state.quotas.take(caller.name(), Quota::Waiters)?
+        state.quotas.take(caller.whose(), Quota::Waiters)?
     };
     // What it needs of its token while it waits: `write` on every name.
     let names: Vec<Name> = parts.iter().map(|p| p.name.clone()).collect();

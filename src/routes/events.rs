@@ -135,7 +135,7 @@ pub async fn events(
         .readable_within(&asked)
         .unwrap_or_else(|| asked.clone());
     // The token's share first: a token at its share takes nothing from the others.
-    let slot = state.quotas.take(caller.name(), Quota::Streams)?;
+    let slot = state.quotas.take(caller.whose(), Quota::Streams)?;
     let watch = state
         .engine
         .events()

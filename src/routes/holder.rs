@@ -157,7 +157,7 @@ async fn follow(
     caller.require(Scope::Read, &name)?;
     // Holders' streams are event streams: the token's share, then the
     // instance's cap.
-    let quota = state.quotas.take(caller.name(), Quota::Streams)?;
+    let quota = state.quotas.take(caller.whose(), Quota::Streams)?;
     let counted = state
         .engine
         .events()

@@ -188,7 +188,7 @@ async fn acquire(
     let slot = if request.wait.as_duration().is_zero() {
         None
     } else {
-        state.quotas.take(by.as_ref(), Quota::Waiters)?
+        state.quotas.take(caller.whose(), Quota::Waiters)?
     };
     let still = still_allowed(&name, request.override_reason.is_some(), request.priority);
     // Revoked while it waits, a request that keeps its place gives it up.

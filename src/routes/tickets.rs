@@ -204,7 +204,7 @@ pub async fn wait(
     // A waiting request takes a slot of its token's share of waiters, and
     // gives its ticket up with 401 or 403 should its token be removed,
     // narrowed or expired meanwhile.
-    let slot = state.quotas.take(caller.name(), Quota::Waiters)?;
+    let slot = state.quotas.take(caller.whose(), Quota::Waiters)?;
     let still = move |principal: &Principal| {
         principal
             .require(Scope::Write, &watched)

@@ -811,3 +811,21 @@ async fn a_removed_token_s_kept_places_leave_the_line_with_its_waits() {
     // Neither place is kept as a ticket.
     line_holds(&app, "/locks/team-a-k", TEAM_A_ADMIN, 0).await;
 }
+
+#[tokio::test]
+async fn each_token_of_a_variable_has_a_share_of_its_own() {
+    let mut settings = settings_for(&shared_redis().url(), &unique_prefix());
+    settings.api_tokens = vec![API.into(), format!("{API}-second")];
+    settings.max_event_streams = 2;
+    let app = TestApp::spawn_with(settings).await;
+    let first = stream_request(&app, "/events", API).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let again = stream_request(&app, "/events", API).send().await.unwrap();
+    problem(again, 503, "too-many-streams").await;
+    let other = stream_request(&app, "/events", &format!("{API}-second"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200, "the other token of the variable");
+    drop((first, other));
+}
