@@ -320,7 +320,9 @@ static SWAGGER_CONFIG: LazyLock<Arc<Config<'static>>> = LazyLock::new(|| {
         Config::new(["../openapi.json"])
             .validator_url("none")
             .try_it_out_enabled(true)
-            .persist_authorization(true)
+            // A bearer token is never kept in the browser's localStorage:
+            // it is gone with the page.
+            .persist_authorization(false)
             .display_request_duration(true),
     )
 });

@@ -177,7 +177,13 @@ impl Application {
         if let Some(open) = tokens.what_is_open() {
             tracing::warn!("{open}");
         }
-        access::follow_token_file(tokens.clone());
+        crate::telemetry::record_tokens_loaded(tokens.count());
+        access::follow_token_file(tokens.clone(), |reloaded| {
+            crate::telemetry::record_tokens_reload(reloaded.is_some());
+            if let Some(count) = reloaded {
+                crate::telemetry::record_tokens_loaded(count);
+            }
+        });
         let listener = TcpListener::bind(&settings.listen)
             .await
             .map_err(|source| StartupError::Listen {
@@ -193,6 +199,8 @@ impl Application {
         );
         let limits = Limits::from_settings(&settings);
         let state = AppState::new(AppParts {
+            quotas: crate::access::Quotas::new(settings.max_waiters, settings.max_event_streams),
+            yields: crate::routes::YieldThrottle::default(),
             engine: engine.clone(),
             settings,
             tokens,

@@ -19,6 +19,9 @@ pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 enum Cause {
     Hangup,
     Changed,
+    /// A token's `expires` passed: nothing to read, but what requests
+    /// opened must look their tokens up again.
+    Expired,
 }
 
 /// From now on, reads the token file again on every SIGHUP and whenever
@@ -31,7 +34,13 @@ enum Cause {
 ///
 /// Only done when a token file is configured: otherwise SIGHUP keeps its
 /// default meaning (the process ends), as before.
-pub fn follow_token_file(tokens: Arc<Tokens>) {
+///
+/// `reloaded` hears each reload's outcome: the count of tokens now in force,
+/// or `None` when the file was refused (for the metrics, a layer above).
+pub fn follow_token_file(tokens: Arc<Tokens>, reloaded: impl Fn(Option<usize>) + Send + 'static) {
+    if let Some(warning) = tokens.file_warning() {
+        tracing::warn!("{warning}");
+    }
     let Some(path) = tokens.file().map(Path::to_path_buf) else {
         return;
     };
@@ -42,31 +51,66 @@ pub fn follow_token_file(tokens: Arc<Tokens>) {
         let mut ticks = tokio::time::interval(WATCH_INTERVAL);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let expiry = tokens.next_expiry();
             let cause = tokio::select! {
                 () = hangups.next() => Cause::Hangup,
                 _ = ticks.tick() => Cause::Changed,
+                () = until(expiry) => Cause::Expired,
             };
+            if cause == Cause::Expired {
+                tracing::info!(
+                    "a token of the token file reached its expires: it is refused from now on"
+                );
+                tokens.changed();
+                continue;
+            }
             let now = fingerprint(&path).await;
             if cause == Cause::Changed && now == seen {
                 continue;
             }
             seen = now;
-            reload(&tokens, cause);
+            reloaded(reload(&tokens, cause));
         }
     });
 }
 
-fn reload(tokens: &Tokens, cause: Cause) {
+/// Sleeps until `at` (wall clock), forever when `None`.
+async fn until(at: Option<std::time::SystemTime>) {
+    match at {
+        Some(at) => {
+            let left = at
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default();
+            // A few milliseconds past it, so the lookup then refuses it.
+            tokio::time::sleep(left + Duration::from_millis(5)).await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads the file again; the count of tokens now in force, `None` when the
+/// file was refused.
+fn reload(tokens: &Tokens, cause: Cause) -> Option<usize> {
     let why = match cause {
         Cause::Hangup => "SIGHUP",
         Cause::Changed => "the token file changed",
+        Cause::Expired => "a token expired",
     };
     match tokens.reload() {
-        Ok(count) => tracing::info!(
-            tokens = count,
-            "{why}: the token file was read again; {count} tokens in force"
-        ),
-        Err(err) => tracing::error!("{why}: the tokens in force are kept: {err}"),
+        Ok(count) => {
+            tracing::info!(
+                tokens = count,
+                "{why}: the token file was read again; {count} tokens in force"
+            );
+            if let Some(warning) = tokens.file_warning() {
+                tracing::warn!("{warning}");
+            }
+            Some(count)
+        }
+        Err(err) => {
+            tracing::error!("{why}: the tokens in force are kept: {err}");
+            None
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use super::digest::TokenDigest;
 use super::oidc::Issuers;
@@ -61,12 +62,18 @@ impl Keyring {
                 true,
             );
         }
+        let mut limits = HashMap::new();
         for token in file {
+            limits.insert(token.digest, (token.expires, token.max_priority));
             add(token.digest, token.name, token.grants, true);
         }
         let by_digest = merged
             .into_iter()
             .map(|(digest, principal)| {
+                let principal = match limits.get(&digest) {
+                    Some(&(expires, max_priority)) => principal.with_limits(expires, max_priority),
+                    None => principal,
+                };
                 let principal = Arc::new(principal);
                 (digest, Entry { digest, principal })
             })
@@ -110,12 +117,26 @@ impl Keyring {
     /// constant time, so that the answer never rests on a comparison that
     /// stops early.
     pub fn lookup(&self, token: &[u8]) -> Option<Arc<Principal>> {
-        let presented = TokenDigest::of(token);
-        let entry = self.by_digest.get(&presented)?;
-        entry
-            .digest
-            .same_as(&presented)
+        self.lookup_digest(&TokenDigest::of(token))
+    }
+
+    /// Who presents the token of digest `presented`, if it is one of these
+    /// and not past its `expires` (as [`Self::lookup`]).
+    pub fn lookup_digest(&self, presented: &TokenDigest) -> Option<Arc<Principal>> {
+        let entry = self.by_digest.get(presented)?;
+        (entry.digest.same_as(presented) && !entry.principal.expired_at(SystemTime::now()))
             .then(|| entry.principal.clone())
+    }
+
+    /// The earliest `expires` still to come, if any: the set in force
+    /// changes then.
+    pub fn next_expiry(&self) -> Option<SystemTime> {
+        let now = SystemTime::now();
+        self.by_digest
+            .values()
+            .filter_map(|entry| entry.principal.expires())
+            .filter(|at| *at > now)
+            .min()
     }
 }
 
@@ -133,6 +154,8 @@ mod tests {
             name: TokenName::parse(name).unwrap(),
             digest: TokenDigest::of(token.as_bytes()),
             grants: grants.iter().map(|g| Grant::parse(g).unwrap()).collect(),
+            expires: None,
+            max_priority: None,
         }
     }
 

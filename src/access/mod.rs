@@ -13,16 +13,25 @@
 //! - [`tokens_file`]: the TOML file of named tokens.
 //! - [`oidc`]: CI job identity: the OpenID Connect tokens of `[[issuer]]`s.
 //! - `hangup.rs` ([`follow_token_file`]): SIGHUP, or a change of the file
-//!   (looked at every second), reads it again.
+//!   (looked at every second), reads it again; a token's `expires` passing
+//!   changes the set in force too.
+//! - [`Standing`]: what a stream or a wait opened before a change learns of
+//!   it, at once (its token looked up again).
+//! - [`Quotas`]: no token holds more than half of an instance's waiters or
+//!   event streams.
 
 pub mod digest;
 mod hangup;
 pub mod keyring;
 pub mod oidc;
 pub mod principal;
+mod quotas;
+mod standing;
 pub mod tokens;
 pub mod tokens_file;
 
 pub use hangup::{follow_token_file, WATCH_INTERVAL};
-pub use principal::{Denied, Principal};
+pub use principal::{Denied, Principal, PriorityDenied};
+pub use quotas::{OverQuota, Quota, QuotaSlot, Quotas, Whose};
+pub use standing::Standing;
 pub use tokens::{NoValidToken, Tokens, Unidentified};

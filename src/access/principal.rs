@@ -7,15 +7,32 @@
 //! ([`Principal::readable_within`]).
 
 use std::fmt;
+use std::time::SystemTime;
 
-use crate::domain::{Grant, Name, NamePattern, NamePrefix, Scope, TokenName};
+use crate::domain::{Grant, Name, NamePattern, NamePrefix, Priority, Scope, TokenName};
 
 /// The caller of a request: the name of its token (`None` on a service
-/// without tokens, which lets anyone do anything) and its grants.
+/// without tokens, which lets anyone do anything), its grants, and the
+/// limits its entry in the token file sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     name: Option<TokenName>,
     grants: Vec<Grant>,
+    /// After it, the token is refused like a removed one (`expires`).
+    expires: Option<SystemTime>,
+    /// The highest `priority` it may ask for (`max_priority`, default 9).
+    max_priority: Option<Priority>,
+}
+
+/// A `priority` above the token's `max_priority`: 403 `forbidden` naming
+/// `priority`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "priority: this token may ask for a priority of at most {max} (its max_priority), not {asked}"
+)]
+pub struct PriorityDenied {
+    pub max: Priority,
+    pub asked: Priority,
 }
 
 impl Principal {
@@ -24,6 +41,18 @@ impl Principal {
         Self {
             name: Some(name),
             grants,
+            expires: None,
+            max_priority: None,
+        }
+    }
+
+    /// The same, refused after `expires` and asking at most `max_priority`.
+    #[must_use]
+    pub fn with_limits(self, expires: Option<SystemTime>, max_priority: Option<Priority>) -> Self {
+        Self {
+            expires,
+            max_priority,
+            ..self
         }
     }
 
@@ -32,6 +61,27 @@ impl Principal {
         Self {
             name: None,
             grants: vec![Grant::everything(Scope::Admin)],
+            expires: None,
+            max_priority: None,
+        }
+    }
+
+    /// When it stops being accepted, if ever.
+    pub fn expires(&self) -> Option<SystemTime> {
+        self.expires
+    }
+
+    /// Whether it is past its `expires` at `now`.
+    pub fn expired_at(&self, now: SystemTime) -> bool {
+        self.expires.is_some_and(|at| now >= at)
+    }
+
+    /// # Errors
+    /// [`PriorityDenied`] when `asked` is above its `max_priority`.
+    pub fn require_priority(&self, asked: Priority) -> Result<(), PriorityDenied> {
+        match self.max_priority {
+            Some(max) if asked > max => Err(PriorityDenied { max, asked }),
+            _ => Ok(()),
         }
     }
 
@@ -57,6 +107,12 @@ impl Principal {
                 self.grants.push(grant);
             }
         }
+    }
+
+    /// Whether it may read at least one name under `prefix` (a stream on
+    /// `prefix` it may read nothing of ends).
+    pub fn may_read_within(&self, prefix: &NamePrefix) -> bool {
+        self.readable_within(prefix).is_some()
     }
 
     /// Whether it may do what `scope` allows on `name`.

@@ -5,7 +5,14 @@
 //! name = "team-a-ci"     # who, in audit lines and history (`by`)
 //! sha256 = "9f86d0…"     # the SHA-256 of the token in hex (or value = "…")
 //! allow = ["write:team-a-*", "read:*"]
+//! expires = "2026-12-31T00:00:00Z"  # optional: refused like a removed token after it
+//! max_priority = 4       # optional: the highest `priority` it may ask (default 9)
 //! ```
+//!
+//! A file is refused as a whole, naming the entry, when two entries share a
+//! `name`, when a `value` is shorter than [`MIN_VALUE_LEN`] characters, or
+//! (by [`super::Tokens`]) when a token is also given by `BATON_API_TOKENS` or
+//! `BATON_ADMIN_TOKENS`.
 //!
 //! It may also hold `[[issuer]]` entries: the OpenID Connect issuers whose
 //! job tokens are taken, read by [`super::oidc::config`].
@@ -17,12 +24,13 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::time::{Duration, SystemTime};
 
 use toml::{Table, Value};
 
 use super::digest::TokenDigest;
 use super::oidc::config::{self, IssuerConfig};
-use crate::domain::{Grant, TokenName};
+use crate::domain::{Grant, Priority, TokenName};
 
 /// The `by` of a token from `BATON_API_TOKENS` (or its file), which has no
 /// name; a token file may not use it.
@@ -30,12 +38,20 @@ pub const API_TOKENS_NAME: &str = "BATON_API_TOKENS";
 /// The `by` of a token from `BATON_ADMIN_TOKENS` (or its file).
 pub const ADMIN_TOKENS_NAME: &str = "BATON_ADMIN_TOKENS";
 
+/// The shortest `value` a file may give: a token an attacker could guess
+/// is no token.
+pub const MIN_VALUE_LEN: usize = 16;
+
 /// One entry of the file.
 #[derive(Debug, Clone)]
 pub struct FileToken {
     pub name: TokenName,
     pub digest: TokenDigest,
     pub grants: Vec<Grant>,
+    /// After it, the token is refused like a removed one.
+    pub expires: Option<SystemTime>,
+    /// The highest `priority` it may ask for (9 when absent).
+    pub max_priority: Option<Priority>,
 }
 
 /// What a token file holds: named tokens, and issuers of job tokens.
@@ -43,6 +59,9 @@ pub struct FileToken {
 pub struct TokenFile {
     pub tokens: Vec<FileToken>,
     pub issuers: Vec<IssuerConfig>,
+    /// Whether an entry gives its token in plain text (`value`): such a file
+    /// must not be readable by group or others.
+    pub has_values: bool,
 }
 
 /// Reads and parses the file at `path`.
@@ -101,6 +120,8 @@ pub fn parse_file(text: &str) -> Result<TokenFile, String> {
     }
     let mut tokens: Vec<FileToken> = Vec::with_capacity(entries.len());
     let mut seen: HashMap<TokenDigest, usize> = HashMap::with_capacity(entries.len());
+    let mut names: HashMap<TokenName, usize> = HashMap::with_capacity(entries.len());
+    let mut has_values = false;
     for (index, entry) in entries.iter().enumerate() {
         let label = label(index, entry);
         let Value::Table(entry) = entry else {
@@ -115,10 +136,22 @@ pub fn parse_file(text: &str) -> Result<TokenFile, String> {
                 label_of(&tokens[earlier].name)
             ));
         }
+        if names.contains_key(&token.name) {
+            return Err(format!(
+                "{label}: two entries have this name; each token needs a name of its own \
+                 (audit lines and history tell tokens apart by it)"
+            ));
+        }
+        has_values |= entry.contains_key("value");
         seen.insert(token.digest, index);
+        names.insert(token.name.clone(), index);
         tokens.push(token);
     }
-    Ok(TokenFile { tokens, issuers })
+    Ok(TokenFile {
+        tokens,
+        issuers,
+        has_values,
+    })
 }
 
 /// How an entry is named in messages: `[[token]] "team-a-ci"`, or by its
@@ -140,9 +173,19 @@ fn label_of(name: &TokenName) -> String {
 
 fn read_entry(entry: &Table) -> Result<FileToken, String> {
     for key in entry.keys() {
-        if !["name", "sha256", "value", "allow"].contains(&key.as_str()) {
+        if ![
+            "name",
+            "sha256",
+            "value",
+            "allow",
+            "expires",
+            "max_priority",
+        ]
+        .contains(&key.as_str())
+        {
             return Err(format!(
-                "unknown key {key:?} (an entry has name, sha256 or value, allow)"
+                "unknown key {key:?} (an entry has name, sha256 or value, allow, and may have \
+                 expires, max_priority)"
             ));
         }
     }
@@ -174,15 +217,54 @@ fn read_entry(entry: &Table) -> Result<FileToken, String> {
                         .into(),
                 );
             }
+            if value.len() < MIN_VALUE_LEN {
+                return Err(format!(
+                    "value is shorter than {MIN_VALUE_LEN} characters: too easy to guess \
+                     (e.g. openssl rand -hex 32)"
+                ));
+            }
             TokenDigest::of(value.as_bytes())
         }
     };
     let grants = read_allow(entry)?;
+    let expires = match entry.get("expires") {
+        None => None,
+        Some(value) => Some(read_expires(value)?),
+    };
+    let max_priority = match entry.get("max_priority") {
+        None => None,
+        Some(value) => Some(
+            value
+                .as_integer()
+                .and_then(|p| u64::try_from(p).ok())
+                .and_then(|p| Priority::new(p).ok())
+                .ok_or("max_priority must be an integer between 0 and 9")?,
+        ),
+    };
     Ok(FileToken {
         name,
         digest,
         grants,
+        expires,
+        max_priority,
     })
+}
+
+/// `expires`: an RFC 3339 time, as a string (or TOML's own date-time).
+fn read_expires(value: &Value) -> Result<SystemTime, String> {
+    let text = match value {
+        Value::String(text) => text.clone(),
+        Value::Datetime(datetime) => datetime.to_string(),
+        _ => {
+            return Err("expires must be an RFC 3339 time such as \"2026-12-31T00:00:00Z\"".into())
+        }
+    };
+    let at = chrono::DateTime::parse_from_rfc3339(&text).map_err(|_| {
+        format!("expires = {text:?}: not an RFC 3339 time such as \"2026-12-31T00:00:00Z\"")
+    })?;
+    let ms =
+        u64::try_from(at.timestamp_millis()).map_err(|_| "expires is before 1970".to_owned())?;
+    Ok(SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
 }
 
 /// The `allow` of an entry (a token's, or an issuer's rule's): scopes such
@@ -339,6 +421,34 @@ mod tests {
                 ),
                 "[[token]] \"second\": the same token as [[token]] \"first\"",
             ),
+            (
+                format!(
+                    "{}{}",
+                    entry(&format!(
+                        "name = \"team\"\nvalue = \"{SECRET}\"\nallow = [\"read:*\"]"
+                    )),
+                    entry(&format!(
+                        "name = \"team\"\nvalue = \"{SECRET}-2\"\nallow = [\"admin:*\"]"
+                    )),
+                ),
+                "[[token]] \"team\": two entries have this name",
+            ),
+            (
+                entry("name = \"short\"\nvalue = \"a\"\nallow = [\"admin:*\"]"),
+                "[[token]] \"short\": value is shorter than 16 characters",
+            ),
+            (
+                entry(&format!(
+                    "name = \"a\"\nvalue = \"{SECRET}\"\nallow = [\"read:*\"]\nexpires = \"tomorrow\""
+                )),
+                "[[token]] \"a\": expires = \"tomorrow\": not an RFC 3339 time",
+            ),
+            (
+                entry(&format!(
+                    "name = \"a\"\nvalue = \"{SECRET}\"\nallow = [\"read:*\"]\nmax_priority = 10"
+                )),
+                "[[token]] \"a\": max_priority must be an integer between 0 and 9",
+            ),
             (String::new(), "no [[token]] entries"),
             ("tokens = 1".into(), "unknown key \"tokens\" at the top"),
             ("token = 1".into(), "token must be [[token]] entries"),
@@ -346,6 +456,24 @@ mod tests {
             let err = error(&text);
             assert!(err.contains(says), "{text}\n=> {err}");
         }
+    }
+
+    #[test]
+    fn expires_and_max_priority_are_read() {
+        let file = parse_file(&format!(
+            "[[token]]\nname = \"a\"\nvalue = \"{SECRET}\"\nallow = [\"read:*\"]\n\
+             expires = \"2030-01-02T03:04:05Z\"\nmax_priority = 3\n\
+             [[token]]\nname = \"b\"\nsha256 = \"{}\"\nallow = [\"read:*\"]\n\
+             expires = 2030-01-02T03:04:05Z\n",
+            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+        ))
+        .unwrap();
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_893_553_445);
+        assert_eq!(file.tokens[0].expires, Some(at));
+        assert_eq!(file.tokens[0].max_priority, Some(Priority::new(3).unwrap()));
+        assert_eq!(file.tokens[1].expires, Some(at));
+        assert_eq!(file.tokens[1].max_priority, None);
+        assert!(file.has_values);
     }
 
     #[test]

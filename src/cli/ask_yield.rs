@@ -40,14 +40,21 @@ pub async fn ask_yield(args: YieldArgs) -> Result<(), Failure> {
             }
             let asked: YieldAnswer =
                 serde_json::from_value(answer.body).map_err(|err| unreadable("answer", &err))?;
-            Ok((target, asked.holders))
+            Ok((
+                target,
+                if asked.already_asked {
+                    None
+                } else {
+                    Some(asked.holders)
+                },
+            ))
         }
     };
     let (target, holders) = match said {
         Some(kind) => ask(kind).await?,
         None => match ask(Kind::Lock).await? {
-            (_, 0) => match ask(Kind::Semaphore).await? {
-                (_, 0) => {
+            (_, Some(0)) => match ask(Kind::Semaphore).await? {
+                (_, Some(0)) => {
                     say(format!(
                         "nobody holds the lock or the semaphore '{}': nobody was asked",
                         args.name
@@ -58,6 +65,12 @@ pub async fn ask_yield(args: YieldArgs) -> Result<(), Failure> {
             },
             asked => asked,
         },
+    };
+    let Some(holders) = holders else {
+        say(format!(
+            "you asked the holders of {target} less than 10 s ago: they were not asked again"
+        ));
+        return Ok(());
     };
     match holders {
         0 => say(format!("nobody holds {target}: nobody was asked")),

@@ -111,12 +111,14 @@ pub struct Settings {
     pub pickup_ms: u64,
 
     /// Comma-separated bearer tokens; when set (or admin tokens are), /locks and
-    /// /semaphores need one. Prefer the variable: flags show in `ps`
+    /// /semaphores need one. Prefer the variable, or BATON_API_TOKENS_FILE:
+    /// flags show in `ps`
     #[arg(long, env = "BATON_API_TOKENS", default_value = "", hide_default_value = true,
           hide_env_values = true, value_parser = token_list)]
     pub api_tokens: ::std::vec::Vec<String>,
 
-    /// Comma-separated tokens that may also force-release
+    /// Comma-separated tokens that may also force-release. Prefer the
+    /// variable, or BATON_ADMIN_TOKENS_FILE: flags show in `ps`
     #[arg(long, env = "BATON_ADMIN_TOKENS", default_value = "", hide_default_value = true,
           hide_env_values = true, value_parser = token_list)]
     pub admin_tokens: ::std::vec::Vec<String>,

@@ -40,4 +40,34 @@ pub struct KeepPlace {
     /// `notify`: where its turn notice goes when it is granted while nobody
     /// waits on it.
     pub notify: Option<NotifyUrl>,
+    /// Set when the request must not keep its place after all (its token was
+    /// removed, narrowed or expired while it waited): ended early, it gives
+    /// its ticket up instead of parking it.
+    pub forsaken: Forsaken,
 }
+
+/// A flag shared by a waiting request and whoever may take its right to a
+/// place away; every copy of a request shares it. Never part of what two
+/// requests compare equal on.
+#[derive(Debug, Clone, Default)]
+pub struct Forsaken(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Forsaken {
+    /// From now on, the place is not kept.
+    pub fn set(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether the place is no longer to be kept.
+    pub fn is_set(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl PartialEq for Forsaken {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Forsaken {}

@@ -20,7 +20,7 @@ mod schedule;
 mod scope;
 mod token_name;
 
-pub use acquire::{AcquireRequest, KeepPlace};
+pub use acquire::{AcquireRequest, Forsaken, KeepPlace};
 pub use claim::{ClaimId, ClaimPart, ClaimParts, CLAIM_NAMES};
 pub use demand::{Demand, Permits};
 pub use freeze::{Freeze, FreezeId};

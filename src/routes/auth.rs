@@ -4,7 +4,7 @@
 //! `caller.require(Scope::Write, &name)?` (a refusal is 403 `forbidden`).
 
 use std::convert::Infallible;
-use std::future::{ready, Ready};
+use std::future::{ready, Future, Ready};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -16,23 +16,97 @@ use futures_util::future::{BoxFuture, Either};
 use tower::{Layer, Service};
 
 use super::AppError;
-use crate::access::{Principal, Tokens, Unidentified};
+use crate::access::{Principal, Standing, Tokens, Unidentified, Whose};
 
 /// The caller of a guarded request, put in its extensions by
 /// [`RequireToken`]: its token's name and grants ([`Principal`], which it
-/// derefs to). A handler takes it as an argument.
+/// derefs to), and how what the request keeps open learns that the token
+/// was removed, narrowed or expired since ([`Caller::revoked`]). A handler
+/// takes it as an argument.
 #[derive(Debug, Clone)]
-pub struct Caller(pub Arc<Principal>);
+pub struct Caller {
+    principal: Arc<Principal>,
+    /// `None` where nothing can change it: anyone on an open service, a
+    /// job's token (checked once, when it is presented).
+    standing: Option<Standing>,
+}
 
 impl std::ops::Deref for Caller {
     type Target = Principal;
 
     fn deref(&self) -> &Principal {
-        &self.0
+        &self.principal
     }
 }
 
 impl Caller {
+    /// A caller whose token never changes under it.
+    pub fn fixed(principal: Arc<Principal>) -> Self {
+        Self {
+            principal,
+            standing: None,
+        }
+    }
+
+    /// Whose share of the instance's waiters and streams its requests take:
+    /// its token's (each token on its own, by digest), a job token's rule's
+    /// name, or nobody's on a service without tokens.
+    pub fn whose(&self) -> Option<Whose> {
+        match &self.standing {
+            Some(standing) => Some(Whose::Token(standing.digest())),
+            None => self.principal.name().cloned().map(Whose::Named),
+        }
+    }
+
+    /// What its token may do now, once the set in force has changed: `None`
+    /// once the token is gone (removed or expired). Never resolves for a
+    /// caller whose token cannot change.
+    pub async fn changed(&mut self) -> Option<Arc<Principal>> {
+        match self.standing.as_mut() {
+            Some(standing) => {
+                let now = standing.changed().await;
+                if let Some(principal) = &now {
+                    self.principal = principal.clone();
+                }
+                now
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Resolves once the token no longer allows what `still` asks of it
+    /// (after a reload, or its `expires`): 401 when it is gone, else the
+    /// refusal `still` gives (403). Never resolves while it does.
+    pub async fn revoked(mut self, still: impl Fn(&Principal) -> Result<(), AppError>) -> AppError {
+        loop {
+            match self.changed().await {
+                None => return AppError::Unauthorized,
+                Some(principal) => {
+                    if let Err(err) = still(&principal) {
+                        return err;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `answer`, unless the token stops allowing what `still` asks of it
+    /// first: then the refusal, and `answer` is dropped (a waiting request
+    /// leaves the line, giving back a lease granted meanwhile, as when its
+    /// client hangs up; no lease is answered after the change).
+    pub async fn unless_revoked<T>(
+        self,
+        still: impl Fn(&Principal) -> Result<(), AppError>,
+        answer: impl Future<Output = Result<T, AppError>>,
+    ) -> Result<T, AppError> {
+        let revoked = self.revoked(still);
+        tokio::select! {
+            biased;
+            err = revoked => Err(err),
+            answer = answer => answer,
+        }
+    }
+
     /// The caller of the request with these `parts`.
     ///
     /// # Errors
@@ -110,9 +184,12 @@ where
             let err = AppError::Internal("no token check");
             return Either::Left(ready(Ok(err.into_response())));
         };
-        match tokens.identify(bearer(&request)) {
-            Ok(principal) => {
-                request.extensions_mut().insert(Caller(principal));
+        match tokens.identify_standing(bearer(&request)) {
+            Ok((principal, standing)) => {
+                request.extensions_mut().insert(Caller {
+                    principal,
+                    standing,
+                });
                 Either::Right(Either::Left(self.0.call(request)))
             }
             Err(Unidentified::NoValidToken) => {
@@ -129,7 +206,7 @@ where
                 Either::Right(Either::Right(Box::pin(async move {
                     match pending.resolve().await {
                         Ok(principal) => {
-                            request.extensions_mut().insert(Caller(principal));
+                            request.extensions_mut().insert(Caller::fixed(principal));
                             inner.call(request).await
                         }
                         Err(refusal) => Ok(AppError::Identity(refusal).into_response()),

@@ -15,6 +15,7 @@ use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -23,6 +24,7 @@ use utoipa_axum::routes;
 use super::extract::{parse_json, read_body};
 use super::lease::{acquire_request, ttl};
 use super::{progress, AppError, AppState, Caller, Json, JsonBody};
+use crate::access::{Principal, Quota, QuotaSlot};
 use crate::domain::{
     AcquireRequest, ClaimId, ClaimPart, ClaimParts, Demand, Kind, Limit, Name, Permits, Scope,
 };
@@ -191,21 +193,51 @@ async fn claim(State(state): State<AppState>, call: ClaimCall) -> Result<Respons
         // Granted through freezes: an administrator's decision, on every name.
         caller.require_all(Scope::Admin, parts.iter().map(|p| &p.name))?;
     }
+    caller.require_priority(request.priority)?;
     request.by = caller.name().cloned();
     let wait = request.wait;
+    // A waiting claim takes a slot of its token's share of waiters.
+    let slot = if wait.as_duration().is_zero() {
+        None
+    } else {
+        state.quotas.take(caller.whose(), Quota::Waiters)?
+    };
+    // What it needs of its token while it waits: `write` on every name.
+    let names: Vec<Name> = parts.iter().map(|p| p.name.clone()).collect();
+    let priority = request.priority;
+    let overrides = request.override_reason.is_some();
+    let still = move |principal: &Principal| -> Result<(), AppError> {
+        principal.require_all(Scope::Write, &names)?;
+        if overrides {
+            principal.require_all(Scope::Admin, &names)?;
+        }
+        principal.require_priority(priority)?;
+        Ok(())
+    };
     let claims = state.engine.claims();
     if progress::wanted(accepts_events, wait) {
-        return Ok(with_progress(&state.engine, parts, request));
+        let revoked = Box::pin(caller.revoked(still));
+        return Ok(with_progress(&state.engine, parts, request, revoked, slot));
     }
     let acquisition = async move { claims.acquire(parts, request, None).await };
     if wait.as_duration().is_zero() {
         return created_or_refused(acquisition.await?);
     }
+    // A token removed, narrowed or expired while it waits: the claim is
+    // dropped (it leaves the line and gives back what it took) and is
+    // answered 401 or 403.
+    let acquisition =
+        caller.unless_revoked(
+            still,
+            async move { acquisition.await.map_err(AppError::from) },
+        );
     let answer = async move {
-        match acquisition.await {
+        let answer = match acquisition.await {
             Ok(outcome) => created_or_refused(outcome).unwrap_or_else(IntoResponse::into_response),
-            Err(err) => AppError::from(err).into_response(),
-        }
+            Err(err) => err.into_response(),
+        };
+        drop(slot);
+        answer
     };
     Ok(Parked::new(answer, context).into_response())
 }
@@ -357,15 +389,30 @@ fn claim_body(claim: Claim) -> ClaimBody {
 /// a name's line (the names it holds, the one it waits for, its place
 /// there), then one `acquired` or `problem`. Dropping the stream (the
 /// client hung up) drops the acquisition, which gives back what it took.
-fn with_progress(engine: &Engine, parts: ClaimParts, request: AcquireRequest) -> Response {
+fn with_progress(
+    engine: &Engine,
+    parts: ClaimParts,
+    request: AcquireRequest,
+    revoked: BoxFuture<'static, AppError>,
+    slot: Option<QuotaSlot>,
+) -> Response {
     let (heard, hearing) = mpsc::unbounded_channel();
     let claims = engine.claims();
     let acquisition = Box::pin(async move {
-        match claims.acquire(parts, request, Some(heard)).await {
-            Ok(Ok(claim)) => Ok(claim_body(claim)),
-            Ok(Err(refusal)) => Err(refused(refusal)),
-            Err(err) => Err(AppError::from(err)),
-        }
+        let acquisition = async move {
+            match claims.acquire(parts, request, Some(heard)).await {
+                Ok(Ok(claim)) => Ok(claim_body(claim)),
+                Ok(Err(refusal)) => Err(refused(refusal)),
+                Err(err) => Err(AppError::from(err)),
+            }
+        };
+        let outcome = tokio::select! {
+            biased;
+            err = revoked => Err(err),
+            outcome = acquisition => outcome,
+        };
+        drop(slot);
+        outcome
     });
     let state = (Some(acquisition), hearing, engine.clone());
     let stream =

@@ -105,6 +105,12 @@ pub enum AppError {
     Timeout,
     #[error("too many event streams")]
     TooManyStreams { max: usize },
+    /// The caller's token holds its share of a cap already.
+    #[error(transparent)]
+    OverQuota(#[from] crate::access::OverQuota),
+    /// A `priority` above the token's `max_priority`.
+    #[error(transparent)]
+    Priority(#[from] crate::access::PriorityDenied),
     /// A failure of the service itself (a bug), not of Redis nor of the
     /// request: answered 500 `internal-error`; its cause is only logged.
     #[error("internal error: {0}")]
@@ -181,6 +187,11 @@ impl AppError {
             Self::PayloadTooLarge { .. } => ProblemType::PayloadTooLarge,
             Self::Timeout => ProblemType::RequestTimeout,
             Self::TooManyStreams { .. } => ProblemType::TooManyStreams,
+            Self::OverQuota(over) => match over.quota {
+                crate::access::Quota::Waiters => ProblemType::TooManyWaiters,
+                crate::access::Quota::Streams => ProblemType::TooManyStreams,
+            },
+            Self::Priority(_) => ProblemType::Forbidden,
             Self::Engine(engine::Error::Unavailable(_)) => ProblemType::RedisUnavailable,
             Self::Engine(engine::Error::ShuttingDown) => ProblemType::ShuttingDown,
             Self::Engine(engine::Error::TooManyWaiters) => ProblemType::TooManyWaiters,
@@ -294,6 +305,21 @@ impl AppError {
                 problem.detail = format!(
                     "this instance already serves its maximum of {max} event streams; retry later"
                 );
+            }
+            Self::OverQuota(over) => {
+                let what = match over.quota {
+                    crate::access::Quota::Waiters => "waiting requests",
+                    crate::access::Quota::Streams => "event streams (/events and holders' streams)",
+                };
+                problem.detail = format!(
+                    "this token already has {} {what} open on this instance, its share (half of \
+                     {}); other tokens are still served; retry once one ends",
+                    over.max,
+                    over.quota.setting()
+                );
+            }
+            Self::Priority(denied) => {
+                problem.detail = denied.to_string();
             }
             _ => {}
         }

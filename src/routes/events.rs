@@ -16,6 +16,7 @@ use utoipa_axum::routes;
 
 use super::problem::responses::TooManyStreams;
 use super::{AppError, AppState, Caller};
+use crate::access::{Quota, QuotaSlot};
 use crate::domain::NamePrefix;
 use crate::engine::events::{ChangeEvent, WatchNotice, Watcher};
 
@@ -101,7 +102,11 @@ impl From<&ChangeEvent> for ChangeEventBody {
 /// `BATON_MAX_EVENT_STREAMS` streams at once (503 `too-many-streams` beyond).
 ///
 /// With a scoped token, only the changes to names it may read are sent
-/// (and none of any other name's).
+/// (and none of any other name's). A token removed, narrowed or expired
+/// (the token file read again) reaches an open stream at once: it sends
+/// only what the token may still read, and ends when that is nothing.
+/// One token may hold at most half of `BATON_MAX_EVENT_STREAMS` (holders'
+/// streams included): 503 `too-many-streams` to that token only.
 ///
 /// Browsers: `EventSource` cannot send an `Authorization` header; when the
 /// service has API tokens, read the stream with `fetch()` (as the dashboard
@@ -122,18 +127,28 @@ pub async fn events(
     caller: Caller,
     Query(query): Query<EventsQuery>,
 ) -> Result<Response, AppError> {
-    let prefix = NamePrefix::parse(query.prefix.as_deref().unwrap_or_default())
+    let asked = NamePrefix::parse(query.prefix.as_deref().unwrap_or_default())
         .map_err(|e| AppError::field("prefix", e))?;
     // Watch only where the caller may read; when that is nowhere under the
     // prefix, the stream stays open with nothing but its keep-alives.
-    let prefix = caller.readable_within(&prefix).unwrap_or(prefix);
+    let prefix = caller
+        .readable_within(&asked)
+        .unwrap_or_else(|| asked.clone());
+    // The token's share first: a token at its share takes nothing from the others.
+    let slot = state.quotas.take(caller.whose(), Quota::Streams)?;
     let watch = state
         .engine
         .events()
         .watch(prefix)
         .map_err(|e| AppError::TooManyStreams { max: e.max })?;
     state.engine.events().subscribed().await;
-    let sse = Sse::new(stream(watch, caller)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE));
+    let open = Open {
+        watch,
+        caller,
+        asked,
+        _slot: slot,
+    };
+    let sse = Sse::new(stream(open)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE));
     Ok((
         [
             (header::CACHE_CONTROL, "no-cache"),
@@ -145,14 +160,32 @@ pub async fn events(
         .into_response())
 }
 
-/// The watch as SSE events of the names `caller` may read, until the
-/// service stops.
-fn stream(watch: Watcher, caller: Caller) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::unfold((watch, caller), |(mut watch, caller)| async move {
+/// An open stream: its watch, its caller, the prefix it asked for, and its
+/// slot in the caller's share of streams.
+struct Open {
+    watch: Watcher,
+    caller: Caller,
+    asked: NamePrefix,
+    _slot: Option<QuotaSlot>,
+}
+
+/// The watch as SSE events of the names the caller may read, until the
+/// service stops. A change of the tokens in force reaches it at once: from
+/// then on only what the token may read now is sent, and the stream ends
+/// once the token is gone or may read nothing under the prefix.
+fn stream(open: Open) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold(open, |mut open| async move {
         let event = loop {
-            match watch.next().await? {
-                WatchNotice::Change(change) if !caller.may_read_text(&change.name) => {}
-                notice => break notice,
+            tokio::select! {
+                biased;
+                now = open.caller.changed() => match now {
+                    Some(principal) if principal.may_read_within(&open.asked) => {}
+                    _ => return None,
+                },
+                notice = open.watch.next() => match notice? {
+                    WatchNotice::Change(change) if !open.caller.may_read_text(&change.name) => {}
+                    notice => break notice,
+                },
             }
         };
         let event = match event {
@@ -162,6 +195,6 @@ fn stream(watch: Watcher, caller: Caller) -> impl Stream<Item = Result<Event, In
                 .unwrap_or_else(|_| Event::default().event("resync").data("{}")),
             WatchNotice::Resync => Event::default().event("resync").data("{}"),
         };
-        Some((Ok(event), (watch, caller)))
+        Some((Ok(event), open))
     })
 }

@@ -17,8 +17,11 @@ use super::events::KEEP_ALIVE;
 use super::lease::{rfc3339_ms, IdPath, NamePath};
 use super::problem::responses::RedisUnavailable;
 use super::{AppError, AppState, Caller, Json, JsonBody};
-use crate::domain::{Kind, Owner, Reason, Scope};
+use crate::access::{Quota, QuotaSlot};
+use crate::domain::{Kind, Name, Owner, Reason, Scope};
+use crate::engine::events::StreamSlot;
 use crate::engine::following::{HolderEvent, HolderStream};
+use crate::telemetry::audit_yield;
 use crate::wire::{HolderEventBody, Problem, YieldAnswer, YieldRequest};
 
 /// The holder's stream and the yield request of both kinds, documented.
@@ -93,10 +96,13 @@ async fn follow_semaphore(
 /// Ask a lock's holders to yield
 ///
 /// Asks every current holder to finish early: each holder's stream gets a
-/// `yield-requested` event (with this request's `owner` as `by`, and its
-/// `reason`), and so does `/events`. Nothing is taken from anyone. Answers
-/// how many leases were asked (0 when none is held). Needs `write` on the
-/// name.
+/// `yield-requested` event (`by` the asking token's name, or this request's
+/// `owner` on a service without tokens, and its `reason`), and so does
+/// `/events`; an audit line records it. Nothing is taken from anyone.
+/// Answers how many leases were asked (0 when none is held). One asker has
+/// a holder told at most once every 10 s: asked again sooner while the same
+/// leases hold the name, they are not told, and the answer says
+/// `already_asked` (`holders` 0). Needs `write` on the name.
 #[utoipa::path(
     post,
     path = "/locks/{name}/yield",
@@ -149,13 +155,26 @@ async fn follow(
     IdPath { id }: IdPath,
 ) -> Result<Response, AppError> {
     caller.require(Scope::Read, &name)?;
+    // Holders' streams are event streams: the token's share, then the
+    // instance's cap.
+    let quota = state.quotas.take(caller.whose(), Quota::Streams)?;
+    let counted = state
+        .engine
+        .events()
+        .count_stream()
+        .map_err(|e| AppError::TooManyStreams { max: e.max })?;
     let stream = state
         .leases(kind)
         .follow(&name, id)
         .await?
         .ok_or(AppError::LeaseNotFound)?;
-    let sse = Sse::new(events(stream, name.as_str().to_owned()))
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE));
+    let following = Following {
+        stream,
+        caller,
+        name,
+        _slots: (quota, counted),
+    };
+    let sse = Sse::new(events(following)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE));
     Ok((
         [
             (header::CACHE_CONTROL, "no-cache"),
@@ -175,25 +194,89 @@ async fn ask_yield(
     JsonBody(body): JsonBody<YieldRequest>,
 ) -> Result<(StatusCode, Json<YieldAnswer>), AppError> {
     caller.require(Scope::Write, &name)?;
-    let by = Owner::parse(body.owner).map_err(|e| AppError::field("owner", e))?;
+    let owner = Owner::parse(body.owner).map_err(|e| AppError::field("owner", e))?;
     let reason = Reason::parse(body.reason).map_err(|e| AppError::field("reason", e))?;
+    // `by` is who asks as the service knows it: the token's name; the
+    // `owner` the asker typed only on a service without tokens.
+    let by = match caller.name() {
+        Some(token) => Some(
+            Owner::parse(Some(token.as_str().to_owned()))
+                .map_err(|_| AppError::Internal("a token name that is no owner label"))?
+                .ok_or(AppError::Internal("an empty token name"))?,
+        ),
+        None => owner.clone(),
+    };
+    let asker = by.as_ref().map_or("", Owner::as_str);
+    // Who holds it now, by fencing token: each is told at most once per
+    // asker every 10 s.
+    let holding: Vec<u64> = state
+        .leases(kind)
+        .status(&name)
+        .await?
+        .leases
+        .iter()
+        .map(|holder| holder.fencing_token)
+        .collect();
+    if !state.yields.may_tell(asker, kind, &name, &holding) {
+        return Ok((
+            StatusCode::ACCEPTED,
+            Json(YieldAnswer {
+                holders: 0,
+                already_asked: true,
+            }),
+        ));
+    }
     let holders = state
         .leases(kind)
         .ask_yield(&name, by.as_ref(), reason.as_ref())
         .await?;
-    Ok((StatusCode::ACCEPTED, Json(YieldAnswer { holders })))
+    audit_yield(
+        kind,
+        &name,
+        owner.as_ref(),
+        caller.name(),
+        holders,
+        reason.as_ref(),
+    );
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(YieldAnswer {
+            holders,
+            already_asked: false,
+        }),
+    ))
 }
 
-/// The stream's events as SSE, until its last event (or the service stops).
-fn events(stream: HolderStream, name: String) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::unfold(Some((stream, name)), |state| async move {
-        let (mut stream, name) = state?;
-        let event = stream.next().await?;
+/// A holder's stream open: its caller, and its slots in the token's share
+/// and the instance's cap.
+struct Following {
+    stream: HolderStream,
+    caller: Caller,
+    name: Name,
+    _slots: (Option<QuotaSlot>, StreamSlot),
+}
+
+/// The stream's events as SSE, until its last event (or the service stops),
+/// or until the token may no longer read the name (removed, narrowed or
+/// expired by a change of the tokens in force): then it ends at once.
+fn events(following: Following) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold(Some(following), |state| async move {
+        let mut following = state?;
+        let event = loop {
+            tokio::select! {
+                biased;
+                now = following.caller.changed() => match now {
+                    Some(principal) if principal.may_read(&following.name) => {}
+                    _ => return None,
+                },
+                event = following.stream.next() => break event?,
+            }
+        };
         let sse = Event::default()
             .event(event.as_str())
-            .json_data(body(&event, &name))
+            .json_data(body(&event, following.name.as_str()))
             .unwrap_or_else(|_| Event::default().comment("unreadable event"));
-        let next = (!event.is_last()).then_some((stream, name));
+        let next = (!event.is_last()).then_some(following);
         Some((Ok(sse), next))
     })
 }

@@ -23,8 +23,10 @@ use super::listing::{parse_list_query, ListQuery};
 use super::{
     kind_doc, locks, progress, semaphores, tickets, AppError, AppState, Caller, Json, JsonBody,
 };
-use crate::access::Denied;
-use crate::domain::{AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Scope, TokenName};
+use crate::access::{Denied, Principal, Quota};
+use crate::domain::{
+    AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Priority, Scope, TokenName,
+};
 use crate::engine::{Acquiring, Lease, Refusal, Status};
 use crate::http::Parked;
 use crate::telemetry::RequestContext;
@@ -80,6 +82,8 @@ pub fn router(kind: Kind) -> OpenApiRouter<AppState> {
 /// waits).
 pub struct AcquireCall {
     pub name: Name,
+    /// Who asks: watched while the request waits.
+    pub caller: Caller,
     /// The name of the caller's token, for the lease's audit line and history.
     pub by: Option<TokenName>,
     /// Whether the caller may administer the name: an `override` needs it
@@ -114,6 +118,7 @@ impl FromRequest<AppState> for AcquireCall {
             let body = read_body(Request::from_parts(parts, body), &state).await?;
             Ok(Self {
                 name,
+                caller,
                 by,
                 admin,
                 accepts_events,
@@ -156,6 +161,7 @@ async fn acquire(
 ) -> Result<Response, AppError> {
     let AcquireCall {
         name,
+        caller,
         by,
         admin,
         accepts_events,
@@ -167,6 +173,35 @@ async fn acquire(
         // Granted through a freeze: an administrator's decision.
         admin?;
     }
+    caller.require_priority(request.priority)?;
+    if request.ask_yield {
+        // A holder is told at most once per asker every 10 s.
+        let asker = by.as_ref().map_or_else(
+            || request.owner.as_ref().map_or("", Owner::as_str),
+            TokenName::as_str,
+        );
+        // (Which leases hold the name is not asked here: at most once per
+        // asker and name.)
+        request.ask_yield = state.yields.may_tell(asker, kind, &name, &[0]);
+    }
+    // A waiting request takes a slot of its token's share of waiters.
+    let slot = if request.wait.as_duration().is_zero() {
+        None
+    } else {
+        state.quotas.take(caller.whose(), Quota::Waiters)?
+    };
+    let still = still_allowed(&name, request.override_reason.is_some(), request.priority);
+    // Revoked while it waits, a request that keeps its place gives it up.
+    let forsaken = request
+        .keep_place
+        .as_ref()
+        .map(|keep| keep.forsaken.clone());
+    let revoked = caller.revoked(still).map(move |err| {
+        if let Some(forsaken) = forsaken {
+            forsaken.set();
+        }
+        err
+    });
     request.by = by;
     if let Some(keep) = request.keep_place.as_mut() {
         keep.keep_ms = tickets::keep_place_ms(keep.keep_ms, state.settings.max_keep_place_ms)?;
@@ -180,14 +215,21 @@ async fn acquire(
     // hold a copy of its space.
     let acquisition = Box::pin(state.leases(kind).acquire(name.clone(), demand, request));
     if progress::wanted(accepts_events, wait) {
+        let revoked = Box::pin(revoked);
         return Ok(progress::respond(
             &state.engine,
             kind,
             demand,
             priority,
             name.clone(),
-            acquisition,
-            move |outcome| progress::lease_json(&answer(kind, &name, outcome)?.1),
+            progress::Pending {
+                acquisition,
+                revoked,
+            },
+            move |outcome| {
+                drop(slot);
+                progress::lease_json(&answer(kind, &name, outcome)?.1)
+            },
         ));
     }
     // Combinators, not async blocks: the parked future holds the waiting
@@ -199,13 +241,42 @@ async fn acquire(
     if wait.as_duration().is_zero() {
         return created_or_refused(kind, &name, outcome.await?);
     }
+    // A token removed, narrowed or expired while it waits: the request
+    // leaves the line (giving back a lease granted meanwhile) and is
+    // answered 401 or 403, never 201.
+    let outcome = async move {
+        tokio::select! {
+            biased;
+            err = revoked => Err(err),
+            outcome = outcome => outcome.map_err(AppError::from),
+        }
+    };
     let answer = outcome.map(move |outcome| {
+        drop(slot);
         outcome
-            .map_err(AppError::from)
             .and_then(|outcome| created_or_refused(kind, &name, outcome))
             .unwrap_or_else(IntoResponse::into_response)
     });
     Ok(Parked::new(answer, context).into_response())
+}
+
+/// What a waiting acquisition of `name` needs of its token to go on:
+/// `write` on the name (`admin` to override a freeze) and a `max_priority`
+/// at least its `priority`.
+pub(super) fn still_allowed(
+    name: &Name,
+    overrides: bool,
+    priority: Priority,
+) -> impl Fn(&Principal) -> Result<(), AppError> + Send + 'static {
+    let name = name.clone();
+    move |principal| {
+        principal.require(Scope::Write, &name)?;
+        if overrides {
+            principal.require(Scope::Admin, &name)?;
+        }
+        principal.require_priority(priority)?;
+        Ok(())
+    }
 }
 
 /// 201 with the lease and its `Location`, 202 with a ticket when its place

@@ -15,8 +15,8 @@ use utoipa::IntoParams;
 
 use super::{AppError, Json};
 use crate::domain::{
-    AcquireRequest, Demand, KeepPlace, Kind, LeaseId, Name, NotifyUrl, Owner, Priority, Reason,
-    Ttl, WaitTime,
+    AcquireRequest, Demand, Forsaken, KeepPlace, Kind, LeaseId, Name, NotifyUrl, Owner, Priority,
+    Reason, Ttl, WaitTime,
 };
 use crate::engine;
 use crate::wire::{AcquireFields, EtaBasis, WaiterBody};
@@ -155,6 +155,7 @@ pub fn acquire_request(
             keep_ms,
             pickup_ms: 0,
             notify,
+            forsaken: Forsaken::default(),
         }),
     })
 }

@@ -25,6 +25,7 @@ pub mod progress;
 pub mod semaphores;
 mod state;
 pub mod tickets;
+mod yield_throttle;
 
 pub use api::api;
 pub use auth::{Caller, RequireToken};
@@ -32,3 +33,4 @@ pub use error::AppError;
 pub use extract::{BodyLimit, JsonBody};
 pub use json::Json;
 pub use state::{AppParts, AppState};
+pub use yield_throttle::{YieldThrottle, YIELD_EVERY};

@@ -267,6 +267,13 @@ fn final_event(outcome: Outcome) -> Event {
     }
 }
 
+/// An acquisition about to join the line, and what ends it early: its
+/// token removed, narrowed or expired ([`super::Caller::revoked`]).
+pub struct Pending {
+    pub acquisition: BoxFuture<'static, Result<Acquiring, crate::engine::Error>>,
+    pub revoked: BoxFuture<'static, AppError>,
+}
+
 /// Answers an acquisition with progress events: `acquisition` joins the line
 /// (or acquires at once), and `answer` turns its outcome into the lease body
 /// or the error the plain request would have answered.
@@ -276,7 +283,10 @@ pub fn respond<A>(
     demand: Demand,
     priority: Priority,
     name: Name,
-    acquisition: BoxFuture<'static, Result<Acquiring, crate::engine::Error>>,
+    Pending {
+        acquisition,
+        revoked,
+    }: Pending,
     answer: A,
 ) -> Response
 where
@@ -296,6 +306,16 @@ where
             }
         };
         answer(outcome)
+    };
+    // A token removed, narrowed or expired meanwhile: the acquisition is
+    // dropped (it leaves the line, giving back a lease granted meanwhile)
+    // and the stream ends with its `problem`.
+    let acquisition = async move {
+        tokio::select! {
+            biased;
+            err = revoked => Err(err),
+            outcome = acquisition => outcome,
+        }
     };
     let progress = Progress {
         acquisition: Box::pin(acquisition),

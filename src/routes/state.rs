@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::access::Tokens;
+use crate::access::{Quotas, Tokens};
 use crate::config::Settings;
 use crate::domain::Kind;
 use crate::engine::{Engine, Leases};
@@ -19,6 +19,11 @@ pub struct AppParts {
     pub settings: Settings,
     /// The tokens in force (swapped whole on SIGHUP).
     pub tokens: Arc<Tokens>,
+    /// Each token's waiters and event streams on this instance: at most
+    /// half of each cap.
+    pub quotas: Quotas,
+    /// When each asker last had each name's holders told to yield.
+    pub yields: super::YieldThrottle,
 }
 
 impl AppState {

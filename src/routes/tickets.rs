@@ -18,7 +18,8 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 use super::extract::{parse_json, read_body};
 use super::lease::{rfc3339_ms, NamePath};
 use super::{AppError, AppState, Caller, Json};
-use crate::domain::{Kind, LeaseId, Name, Scope, WaitTime};
+use crate::access::{Principal, Quota};
+use crate::domain::{Forsaken, Kind, LeaseId, Name, Scope, WaitTime};
 use crate::engine::{Acquiring, TicketPlace, TicketWait};
 use crate::http::Parked;
 use crate::telemetry::RequestContext;
@@ -176,11 +177,14 @@ pub async fn wait(
         .keep_place_ms
         .map(|k| keep_place_ms(k, state.settings.max_keep_place_ms))
         .transpose()?;
+    let forsaken = Forsaken::default();
     let request = TicketWait {
         wait,
         keep_ms,
         pickup_ms: state.settings.pickup_ms,
+        forsaken: forsaken.clone(),
     };
+    let watched = name.clone();
     let waiting = Box::pin(
         state
             .leases(kind)
@@ -197,7 +201,30 @@ pub async fn wait(
     if wait.as_duration().is_zero() {
         return outcome.await;
     }
-    let answer = outcome.map(|answer| answer.unwrap_or_else(IntoResponse::into_response));
+    // A waiting request takes a slot of its token's share of waiters, and
+    // gives its ticket up with 401 or 403 should its token be removed,
+    // narrowed or expired meanwhile.
+    let slot = state.quotas.take(caller.whose(), Quota::Waiters)?;
+    let still = move |principal: &Principal| {
+        principal
+            .require(Scope::Write, &watched)
+            .map_err(AppError::from)
+    };
+    let revoked = caller.revoked(still).map(move |err| {
+        forsaken.set();
+        err
+    });
+    let outcome = async move {
+        tokio::select! {
+            biased;
+            err = revoked => Err(err),
+            answer = outcome => answer,
+        }
+    };
+    let answer = outcome.map(move |answer| {
+        drop(slot);
+        answer.unwrap_or_else(IntoResponse::into_response)
+    });
     Ok(Parked::new(answer, context).into_response())
 }
 

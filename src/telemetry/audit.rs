@@ -43,6 +43,30 @@ pub fn audit_override(
     );
 }
 
+/// The audit line of a yield request that told `holders` holders of
+/// `name`: `by` the asking token (or, on a service without tokens, `owner`
+/// the asker gave).
+pub fn audit_yield(
+    kind: Kind,
+    name: &Name,
+    owner: Option<&Owner>,
+    by: Option<&TokenName>,
+    holders: u64,
+    reason: Option<&crate::domain::Reason>,
+) {
+    tracing::info!(
+        target: "baton::audit",
+        event = "yield-requested",
+        kind = kind.as_str(),
+        name = name.as_str(),
+        owner = owner.map(Owner::as_str),
+        by = by.map(TokenName::as_str),
+        holders,
+        reason = reason.map(crate::domain::Reason::as_str),
+        "audit"
+    );
+}
+
 /// One audit line for `more_leases` leases of `name` that `event` ended
 /// `by` that token besides those audited one by one (a force-release of
 /// more than 100).

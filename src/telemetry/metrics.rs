@@ -35,9 +35,26 @@ pub fn record_waiting(kind: &'static str, change: f64) {
     metrics::gauge!("baton_waiters", "kind" => kind).increment(change);
 }
 
-/// A `GET /events` stream opened (`+1`) or closed (`-1`) on this instance.
+/// An event stream (`GET /events`, or a holder's stream) opened (`+1`) or
+/// closed (`-1`) on this instance.
 pub fn record_event_stream(change: f64) {
     metrics::gauge!("baton_event_streams").increment(change);
+}
+
+/// The token file was read again: `ok` (the new set is in force) or not
+/// (the old set stays).
+pub fn record_tokens_reload(ok: bool) {
+    let result = if ok { "ok" } else { "error" };
+    metrics::counter!("baton_tokens_reloads_total", "result" => result).increment(1);
+}
+
+/// A set of `count` tokens was put in force now.
+pub fn record_tokens_loaded(count: usize) {
+    metrics::gauge!("baton_tokens").set(count as f64);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    metrics::gauge!("baton_tokens_loaded_timestamp_seconds").set(now.as_secs_f64());
 }
 
 /// An acquisition answered 503 because too few replicas had it in time.
@@ -106,7 +123,7 @@ fn describe_metrics() {
     );
     describe_gauge!(
         "baton_event_streams",
-        "GET /events streams open on this instance"
+        "Event streams open on this instance: GET /events and holders' streams (GET /{kind}s/{name}/{id}/events)"
     );
     metrics::gauge!("baton_event_streams").increment(0.0);
     describe_counter!(
@@ -122,6 +139,22 @@ fn describe_metrics() {
         "Acquisitions answered 503 because fewer than BATON_REDIS_WAIT_REPLICAS replicas had them in time"
     );
     metrics::counter!("baton_replica_wait_failures_total").absolute(0);
+    describe_counter!(
+        "baton_tokens_reloads_total",
+        "Reads of the token file after start (SIGHUP or a change), by result: ok (the new set is in force) or error (the old set stays)"
+    );
+    for result in ["ok", "error"] {
+        metrics::counter!("baton_tokens_reloads_total", "result" => result).absolute(0);
+    }
+    describe_gauge!(
+        "baton_tokens_loaded_timestamp_seconds",
+        Unit::Seconds,
+        "When the set of tokens in force was last read (at start or by a reload), in seconds since the Unix epoch"
+    );
+    describe_gauge!(
+        "baton_tokens",
+        "Tokens in force: BATON_API_TOKENS, BATON_ADMIN_TOKENS and the token file's entries"
+    );
     for kind in REDIS_ERROR_KINDS {
         redis_error_counter(kind).absolute(0);
     }

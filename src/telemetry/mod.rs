@@ -9,11 +9,12 @@ mod outage;
 mod plain;
 mod request;
 
-pub use self::audit::{audit, audit_more, audit_override};
+pub use self::audit::{audit, audit_more, audit_override, audit_yield};
 pub use self::logs::init_logging;
 pub use self::metrics::{
     init_metrics, record_acquisition, record_event_stream, record_expired,
-    record_replica_wait_failure, record_request, record_waiting, render_metrics,
+    record_replica_wait_failure, record_request, record_tokens_loaded, record_tokens_reload,
+    record_waiting, render_metrics,
 };
 pub use self::outage::{redis_answered, redis_failed, redis_timed_out, redis_unreachable};
 pub use self::request::{

@@ -63,4 +63,8 @@ pub struct YieldRequest {
 #[schema(example = json!({"holders": 1}))]
 pub struct YieldAnswer {
     pub holders: u64,
+    /// `true` when this asker had the holders told less than 10 s ago:
+    /// they were not told again (`holders` is then 0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub already_asked: bool,
 }

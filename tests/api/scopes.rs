@@ -549,3 +549,405 @@ async fn a_token_sees_only_the_freezes_that_can_match_a_name_it_may_read() {
         204
     );
 }
+
+/// A service whose caps are 4 waiters and 4 event streams, with the file's
+/// tokens (and `max_priority = 4` for `team-a-ci`).
+async fn capped_app() -> (TestApp, TokenFile) {
+    let file = TokenFile::new(&format!(
+        r#"
+        [[token]]
+        name = "team-a-ci"
+        value = "{TEAM_A}"
+        allow = ["write:team-a-*"]
+        max_priority = 4
+
+        [[token]]
+        name = "auditor"
+        value = "{READER}"
+        allow = ["read:*"]
+
+        [[token]]
+        name = "team-a-ops"
+        value = "{TEAM_A_ADMIN}"
+        allow = ["admin:team-a-*"]
+        "#
+    ));
+    let mut settings = settings_for(&shared_redis().url(), &unique_prefix());
+    settings.tokens_file = Some(file.0.clone());
+    settings.max_waiters = 4;
+    settings.max_event_streams = 4;
+    (TestApp::spawn_with(settings).await, file)
+}
+
+fn stream_request(app: &TestApp, path: &str, token: &str) -> reqwest::RequestBuilder {
+    app.client
+        .get(format!("{}{path}", app.base))
+        .header("accept", "text/event-stream")
+        .bearer_auth(token)
+}
+
+#[tokio::test]
+async fn a_token_holds_at_most_half_of_the_event_streams_holders_streams_included() {
+    let (app, _file) = capped_app().await;
+    // A prefix the reader may read nothing of still takes a slot of its own share.
+    let first = stream_request(&app, "/events?prefix=zzz", READER)
+        .send()
+        .await
+        .unwrap();
+    let second = stream_request(&app, "/events?prefix=zzz", READER)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (first.status().as_u16(), second.status().as_u16()),
+        (200, 200)
+    );
+    let third = stream_request(&app, "/events?prefix=zzz", READER)
+        .send()
+        .await
+        .unwrap();
+    let body = problem(third, 503, "too-many-streams").await;
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("this token") && detail.contains("half of BATON_MAX_EVENT_STREAMS"),
+        "{detail}"
+    );
+    // Another token is still served.
+    let other = stream_request(&app, "/events", TEAM_A)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200);
+
+    // The holder's stream counts as an event stream.
+    let lease = acquired(&app, "/locks/team-a-h", TEAM_A, r#"{"ttl_ms": 60000}"#).await;
+    let path = format!("/locks/team-a-h/{}/events", lease["id"].as_str().unwrap());
+    let own = stream_request(&app, &path, TEAM_A).send().await.unwrap();
+    assert_eq!(own.status(), 200);
+    let over = stream_request(&app, &path, TEAM_A).send().await.unwrap();
+    problem(over, 503, "too-many-streams").await;
+    // A stream closed gives its slot back.
+    drop(own);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let again = stream_request(&app, &path, TEAM_A).send().await.unwrap();
+        if again.status() == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop((first, second, other));
+}
+
+#[tokio::test]
+async fn a_token_holds_at_most_half_of_the_waiters_and_the_others_still_wait() {
+    let (app, _file) = capped_app().await;
+    acquired(
+        &app,
+        "/locks/team-a-w",
+        TEAM_A_ADMIN,
+        r#"{"ttl_ms": 60000}"#,
+    )
+    .await;
+    let wait = r#"{"ttl_ms": 60000, "wait_ms": 60000}"#;
+    let mut waits = Vec::new();
+    for _ in 0..2 {
+        let request = app
+            .client
+            .post(format!("{}/locks/team-a-w", app.base))
+            .bearer_auth(TEAM_A)
+            .body(wait);
+        waits.push(tokio::spawn(request.send()));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status: Value = send(&app, Method::GET, "/locks/team-a-w", READER, "")
+            .await
+            .json()
+            .await
+            .unwrap();
+        if status["waiting"] == 2 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{status}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let third = send(&app, Method::POST, "/locks/team-a-w", TEAM_A, wait).await;
+    let body = problem(third, 503, "too-many-waiters").await;
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("half of BATON_MAX_WAITERS"),
+        "{body}"
+    );
+    // Another token still waits (answered 409 after a short wait).
+    let other = send(
+        &app,
+        Method::POST,
+        "/locks/team-a-w",
+        TEAM_A_ADMIN,
+        r#"{"wait_ms": 200}"#,
+    )
+    .await;
+    assert_eq!(other.status(), 409);
+    // A claim waits as one waiter, counted the same.
+    let claim = send(
+        &app,
+        Method::POST,
+        "/claims",
+        TEAM_A,
+        r#"{"locks": [{"name": "team-a-w"}], "wait_ms": 60000}"#,
+    )
+    .await;
+    problem(claim, 503, "too-many-waiters").await;
+    for wait in waits {
+        wait.abort();
+    }
+}
+
+#[tokio::test]
+async fn a_priority_above_the_token_s_max_priority_is_refused_naming_priority() {
+    let (app, _file) = capped_app().await;
+    let refused = send(
+        &app,
+        Method::POST,
+        "/locks/team-a-p",
+        TEAM_A,
+        r#"{"priority": 9}"#,
+    )
+    .await;
+    let body = problem(refused, 403, "forbidden").await;
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("priority:") && detail.contains("at most 4"),
+        "{detail}"
+    );
+    acquired(&app, "/locks/team-a-p", TEAM_A, r#"{"priority": 4}"#).await;
+    // Without max_priority: up to 9.
+    acquired(&app, "/locks/team-a-q", TEAM_A_ADMIN, r#"{"priority": 9}"#).await;
+    let claim = send(
+        &app,
+        Method::POST,
+        "/claims",
+        TEAM_A,
+        r#"{"locks": [{"name": "team-a-r"}], "priority": 5}"#,
+    )
+    .await;
+    problem(claim, 403, "forbidden").await;
+}
+
+#[tokio::test]
+async fn a_yield_is_by_the_asking_token_and_told_once_per_asker_every_ten_seconds() {
+    let (app, _file) = capped_app().await;
+    let lease = acquired(
+        &app,
+        "/locks/team-a-y",
+        TEAM_A_ADMIN,
+        r#"{"ttl_ms": 60000}"#,
+    )
+    .await;
+    let path = format!("/locks/team-a-y/{}/events", lease["id"].as_str().unwrap());
+    let mut own = SseStream::new(
+        stream_request(&app, &path, TEAM_A_ADMIN)
+            .send()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        own.next_within(Duration::from_secs(10)).await.unwrap().name,
+        "held"
+    );
+
+    let ask = r#"{"owner": "someone-else", "reason": "deploy"}"#;
+    let first: Value = send(&app, Method::POST, "/locks/team-a-y/yield", TEAM_A, ask)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first, serde_json::json!({"holders": 1}));
+    let again = send(&app, Method::POST, "/locks/team-a-y/yield", TEAM_A, ask).await;
+    assert_eq!(again.status(), 202);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(
+        again,
+        serde_json::json!({"holders": 0, "already_asked": true})
+    );
+    // Another asker is told of at once.
+    let other: Value = send(
+        &app,
+        Method::POST,
+        "/locks/team-a-y/yield",
+        TEAM_A_ADMIN,
+        "{}",
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(other["holders"], 1);
+
+    let told = own.next_within(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(told.name, "yield-requested");
+    assert_eq!(
+        told.data["by"], "team-a-ci",
+        "the token's name, not the owner typed"
+    );
+    let next = own.next_within(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(next.name, "yield-requested");
+    assert_eq!(
+        next.data["by"], "team-a-ops",
+        "told once for team-a-ci, then team-a-ops"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_token_is_refused_and_its_open_stream_ends() {
+    let soon = chrono::Utc::now() + chrono::Duration::seconds(2);
+    let file = TokenFile::new(&format!(
+        r#"
+        [[token]]
+        name = "gone"
+        value = "{TEAM_A}"
+        allow = ["read:*"]
+        expires = "2020-01-01T00:00:00Z"
+
+        [[token]]
+        name = "soon"
+        value = "{READER}"
+        allow = ["read:*"]
+        expires = "{}"
+        "#,
+        soon.to_rfc3339()
+    ));
+    let mut settings = settings_for(&shared_redis().url(), &unique_prefix());
+    settings.tokens_file = Some(file.0.clone());
+    let app = TestApp::spawn_with(settings).await;
+    let past = send(&app, Method::GET, "/locks/x", TEAM_A, "").await;
+    problem(past, 401, "unauthorized").await;
+    let mut stream = SseStream::new(
+        stream_request(&app, "/events", READER)
+            .send()
+            .await
+            .unwrap(),
+    );
+    assert!(
+        stream.ends_within(Duration::from_secs(15)).await,
+        "the stream of an expired token ends"
+    );
+    let after = send(&app, Method::GET, "/locks/x", READER, "").await;
+    problem(after, 401, "unauthorized").await;
+}
+
+/// Waits until `path`'s line holds `count` requests (read with `token`).
+async fn line_holds(app: &TestApp, path: &str, token: &str, count: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status: Value = send(app, Method::GET, path, token, "")
+            .await
+            .json()
+            .await
+            .unwrap();
+        if status["waiting"] == count {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{path}'s line never held {count}: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_removed_token_s_kept_places_leave_the_line_with_its_waits() {
+    let entry = |name: &str, token: &str| {
+        format!("[[token]]\nname = \"{name}\"\nvalue = \"{token}\"\nallow = [\"write:*\"]\n")
+    };
+    let kept = entry("holder", TEAM_A_ADMIN);
+    let file = TokenFile::new(&format!("{kept}{}", entry("leaving", TEAM_A)));
+    let mut settings = settings_for(&shared_redis().url(), &unique_prefix());
+    settings.tokens_file = Some(file.0.clone());
+    let app = TestApp::spawn_with(settings).await;
+    acquired(
+        &app,
+        "/locks/team-a-k",
+        TEAM_A_ADMIN,
+        r#"{"ttl_ms": 60000}"#,
+    )
+    .await;
+    // A ticket taken without waiting, then waited on; and an acquisition
+    // that waits keeping its place.
+    let taken = send(
+        &app,
+        Method::POST,
+        "/locks/team-a-k",
+        TEAM_A,
+        r#"{"keep_place_ms": 600000}"#,
+    )
+    .await;
+    assert_eq!(taken.status(), 202);
+    let ticket: Value = taken.json().await.unwrap();
+    let ticket = format!(
+        "/locks/team-a-k/tickets/{}",
+        ticket["ticket"].as_str().unwrap()
+    );
+    let on_ticket = tokio::spawn(
+        app.client
+            .post(format!("{}{ticket}", app.base))
+            .bearer_auth(TEAM_A)
+            .body(r#"{"wait_ms": 60000}"#)
+            .send(),
+    );
+    let keeping = tokio::spawn(
+        app.client
+            .post(format!("{}/locks/team-a-k", app.base))
+            .bearer_auth(TEAM_A)
+            .body(r#"{"wait_ms": 60000, "keep_place_ms": 600000}"#)
+            .send(),
+    );
+    line_holds(&app, "/locks/team-a-k", TEAM_A_ADMIN, 2).await;
+    // Waits until both requests are in: the ticket's wait shows nowhere, so
+    // give it a moment's head start through a status round trip each.
+    for _ in 0..5 {
+        line_holds(&app, "/locks/team-a-k", TEAM_A_ADMIN, 2).await;
+    }
+
+    // Removed (the file is looked at every second; no signal needed).
+    let staged = file.0.with_extension("staged");
+    std::fs::write(&staged, &kept).unwrap();
+    std::fs::rename(&staged, &file.0).unwrap();
+
+    for (what, answer) in [("the ticket's wait", on_ticket), ("the kept wait", keeping)] {
+        let answer = tokio::time::timeout(Duration::from_secs(10), answer)
+            .await
+            .unwrap_or_else(|_| panic!("{what} is answered"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(answer.status(), 401, "{what}");
+    }
+    // Neither place is kept as a ticket.
+    line_holds(&app, "/locks/team-a-k", TEAM_A_ADMIN, 0).await;
+}
+
+#[tokio::test]
+async fn each_token_of_a_variable_has_a_share_of_its_own() {
+    let mut settings = settings_for(&shared_redis().url(), &unique_prefix());
+    settings.api_tokens = vec![API.into(), format!("{API}-second")];
+    settings.max_event_streams = 2;
+    let app = TestApp::spawn_with(settings).await;
+    let first = stream_request(&app, "/events", API).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let again = stream_request(&app, "/events", API).send().await.unwrap();
+    problem(again, 503, "too-many-streams").await;
+    let other = stream_request(&app, "/events", &format!("{API}-second"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200, "the other token of the variable");
+    drop((first, other));
+}

@@ -163,4 +163,10 @@ async fn swagger_ui_is_served_by_the_service_itself() {
         init.contains("\"validatorUrl\": \"none\""),
         "no online validator: {init}"
     );
+    // A bearer token typed into Swagger UI is not kept in localStorage
+    // across page loads.
+    assert!(
+        init.contains("\"persistAuthorization\": false"),
+        "the token is not kept: {init}"
+    );
 }

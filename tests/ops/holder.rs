@@ -126,8 +126,9 @@ async fn on_yield_term_delivers_term_to_command_when_baton_yield_asks() {
         ),
     );
     appears(&started, Duration::from_secs(15)).await;
-    // The stream opens a moment after COMMAND starts: ask until heard.
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // The stream opens a moment after COMMAND starts: ask until heard (one
+    // asker tells a holder at most once every 10 s: the asks between say so).
+    let deadline = Instant::now() + Duration::from_secs(40);
     while !yielded.exists() {
         assert!(Instant::now() < deadline, "COMMAND never got TERM");
         let out = baton()
@@ -146,10 +147,11 @@ async fn on_yield_term_delivers_term_to_command_when_baton_yield_asks() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let said = String::from_utf8_lossy(&out.stderr);
         assert!(
-            String::from_utf8_lossy(&out.stderr).contains("asked the holder of lock 'yielding'"),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            said.contains("asked the holder of lock 'yielding'")
+                || said.contains("they were not asked again"),
+            "{said}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

@@ -16,6 +16,7 @@ mod frictions;
 mod holder;
 mod logs;
 mod metrics;
+mod revocation;
 mod run;
 mod secrets;
 mod steps;

@@ -16,6 +16,7 @@ use crate::helpers::{free_port, shared_redis, unique_prefix};
 const OLD: &str = "old-token-8c2d1f";
 const NEW: &str = "new-token-5e7a90";
 const BROKEN: &str = "broken-token-d3b6c4";
+const BROKEN_TOO: &str = "broken-too-token-77e0a2";
 
 /// A token file in the temp dir, removed when dropped.
 struct TokenFile(PathBuf);
@@ -75,16 +76,38 @@ fn a_malformed_token_file_exits_2_naming_the_entry_and_never_the_token() {
             ),
             "[[token]] \"team-a-ci\": sha256 must be 64 hexadecimal digits",
         ),
+        (
+            format!(
+                "{}{}",
+                one_token("team-a-ci", OLD, "read:*"),
+                one_token("team-a-ci", BROKEN, "admin:*")
+            ),
+            "[[token]] \"team-a-ci\": two entries have this name",
+        ),
+        (
+            one_token("team-a-ci", "a", "admin:*"),
+            "[[token]] \"team-a-ci\": value is shorter than 16 characters",
+        ),
+        (
+            // Also given by BATON_API_TOKENS (below): one token, one place.
+            one_token("team-a-ci", BROKEN_TOO, "read:*"),
+            "[[token]] \"team-a-ci\": the same token is given by BATON_API_TOKENS",
+        ),
     ] {
         let file = TokenFile::new(&text);
         let out = run(
             baton()
                 .env("BATON_LISTEN", &listen)
-                .env("BATON_TOKENS_FILE", file.path()),
+                .env("BATON_TOKENS_FILE", file.path())
+                .env("BATON_API_TOKENS", BROKEN_TOO),
             Duration::from_secs(20),
         );
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            !stderr.contains(BROKEN_TOO),
+            "the token is printed: {stderr}"
+        );
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
         assert!(
             stderr.starts_with("baton: bad setting: BATON_TOKENS_FILE (--tokens-file) = ")
@@ -336,4 +359,127 @@ async fn a_changed_token_file_is_read_again_without_sighup() {
     for token in [OLD, NEW, SWAPPED, BROKEN] {
         assert!(!log.contains(token), "{token} is in the log:\n{log}");
     }
+}
+
+/// One series of `/metrics`, as rendered; `None` when absent.
+async fn metric(client: &Client, service: &Service, series: &str) -> Option<f64> {
+    let text = client
+        .get(format!("{}/metrics", service.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines().find_map(|line| {
+        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+        Some(value.parse().expect("a number"))
+    })
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_readable_file_of_values_is_warned_of_and_reloads_show_in_metrics() {
+    use std::os::unix::fs::PermissionsExt;
+    let file = TokenFile::new(&one_token("team-a-ci", OLD, "write:team-a-*"));
+    std::fs::set_permissions(&file.0, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (url, prefix) = (shared_redis().url(), unique_prefix());
+    let service = Service::start(&[
+        ("BATON_REDIS_URL", url.as_str()),
+        ("BATON_KEY_PREFIX", prefix.as_str()),
+        ("BATON_TOKENS_FILE", file.path()),
+        ("BATON_LOG_FORMAT", "json"),
+    ])
+    .await;
+    let client = Client::new();
+    eventually("the start warns of the readable file", || async {
+        service.json_lines().iter().any(|line| {
+            line["level"] == "WARN"
+                && line["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(file.path()) && m.contains("group or others"))
+        })
+    })
+    .await;
+    assert!(!service.log().contains(OLD), "the token is logged");
+    assert_eq!(metric(&client, &service, "baton_tokens").await, Some(1.0));
+    let loaded = metric(&client, &service, "baton_tokens_loaded_timestamp_seconds")
+        .await
+        .expect("loaded at start");
+    assert!(loaded > 1.7e9, "{loaded}");
+    let ok = "baton_tokens_reloads_total{result=\"ok\"}";
+    let error = "baton_tokens_reloads_total{result=\"error\"}";
+    assert_eq!(metric(&client, &service, error).await, Some(0.0));
+
+    // A bad file: counted as an error, the set in force kept.
+    file.rewrite(&format!(
+        "{}{}",
+        one_token("team-a-ci", OLD, "write:team-a-*"),
+        one_token("team-a-ci", NEW, "read:*")
+    ));
+    service.signal(libc::SIGHUP);
+    eventually("the failed reload is counted", || async {
+        // (At least once: the look at the file every second may read it too.)
+        metric(&client, &service, error).await >= Some(1.0)
+    })
+    .await;
+    assert_eq!(metric(&client, &service, "baton_tokens").await, Some(1.0));
+    assert_eq!(
+        acquire_status(&client, &service, "team-a-1", OLD).await,
+        201
+    );
+
+    // A good one: counted, and the new count in force.
+    file.rewrite(&format!(
+        "{}{}",
+        one_token("team-a-ci", OLD, "write:team-a-*"),
+        one_token("team-b-ci", NEW, "read:*")
+    ));
+    service.signal(libc::SIGHUP);
+    eventually("the reload is counted", || async {
+        metric(&client, &service, ok).await >= Some(1.0)
+    })
+    .await;
+    assert_eq!(metric(&client, &service, "baton_tokens").await, Some(2.0));
+}
+
+#[tokio::test]
+async fn a_yield_request_is_audited_by_the_asking_token_s_name() {
+    let file = TokenFile::new(&format!(
+        "{}{}",
+        one_token("team-a-ci", OLD, "write:team-a-*"),
+        one_token("team-a-other", NEW, "write:team-a-*")
+    ));
+    let (url, prefix) = (shared_redis().url(), unique_prefix());
+    let service = Service::start(&[
+        ("BATON_REDIS_URL", url.as_str()),
+        ("BATON_KEY_PREFIX", prefix.as_str()),
+        ("BATON_TOKENS_FILE", file.path()),
+        ("BATON_LOG_FORMAT", "json"),
+    ])
+    .await;
+    let client = Client::new();
+    assert_eq!(
+        acquire_status(&client, &service, "team-a-y", NEW).await,
+        201
+    );
+    let asked = client
+        .post(format!("{}/locks/team-a-y/yield", service.base))
+        .bearer_auth(OLD)
+        .body(r#"{"owner": "typed-by-the-asker", "reason": "release train"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 202);
+    eventually("the yield is audited", || async {
+        service.json_lines().iter().any(|line| {
+            line["message"] == "audit"
+                && line["event"] == "yield-requested"
+                && line["by"] == "team-a-ci"
+                && line["name"] == "team-a-y"
+                && line["holders"] == 1
+        })
+    })
+    .await;
+    assert!(!service.log().contains(OLD), "the token is logged");
 }

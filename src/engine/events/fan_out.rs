@@ -130,6 +130,23 @@ impl Events {
         })
     }
 
+    /// Counts one holder's stream against the same cap as the watches
+    /// (holders' streams are event streams too), for as long as the slot
+    /// lives.
+    ///
+    /// # Errors
+    /// [`TooManyWatches`] when the cap is reached.
+    pub fn count_stream(&self) -> Result<StreamSlot, TooManyWatches> {
+        if self.open.fetch_add(1, Ordering::Relaxed) >= self.max_watches {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            return Err(TooManyWatches {
+                max: self.max_watches,
+            });
+        }
+        crate::telemetry::record_event_stream(1.0);
+        Ok(StreamSlot(OpenWatch(self.open.clone())))
+    }
+
     /// Watches the changes to `name` (and names it is a prefix of) for a
     /// request that waits in line; not counted against the cap on streams,
     /// since waiters have their own.
@@ -162,6 +179,9 @@ impl Drop for Interest {
 
 /// Counts a watch as open for as long as it lives.
 struct OpenWatch(Arc<AtomicUsize>);
+
+/// A holder's stream, counted against the cap on streams while it lives.
+pub struct StreamSlot(#[allow(dead_code)] OpenWatch);
 
 impl Drop for OpenWatch {
     fn drop(&mut self) {
@@ -269,5 +289,17 @@ mod tests {
         drop(one);
         assert_eq!(events.open_watches(), 0);
         assert!(events.watch(NamePrefix::parse("").unwrap()).is_ok());
+    }
+
+    #[test]
+    fn holders_streams_count_against_the_same_cap() {
+        let (events, _stop) = events(2);
+        let _watch = events.watch(NamePrefix::parse("").unwrap()).unwrap();
+        let slot = events.count_stream().unwrap();
+        assert!(events.count_stream().is_err());
+        assert!(events.watch(NamePrefix::parse("").unwrap()).is_err());
+        drop(slot);
+        assert_eq!(events.open_watches(), 1);
+        assert!(events.count_stream().is_ok());
     }
 }

@@ -16,4 +16,4 @@ mod subscription;
 
 pub(in crate::engine) use audience::Audience;
 pub use change::{Change, ChangeEvent, WatchNotice};
-pub use fan_out::{Events, TooManyWatches, Watcher};
+pub use fan_out::{Events, StreamSlot, TooManyWatches, Watcher};

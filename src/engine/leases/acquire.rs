@@ -22,12 +22,13 @@ use tokio::time::Instant;
 use super::acquisition::Acquisition;
 use super::operations::Leases;
 use super::waiting::Waiting;
-use crate::domain::{AcquireRequest, Demand, Name};
+use crate::domain::{AcquireRequest, Demand, Name, Owner};
 use crate::engine::error::Error;
 use crate::engine::freeze_book::FRESH_WAIT;
 use crate::engine::functions::acquire::{Acquire, Attempt, Join};
 use crate::engine::functions::waiter::LineEntry;
 use crate::engine::model::{Lease, Refusal};
+use crate::telemetry::audit_yield;
 
 /// How long a waiter waits for its name's channel before joining anyway (it
 /// asks Redis again once subscribed, so nothing is lost either way).
@@ -138,11 +139,29 @@ impl Leases {
                         Box::pin(acquisition.adopt()).await;
                     }
                     if acquisition.request.ask_yield {
-                        // Asked once, as it joins: a request, not a condition.
-                        let asked =
-                            leases.ask_yield(name, acquisition.request.owner.as_ref(), None);
-                        if let Err(err) = Box::pin(asked).await {
-                            tracing::debug!(%err, "asking the holders to yield failed");
+                        // Asked once, as it joins: a request, not a condition;
+                        // `by` the token's name (its owner on a service
+                        // without tokens).
+                        let request = &acquisition.request;
+                        let by = match &request.by {
+                            Some(token) => {
+                                Owner::parse(Some(token.as_str().to_owned())).ok().flatten()
+                            }
+                            None => request.owner.clone(),
+                        };
+                        let asked = leases.ask_yield(name, by.as_ref(), None);
+                        match Box::pin(asked).await {
+                            Ok(holders) => audit_yield(
+                                leases.kind,
+                                name,
+                                request.owner.as_ref(),
+                                request.by.as_ref(),
+                                holders,
+                                None,
+                            ),
+                            Err(err) => {
+                                tracing::debug!(%err, "asking the holders to yield failed");
+                            }
                         }
                     }
                     return Ok(Acquiring::Queued(Box::new(Waiting {

@@ -326,10 +326,28 @@ impl Drop for Acquisition {
             let mut backoff = Duration::from_millis(100);
             loop {
                 let ended = if let Some(keep) = &parting.request.keep_place {
-                    // Its place (or a lease granted meanwhile, held for
-                    // pickup) is kept as its ticket.
-                    let park = TicketCall::Park(parting.entry(), keep, true);
-                    parting.leases.serve(&parting.name, &park).await.map(|_| ())
+                    if keep.forsaken.is_set() {
+                        // Its token was taken away: the ticket is given up
+                        // (its place left, a lease granted meanwhile
+                        // released); not yet a ticket, it leaves as a waiter.
+                        let leave = TicketCall::Leave(parting.id);
+                        match parting.leases.serve(&parting.name, &leave).await {
+                            Ok(TicketReply::Gone) => {
+                                let leave = End::Leave(parting.entry());
+                                parting
+                                    .leases
+                                    .end(&parting.name, leave, parting.by())
+                                    .await
+                                    .map(|_| ())
+                            }
+                            other => other.map(|_| ()),
+                        }
+                    } else {
+                        // Its place (or a lease granted meanwhile, held for
+                        // pickup) is kept as its ticket.
+                        let park = TicketCall::Park(parting.entry(), keep, true);
+                        parting.leases.serve(&parting.name, &park).await.map(|_| ())
+                    }
                 } else {
                     let leave = End::Leave(parting.entry());
                     parting

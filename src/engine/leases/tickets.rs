@@ -12,7 +12,7 @@ use super::acquire::Acquiring;
 use super::acquisition::Acquisition;
 use super::operations::Leases;
 use super::waiting::Waiting;
-use crate::domain::{AcquireRequest, Demand, KeepPlace, LeaseId, Name, Ttl, WaitTime};
+use crate::domain::{AcquireRequest, Demand, Forsaken, KeepPlace, LeaseId, Name, Ttl, WaitTime};
 use crate::engine::error::Error;
 use crate::engine::freeze_book::wall_clock_ms;
 use crate::engine::functions::acquire::{Attempt, Join};
@@ -33,6 +33,9 @@ pub struct TicketWait {
     pub keep_ms: Option<u64>,
     /// The service's `BATON_PICKUP_MS`.
     pub pickup_ms: u64,
+    /// Set by whoever ends the wait early and wants the ticket given up
+    /// rather than kept (its token taken away).
+    pub forsaken: Forsaken,
 }
 
 impl Leases {
@@ -157,6 +160,7 @@ impl Leases {
                 pickup_ms: asked.pickup_ms,
                 // The ticket's notice, if it asked one, stays as it was.
                 notify: None,
+                forsaken: asked.forsaken.clone(),
             }),
         };
         let acquisition =
