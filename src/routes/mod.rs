@@ -20,6 +20,7 @@ pub mod kind_doc;
 pub mod lease;
 mod listing;
 pub mod locks;
+mod outcome;
 pub mod problem;
 pub mod progress;
 pub mod semaphores;
