@@ -3,7 +3,7 @@
 //! domain types, call the engine, and map its results to the wire's JSON
 //! and problem+json.
 
-mod api;
+pub mod api;
 mod auth;
 pub mod claims;
 pub mod dashboard;
@@ -14,7 +14,7 @@ mod freezes;
 pub mod health;
 pub mod history;
 pub mod holder;
-mod json;
+pub mod json;
 pub mod kind;
 pub mod kind_doc;
 pub mod lease;
@@ -27,7 +27,6 @@ pub mod semaphores;
 mod state;
 pub mod tickets;
 
-pub use api::api;
 pub use auth::{Caller, RequireToken};
 pub use error::AppError;
 pub use extract::{BodyLimit, JsonBody};

@@ -6,7 +6,8 @@
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::lease::{created, rfc3339_ms};
+use super::json::rfc3339_ms;
+use super::lease::created;
 use super::{AppError, Json};
 use crate::domain::{Kind, LeaseId, Name, Owner};
 use crate::engine::{Lease, Refusal, TicketPlace};

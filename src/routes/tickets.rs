@@ -16,8 +16,9 @@ use utoipa::openapi::{Content, Object, OpenApi, Ref, ResponseBuilder, Type};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::extract::{parse_json, read_body};
+use super::json::rfc3339_ms;
 use super::kind_doc::{lease_schema_name, ticket_response};
-use super::lease::{rfc3339_ms, NamePath};
+use super::lease::NamePath;
 use super::outcome::{created_or_refused, frozen_body};
 use super::{AppError, AppState, Caller, Json};
 use crate::domain::{Kind, LeaseId, Scope, WaitTime};
