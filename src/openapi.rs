@@ -69,7 +69,7 @@ impl Modify for ProblemsAndBearer {
 /// The OpenAPI document of the whole API, as the service serves it.
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
-    doc.merge(routes::api().into_openapi());
+    doc.merge(routes::api::api().into_openapi());
     doc
 }
 

@@ -42,7 +42,7 @@ pub fn app(state: AppState) -> App {
         &state.settings.webhook_hosts,
     ));
     let routes =
-        Router::from(routes::api())
+        Router::from(routes::api::api())
             .route(
                 "/openapi.json",
                 get(move |headers: HeaderMap| async move {

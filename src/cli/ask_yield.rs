@@ -4,10 +4,10 @@
 use reqwest::Method;
 
 use super::args::YieldArgs;
-use super::calls::{failure, kind_of};
+use super::calls::kind_of;
 use super::exit::Failure;
 use super::http::call;
-use super::http::{json, unreadable, Service, Target};
+use super::http::{failure, json, unreadable, Service, Target};
 use super::messages::say;
 use crate::domain::Kind;
 use crate::wire::{YieldAnswer, YieldRequest};

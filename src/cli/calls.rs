@@ -12,16 +12,15 @@ use super::args::{
     AcquireArgs, KindOption, LeaseOutput, ListArgs, Output, RefreshArgs, ReleaseArgs, StatusArgs,
 };
 use super::duration::{human, millis};
-use super::exit::{
-    signal_status, Failure, LOST, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE,
-};
-use super::http::{call, json, unreadable, Answer, Service, Target};
-use super::line::{self, Request};
+use super::exit::{signal_status, Failure, UNAVAILABLE};
+use super::http::{call, failure, json, unreadable, Service, Target};
+use super::line;
 use super::messages::{print, say, show, NotPrinted};
+use super::request::Request;
 use super::signals::Signals;
 use super::variables::LeaseVariables;
 use crate::domain::Kind;
-use crate::wire::{LeaseBody, Listing, Mode, ProblemType, Refresh, StatusBody};
+use crate::wire::{LeaseBody, Listing, Mode, Refresh, StatusBody};
 
 /// What a call on `name` is about: the semaphore with `--limit`; else the
 /// kind that the variables of a lease give for that very name (`baton
@@ -280,34 +279,6 @@ fn lease_path(target: &Target, id: &str) -> Result<String, Failure> {
     Ok(target.lease_path(id))
 }
 
-/// What an answer that is not a success means, as an exit status.
-pub(super) fn failure(answer: &Answer, target: &Target) -> Failure {
-    let described = answer.describe();
-    match (answer.status, answer.problem_type()) {
-        (400 | 422, _) => Failure::new(
-            USAGE,
-            format!("the service rejected the request: {described}"),
-        ),
-        (401 | 403, _) => Failure::new(
-            REFUSED,
-            format!("the service refused the request: {described} (check --token or BATON_TOKEN)"),
-        ),
-        (404, Some(ProblemType::LeaseNotFound)) => Failure::new(
-            LOST,
-            format!("{target} is no longer held by this lease (expired or force-released)"),
-        ),
-        (409, Some(ProblemType::Superseded)) => {
-            Failure::new(SUPERSEDED, format!("superseded: {described}"))
-        }
-        (409, _) => Failure::new(NOT_ACQUIRED, format!("{target} is taken: {described}")),
-        (423, _) => Failure::new(NOT_ACQUIRED, format!("{target} is frozen: {described}")),
-        _ => Failure::new(
-            UNAVAILABLE,
-            format!("unexpected answer: {described} (check --url or BATON_URL)"),
-        ),
-    }
-}
-
 /// A status for people: one line, and with `detail` the holders and the line.
 fn describe_status(status: &StatusBody, detail: bool) -> String {
     let expires = |ms: Option<u64>| {
@@ -454,29 +425,5 @@ mod tests {
              held by b (fencing token 8, expires in 9.0s)\n  \
              1. c (waited 0.1s, 2 permits)\n"
         );
-    }
-
-    #[test]
-    fn answers_map_to_exit_statuses() {
-        let target = Target::new(Kind::Lock, "x").unwrap();
-        let answer = |status, slug: &str| Answer {
-            status,
-            body: json!({"type": format!("https://baton/problems/{slug}")}),
-        };
-        for (status, slug, exit) in [
-            (400, "invalid-request", USAGE),
-            (401, "unauthorized", REFUSED),
-            (403, "forbidden", REFUSED),
-            (404, "lease-not-found", LOST),
-            (409, "lock-held", NOT_ACQUIRED),
-            (409, "superseded", SUPERSEDED),
-            (404, "not-found", UNAVAILABLE),
-        ] {
-            assert_eq!(
-                failure(&answer(status, slug), &target).status,
-                exit,
-                "{status} {slug}"
-            );
-        }
     }
 }

@@ -4,11 +4,11 @@
 use reqwest::Method;
 
 use super::args::{HistoryArgs, Output};
-use super::calls::{failure, kind_of};
+use super::calls::kind_of;
 use super::duration::human;
 use super::exit::Failure;
 use super::http::call;
-use super::http::{unreadable, Service, Target};
+use super::http::{failure, unreadable, Service, Target};
 use super::messages::show;
 use crate::domain::Kind;
 use crate::wire::{HistoryBody, HistoryEntryBody, LeaseEndBody};

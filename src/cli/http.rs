@@ -13,7 +13,7 @@ use reqwest::Method;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::exit::{Failure, UNAVAILABLE, USAGE};
+use super::exit::{Failure, LOST, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
 use crate::domain::{Kind, Name};
 use crate::wire::{Problem, ProblemType};
 
@@ -103,6 +103,34 @@ pub fn unreadable(what: &str, err: &serde_json::Error) -> Failure {
         UNAVAILABLE,
         format!("cannot read the {what} the service showed: {err}"),
     )
+}
+
+/// What an answer that is not a success means, as an exit status.
+pub(super) fn failure(answer: &Answer, target: &Target) -> Failure {
+    let described = answer.describe();
+    match (answer.status, answer.problem_type()) {
+        (400 | 422, _) => Failure::new(
+            USAGE,
+            format!("the service rejected the request: {described}"),
+        ),
+        (401 | 403, _) => Failure::new(
+            REFUSED,
+            format!("the service refused the request: {described} (check --token or BATON_TOKEN)"),
+        ),
+        (404, Some(ProblemType::LeaseNotFound)) => Failure::new(
+            LOST,
+            format!("{target} is no longer held by this lease (expired or force-released)"),
+        ),
+        (409, Some(ProblemType::Superseded)) => {
+            Failure::new(SUPERSEDED, format!("superseded: {described}"))
+        }
+        (409, _) => Failure::new(NOT_ACQUIRED, format!("{target} is taken: {described}")),
+        (423, _) => Failure::new(NOT_ACQUIRED, format!("{target} is frozen: {described}")),
+        _ => Failure::new(
+            UNAVAILABLE,
+            format!("unexpected answer: {described} (check --url or BATON_URL)"),
+        ),
+    }
 }
 
 /// Why a call got no answer (no URL in it).
@@ -310,6 +338,8 @@ pub async fn call(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -330,6 +360,30 @@ mod tests {
                 Service::new(bad, None).err().unwrap().status,
                 USAGE,
                 "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn answers_map_to_exit_statuses() {
+        let target = Target::new(Kind::Lock, "x").unwrap();
+        let answer = |status, slug: &str| Answer {
+            status,
+            body: json!({"type": format!("https://baton/problems/{slug}")}),
+        };
+        for (status, slug, exit) in [
+            (400, "invalid-request", USAGE),
+            (401, "unauthorized", REFUSED),
+            (403, "forbidden", REFUSED),
+            (404, "lease-not-found", LOST),
+            (409, "lock-held", NOT_ACQUIRED),
+            (409, "superseded", SUPERSEDED),
+            (404, "not-found", UNAVAILABLE),
+        ] {
+            assert_eq!(
+                failure(&answer(status, slug), &target).status,
+                exit,
+                "{status} {slug}"
             );
         }
     }

@@ -30,11 +30,13 @@ mod messages;
 mod nested;
 mod owner;
 mod progress;
+mod request;
 mod run;
 mod signals;
 mod ticket;
 mod timing;
 mod variables;
+mod waiting;
 
 use std::process::ExitCode;
 

@@ -9,14 +9,13 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::args::{EnqueueArgs, LeaseOutput, LeaveArgs};
-use super::calls::failure;
 use super::duration::human;
 use super::exit::{Failure, NO_SUCH, USAGE};
-use super::http::{call, Service, Target};
-use super::line::Request;
+use super::http::{call, failure, Service, Target};
 use super::messages::{print, say};
-use super::progress::{describe_holder, Echo};
+use super::request::Request;
 use super::variables::quote;
+use super::waiting::{describe_holder, Echo};
 use crate::domain::Kind;
 use crate::wire::StatusBody;
 

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::future::{BoxFuture, Either};
 use tower::{Layer, Service};
 
-use super::AppError;
+use super::error::AppError;
 use crate::access::{Principal, Standing, Tokens, Unidentified, Whose};
 
 /// The caller of a guarded request, put in its extensions by

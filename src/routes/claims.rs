@@ -370,7 +370,7 @@ fn refused(refused: ClaimRefused) -> AppError {
 
 /// A claim as its holder sees it.
 fn claim_body(claim: Claim) -> ClaimBody {
-    let expires_at = super::lease::rfc3339_ms(claim.expires_at_ms());
+    let expires_at = super::json::rfc3339_ms(claim.expires_at_ms());
     ClaimBody {
         id: claim.id.expose(),
         leases: claim
@@ -457,7 +457,7 @@ async fn queued(engine: &Engine, progress: ClaimProgress) -> Event {
             let data = ClaimFrozen {
                 held,
                 waiting_for,
-                until: super::lease::rfc3339_ms(u64::try_from(frozen.until_ms).unwrap_or(0)),
+                until: super::json::rfc3339_ms(u64::try_from(frozen.until_ms).unwrap_or(0)),
                 reason: frozen.reason.map(|r| r.as_str().to_owned()),
                 freeze_id: frozen.freeze_id.map(|id| id.to_string()),
             };

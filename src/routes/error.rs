@@ -8,7 +8,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::json::json_response;
-use super::lease::rfc3339_ms;
+use super::json::rfc3339_ms;
 use crate::access::oidc::IdentityRefusal;
 use crate::access::Denied;
 use crate::domain::{Invalid, Kind};

@@ -7,7 +7,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
-use super::AppError;
+use super::error::AppError;
 
 /// A JSON body read regardless of `Content-Type`; an empty body is `T::default()`.
 pub struct JsonBody<T>(pub T);

@@ -13,7 +13,7 @@ use chrono::DateTime;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::lease::rfc3339_ms;
+use super::json::rfc3339_ms;
 use super::problem::responses::{Forbidden, FreezeNotFound};
 use super::{AppError, AppState, Caller, Json, JsonBody};
 use crate::domain::{

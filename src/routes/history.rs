@@ -9,7 +9,8 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::lease::{rfc3339_ms, NamePath};
+use super::json::rfc3339_ms;
+use super::lease::NamePath;
 use super::problem::responses::RedisUnavailable;
 use super::{AppError, AppState, Caller, Json};
 use crate::domain::{Demand, Kind, Scope};

@@ -14,7 +14,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::events::KEEP_ALIVE;
-use super::lease::{rfc3339_ms, IdPath, NamePath};
+use super::json::rfc3339_ms;
+use super::lease::{IdPath, NamePath};
 use super::problem::responses::RedisUnavailable;
 use super::{AppError, AppState, Caller, Json, JsonBody};
 use crate::access::{Quota, QuotaSlot};

@@ -18,16 +18,15 @@ use futures_util::{FutureExt, TryFutureExt};
 use utoipa_axum::router::OpenApiRouter;
 
 use super::extract::{parse_json, read_body};
-use super::lease::{created, found, released, ttl, IdPath, NamePath};
+use super::lease::{found, released, ttl, IdPath, NamePath};
 use super::listing::{parse_list_query, ListQuery};
+use super::outcome::{answer, created_or_refused, lease_body};
 use super::{
     kind_doc, locks, progress, semaphores, tickets, AppError, AppState, Caller, Json, JsonBody,
 };
 use crate::access::{Denied, Principal, Quota};
-use crate::domain::{
-    AcquireRequest, Demand, Kind, LeaseId, Name, Owner, Priority, Scope, TokenName,
-};
-use crate::engine::{Acquiring, Lease, Refusal, Status};
+use crate::domain::{AcquireRequest, Demand, Kind, Name, Owner, Priority, Scope, TokenName};
+use crate::engine::{Acquiring, Status};
 use crate::http::Parked;
 use crate::telemetry::RequestContext;
 use crate::wire::{LeaseBody, Listing, Refresh, StatusBody};
@@ -279,39 +278,6 @@ pub(super) fn still_allowed(
     }
 }
 
-/// 201 with the lease and its `Location`, 202 with a ticket when its place
-/// was kept, or the problem of the refusal.
-pub(super) fn created_or_refused(
-    kind: Kind,
-    name: &Name,
-    outcome: Result<Lease, Refusal>,
-) -> Result<Response, AppError> {
-    if let Err(Refusal::Ticketed(place)) = outcome {
-        return Ok(tickets::ticketed(kind, name, *place));
-    }
-    let (id, lease) = answer(kind, name, outcome)?;
-    Ok(created(kind.plural(), name, id, lease))
-}
-
-/// The lease as its holder sees it, or the problem of the refusal.
-fn answer(
-    kind: Kind,
-    name: &Name,
-    outcome: Result<Lease, Refusal>,
-) -> Result<(LeaseId, LeaseBody), AppError> {
-    match outcome {
-        Ok(lease) => Ok((lease.id, lease_body(kind, lease))),
-        Err(Refusal::Busy(busy)) => Err(AppError::busy(kind, name, busy)),
-        Err(Refusal::Superseded { owner }) => Err(AppError::Superseded {
-            name: name.to_string(),
-            owner: owner.map(Owner::into_string),
-        }),
-        Err(Refusal::Frozen(frozen)) => Err(AppError::frozen(name, frozen)),
-        // Answered 202 by created_or_refused(); never in a progress stream.
-        Err(Refusal::Ticketed(_)) => Err(AppError::Internal("a ticket where a lease was due")),
-    }
-}
-
 /// `PATCH /{kind}s/{name}/{id}` (`write`).
 async fn refresh(
     State(state): State<AppState>,
@@ -421,14 +387,6 @@ async fn list(
             .collect(),
         next_cursor: page.next_cursor.map(|c| c.encode()),
     }))
-}
-
-/// A lease of `kind` as its holder sees it.
-fn lease_body(kind: Kind, lease: Lease) -> LeaseBody {
-    match kind {
-        Kind::Lock => LeaseBody::Lock(lease.into()),
-        Kind::Semaphore => LeaseBody::Semaphore(lease.into()),
-    }
 }
 
 /// A `kind` as anyone may see it.

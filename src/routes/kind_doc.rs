@@ -15,7 +15,7 @@ use super::listing::ListQuery;
 use crate::domain::Kind;
 use crate::wire::{
     AcquireLock, AcquireSemaphore, LockLeaseBody, LockStatusBody, ProblemType, Refresh,
-    SemaphoreLeaseBody, SemaphoreStatusBody,
+    SemaphoreLeaseBody, SemaphoreStatusBody, TicketBody,
 };
 
 /// The schemas of one body: its own name, then it and those it refers to.
@@ -189,7 +189,7 @@ fn name_operations(kind: Kind, own: &KindDoc, paths: &mut Paths) {
         .response("201", acquired)
         .response(
             "202",
-            super::tickets::ticket_response(
+            ticket_response(
                 Header::builder()
                     .schema(Some(Object::with_type(Type::String)))
                     .description(Some(format!(
@@ -342,6 +342,19 @@ fn operation(id: String, summary: String, description: &str) -> OperationBuilder
 /// The `{name}` path parameter.
 fn name_parameter() -> Vec<Parameter> {
     NamePath::into_params(|| Some(ParameterIn::Path))
+}
+
+/// The 202 answer of an acquisition or of a wait on a ticket: the place
+/// kept as a ticket.
+pub fn ticket_response(location: Header) -> Response {
+    ResponseBuilder::new()
+        .description("Not granted yet: the place is kept as a ticket")
+        .header("Location", location)
+        .content(
+            "application/json",
+            Content::new(Some(Ref::from_schema_name(TicketBody::name()))),
+        )
+        .build()
 }
 
 /// The answer of a problem type: a reference to its response component.

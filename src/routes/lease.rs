@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::IntoParams;
 
+use super::json::rfc3339_ms;
 use super::{AppError, Json};
 use crate::domain::{
     AcquireRequest, Demand, Forsaken, KeepPlace, Kind, LeaseId, Name, NotifyUrl, Owner, Priority,
@@ -238,7 +239,7 @@ macro_rules! lease_body {
                     owner: lease.owner.map($crate::domain::Owner::into_string),
                     fencing_token: lease.fencing_token,
                     ttl_ms: lease.ttl.as_ms(),
-                    expires_at: $crate::routes::lease::rfc3339_ms(lease.expires_at_ms),
+                    expires_at: $crate::routes::json::rfc3339_ms(lease.expires_at_ms),
                     $($field,)*
                 }
             }
@@ -302,22 +303,8 @@ pub fn waiter_bodies(kind: Kind, waiters: Vec<engine::Waiter>) -> Vec<WaiterBody
     waiters.into_iter().map(|w| waiter_body(kind, w)).collect()
 }
 
-/// RFC 3339 UTC with milliseconds, from milliseconds since the Unix epoch.
-pub fn rfc3339_ms(epoch_ms: u64) -> String {
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(epoch_ms);
-    humantime::format_rfc3339_millis(at).to_string()
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn formats_redis_time_as_rfc3339() {
-        assert_eq!(
-            super::rfc3339_ms(1_700_000_000_123),
-            "2023-11-14T22:13:20.123Z"
-        );
-    }
-
     #[test]
     fn the_name_pattern_says_what_the_domain_refuses() {
         use utoipa::openapi::{schema::Schema, RefOr};

@@ -57,7 +57,7 @@ impl From<Status> for LockStatusBody {
             }),
             waiting: status.waiting,
             waiters: waiter_bodies(Kind::Lock, status.waiters),
-            frozen: status.frozen.map(super::tickets::frozen_body),
+            frozen: status.frozen.map(super::outcome::frozen_body),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! domain types, call the engine, and map its results to the wire's JSON
 //! and problem+json.
 
-mod api;
+pub mod api;
 mod auth;
 pub mod claims;
 pub mod dashboard;
@@ -14,12 +14,13 @@ mod freezes;
 pub mod health;
 pub mod history;
 pub mod holder;
-mod json;
+pub mod json;
 pub mod kind;
 pub mod kind_doc;
 pub mod lease;
 mod listing;
 pub mod locks;
+mod outcome;
 pub mod problem;
 pub mod progress;
 pub mod semaphores;
@@ -27,7 +28,6 @@ mod state;
 pub mod tickets;
 mod yield_throttle;
 
-pub use api::api;
 pub use auth::{Caller, RequireToken};
 pub use error::AppError;
 pub use extract::{BodyLimit, JsonBody};

@@ -145,7 +145,7 @@ impl Progress {
         Some(json_event(
             "frozen",
             &FrozenLine {
-                until: super::lease::rfc3339_ms(u64::try_from(frozen.window.end_ms).unwrap_or(0)),
+                until: super::json::rfc3339_ms(u64::try_from(frozen.window.end_ms).unwrap_or(0)),
                 reason: frozen.reason.map(|r| r.as_str().to_owned()),
                 freeze_id: Some(frozen.freeze_id.to_string()),
             },

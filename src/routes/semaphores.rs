@@ -50,7 +50,7 @@ impl From<Status> for SemaphoreStatusBody {
             used: (status.holders > 0).then_some(status.used),
             waiting: status.waiting,
             waiters: waiter_bodies(Kind::Semaphore, status.waiters),
-            frozen: status.frozen.map(super::tickets::frozen_body),
+            frozen: status.frozen.map(super::outcome::frozen_body),
             limit: status.limit.map(Limit::get),
             leases: status.leases.into_iter().map(SlotBody::from).collect(),
         }

@@ -5,7 +5,7 @@
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
 use utoipa::openapi::header::Header;
@@ -16,11 +16,14 @@ use utoipa::openapi::{Content, Object, OpenApi, Ref, ResponseBuilder, Type};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::extract::{parse_json, read_body};
-use super::lease::{rfc3339_ms, NamePath};
+use super::json::rfc3339_ms;
+use super::kind_doc::{lease_schema_name, ticket_response};
+use super::lease::NamePath;
+use super::outcome::{created_or_refused, frozen_body};
 use super::{AppError, AppState, Caller, Json};
 use crate::access::{Principal, Quota};
-use crate::domain::{Forsaken, Kind, LeaseId, Name, Scope, WaitTime};
-use crate::engine::{Acquiring, TicketPlace, TicketWait};
+use crate::domain::{Forsaken, Kind, LeaseId, Scope, WaitTime};
+use crate::engine::{Acquiring, TicketWait};
 use crate::http::Parked;
 use crate::telemetry::RequestContext;
 use crate::wire::{
@@ -50,38 +53,6 @@ impl<S: Send + Sync> FromRequestParts<S> for TicketPath {
             .ok_or_else(|| AppError::Invalid("ticket: missing from the path".into()))?;
         let ticket = LeaseId::parse(&raw).map_err(|e| AppError::field("ticket", e))?;
         Ok(Self { ticket })
-    }
-}
-
-/// The 202 of a request whose place is kept as a ticket.
-pub fn ticketed(kind: Kind, name: &Name, place: TicketPlace) -> Response {
-    let location = format!(
-        "/{}/{}/tickets/{}",
-        kind.plural(),
-        name.path_segment(),
-        place.ticket.expose()
-    );
-    let body = TicketBody {
-        ticket: place.ticket.expose(),
-        place: place.place,
-        waiting: place.waiting,
-        place_expires_at: rfc3339_ms(place.place_expires_at_ms),
-        frozen: place.frozen.map(frozen_body),
-    };
-    (
-        StatusCode::ACCEPTED,
-        [(header::LOCATION, location)],
-        Json(body),
-    )
-        .into_response()
-}
-
-/// The freeze that holds a name, as tickets and status show it.
-pub(super) fn frozen_body(frozen: crate::engine::FrozenBy) -> TicketFrozen {
-    TicketFrozen {
-        until: rfc3339_ms(u64::try_from(frozen.until_ms).unwrap_or(0)),
-        reason: frozen.reason.map(|r| r.as_str().to_owned()),
-        freeze_id: frozen.freeze_id.map(|id| id.to_string()),
     }
 }
 
@@ -196,7 +167,7 @@ pub async fn wait(
             Some(Acquiring::Now(outcome)) => outcome,
             Some(Acquiring::Queued(queued)) => queued.outcome().await?,
         };
-        super::kind::created_or_refused(kind, &name, outcome)
+        created_or_refused(kind, &name, outcome)
     });
     if wait.as_duration().is_zero() {
         return outcome.await;
@@ -293,10 +264,7 @@ pub fn document(kind: Kind, doc: &mut OpenApi) {
             ResponseBuilder::new()
                 .description("Granted: the lease")
                 .header("Location", location.clone())
-                .content(
-                    "application/json",
-                    json(super::kind_doc::lease_schema_name(kind).into()),
-                )
+                .content("application/json", json(lease_schema_name(kind).into()))
                 .build(),
         )
         .response("202", ticket_response(location)),
@@ -320,18 +288,6 @@ pub fn document(kind: Kind, doc: &mut OpenApi) {
     ] {
         schemas.insert(name.into_owned(), schema);
     }
-}
-
-/// The 202 answer: the place kept as a ticket.
-pub fn ticket_response(location: Header) -> utoipa::openapi::Response {
-    ResponseBuilder::new()
-        .description("Not granted yet: the place is kept as a ticket")
-        .header("Location", location)
-        .content(
-            "application/json",
-            Content::new(Some(Ref::from_schema_name(TicketBody::name()))),
-        )
-        .build()
 }
 
 fn problem(problem: ProblemType) -> Ref {
