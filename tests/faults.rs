@@ -1401,16 +1401,17 @@ async fn an_instance_killed_on_an_idle_node_leaves_the_line_soon_after_the_next_
     assert_eq!(status["held"], false, "{status}");
 }
 
-/// The same with a longer pause (a known gap, not fixed yet): the ticket,
-/// back in its place as a ticket once B looks dead, is granted and held
-/// for its pickup (1.5 s), not collected in time (B still paused), and
-/// ends `not-collected`: the line moves on to the later request, which is
-/// told 201. Per the contract the ticket is gone then (404); but B, resuming,
-/// puts its waiter back in line (its rejoin at its place in acquire.lua, or
-/// park's join at the back in ticket.lua), and the ticket answers 202 after
-/// the later request's 201: the chaos checker's `TicketOvertaken` again.
+/// The same with a longer pause: the ticket, back in its place as a ticket
+/// once B looks dead, is granted and held for its pickup (1.5 s), not
+/// collected in time (B still paused), and ends `not-collected`: the line
+/// moves on to the later request, which is told 201. The ticket is gone
+/// then (404), and stays gone: B, resuming, finds its tombstone
+/// (core/tickets.lua) instead of putting its waiter back in line (its
+/// rejoin at its place in acquire.lua, or park's join at the back in
+/// ticket.lua), and answers the collect 404 (before, the ticket answered
+/// 202 after the later request's 201: the chaos checker's
+/// `TicketOvertaken`).
 #[tokio::test]
-#[ignore = "known gap: a ticket that ended not-collected while its instance was paused comes back when it resumes"]
 async fn a_ticket_not_collected_while_its_instance_was_paused_stays_gone() {
     let pair = Pair::start_with(&[("BATON_PICKUP_MS", "1500")]);
     let (a, b) = (pair.a.base(), pair.b.base());
@@ -1451,10 +1452,63 @@ async fn a_ticket_not_collected_while_its_instance_was_paused_stays_gone() {
     assert_eq!(status, 201, "{body}");
     tokio::time::sleep_until((released + Duration::from_secs(7)).into()).await;
     pair.b.resume();
-    let _ = collect.await;
+    let collected = collect.await.expect("joined").expect("B answers");
     busy.abort();
+    assert_eq!(
+        collected.status, 404,
+        "the collect on B, resumed: {}",
+        collected.body
+    );
+    assert_eq!(collected.body["type"], "/problems/ticket-not-found");
     let (status, body) = pair
         .post(&a, &format!("{path}/tickets/{ticket}"), r#"{"wait_ms": 0}"#)
         .await;
     assert_eq!(status, 404, "the ticket came back after it ended: {body}");
+    let (_, status) = pair.get(&a, path).await;
+    assert_eq!(status["waiting"], 0, "{status}");
+}
+
+/// A ticket left (`DELETE`) while its grant to a request waiting on it on a
+/// paused instance is not confirmed yet: the grant is released (nobody was
+/// told of it), the ticket is gone (204, then 404), and the request, once
+/// its instance resumes, is answered 404 without coming back in line; the
+/// lock goes to the next request at once.
+#[tokio::test]
+async fn a_ticket_left_while_its_grant_to_a_paused_instance_is_unconfirmed_stays_gone() {
+    let pair = Pair::start_with(&[("BATON_PICKUP_MS", "60000")]);
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let path = "/locks/ticket-left-paused";
+    let take = r#"{"ttl_ms": 60000, "wait_ms": 0, "keep_place_ms": 60000}"#;
+    let (_, holder) = pair.post(&a, path, HOLD).await;
+    let (_, taken) = pair.post(&a, path, take).await;
+    let ticket = taken["ticket"].as_str().expect("a ticket").to_owned();
+    let collect = pair.waiter(
+        &b,
+        &format!("{path}/tickets/{ticket}"),
+        r#"{"wait_ms": 30000}"#,
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    pair.b.pause();
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    let (_, shown) = pair.get(&a, &format!("{path}/tickets/{ticket}")).await;
+    assert_eq!(shown["state"], "granted", "{shown}");
+    assert_eq!(
+        pair.delete(&a, &format!("{path}/tickets/{ticket}")).await,
+        204
+    );
+    let (status, _) = pair.get(&a, &format!("{path}/tickets/{ticket}")).await;
+    assert_eq!(status, 404);
+    let (status, body) = pair
+        .post(&a, path, r#"{"ttl_ms": 60000, "wait_ms": 0}"#)
+        .await;
+    assert_eq!(status, 201, "the left ticket's grant still holds: {body}");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    pair.b.resume();
+
+    let collected = collect.await.expect("joined").expect("B answers");
+    assert_eq!(collected.status, 404, "{}", collected.body);
+    let (_, status) = pair.get(&a, path).await;
+    assert_eq!(status["waiting"], 0, "{status}");
+    assert_eq!(status["holders"], 1, "{status}");
 }

@@ -18,6 +18,10 @@ pub enum Error {
     /// The cap on concurrent waiters is reached.
     #[error("too many requests are waiting already")]
     TooManyWaiters,
+    /// The ticket a request waited on ended while it waited (not collected
+    /// in time while this instance was paused, left, expired): it is gone.
+    #[error("the ticket is gone")]
+    TicketGone,
 }
 
 impl From<redis::RedisError> for Error {

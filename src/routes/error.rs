@@ -175,7 +175,9 @@ impl AppError {
             Self::NotFound => ProblemType::NotFound,
             Self::MethodNotAllowed => ProblemType::MethodNotAllowed,
             Self::LeaseNotFound => ProblemType::LeaseNotFound,
-            Self::TicketNotFound => ProblemType::TicketNotFound,
+            Self::TicketNotFound | Self::Engine(engine::Error::TicketGone) => {
+                ProblemType::TicketNotFound
+            }
             Self::FreezeNotFound => ProblemType::FreezeNotFound,
             Self::NotHeld(kind) => ProblemType::not_held(*kind),
             Self::LockHeld { .. } => ProblemType::LockHeld,

@@ -12,7 +12,10 @@
 --          replied, "" for none: a waiter that asks again and is no longer in
 --          line (dropped while its instance looked dead, its grant lapsed
 --          unconfirmed, the queue's key lost) joins again in that place, not
---          at the back; a place of another priority is not taken
+--          at the back; a place of another priority is not taken. Not one
+--          that kept its place whose ticket ended meanwhile (its tombstone,
+--          core/tickets.lua: one HGET, only for such a call out of line):
+--          it is gone ({4})
 --
 -- Replies, each ended by finish() (core/messages.lua)
 --   {1, fencing_token, expires_at_ms}
@@ -32,6 +35,9 @@
 --       with the live leases and their weight, the requests in line, and the
 --       time left and owner of the lease in its way (in_the_way(),
 --       core/views.lua; -1 and "" when none)
+--   {4}
+--       gone: asking again with its place (ARGV[5]), out of line, a waiter
+--       that kept its place whose ticket ended meanwhile; nothing written
 --   {3}
 --       frozen: the call's freeze holds (core/admission.lua), the request
 --       does not queue and does not override it; nothing was read or written
@@ -58,11 +64,12 @@ if join then
 end
 local read = read_fields(mine)
 
-if read[1] and read[4] ~= '1' and newest_wins ~= '1' and not FROZEN then
+if read[1] and read[4] ~= '1' and newest_wins ~= '1' and not FROZEN and not had then
   -- The fast path: the owners hash exists, nobody waits and leases is empty
   -- (core/leases.lua), so the name has at most its solo lease. (Not for a
   -- newest_wins waiter: it may have been superseded, which only the line's
-  -- notes say.)
+  -- notes say; nor for a waiter asking again with its place: out of line,
+  -- its ticket may have ended.)
   local solo = read[3]
   if solo and mine then
     local expires, token, holder = string.match(solo, READ_SOLO_HEAD)
@@ -123,6 +130,13 @@ if join then
   -- Queued already (asking again after a missed message, or an earlier call
   -- joined), or superseded meanwhile by a newer newest_wins request.
   queued = redis.call('ZSCORE', K_QUEUE, waiter)
+  if not queued and had and ticket_ended(id) then
+    -- Out of line, asking again: a waiter that kept its place, whose
+    -- ticket ended meanwhile (not collected in time while its instance was
+    -- paused, left, expired: core/tickets.lua). It is gone: it neither
+    -- rejoins nor is granted anything.
+    return finish({4})
+  end
   if not queued and newest then
     local by = redis.call('HGET', K_NOTES, 's:' .. id)
     if by then

@@ -51,6 +51,10 @@ pub(in crate::engine) enum Attempt {
     Refused(Occupancy),
     /// A freeze holds the name, by Redis's clock (`Join::No`, no override).
     Frozen,
+    /// Asking again with its place, out of line: it kept its place, and its
+    /// ticket ended meanwhile (not collected in time while this instance
+    /// was paused, left, expired). It is gone: not in line, nothing granted.
+    TicketGone,
 }
 
 impl Function for Acquire<'_> {
@@ -76,6 +80,7 @@ impl Function for Acquire<'_> {
                 owner: reply.owner()?,
             }),
             3 => Ok(Attempt::Frozen),
+            4 => Ok(Attempt::TicketGone),
             0 => {
                 let state = reply.occupancy()?;
                 Ok(if reply.flag()? {

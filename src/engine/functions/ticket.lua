@@ -27,7 +27,8 @@
 --          core/tickets.lua); "" none (an earlier one is kept)
 --
 -- Replies, each ended by finish() (core/messages.lua)
---   {0}    no such ticket (gone, left, collected, expired); "adopt": done
+--   {0}    no such ticket (gone, left, collected, expired; "park": its
+--          ticket ended while it was out of line); "adopt": done
 --   {4}    "leave": left the line, or released its lease not collected
 --   {1, fencing_token, expires_at_ms, ttl_ms, limit, weight, owner}
 --          the lease: Redis holds it until expires_at_ms (written full by
@@ -187,8 +188,14 @@ if mode == 'park' then
   end
   -- Out of line meanwhile (its instance presumed dead, the line lost): at
   -- the back, as a ticket (or acquired now when it fits and is answered).
-  -- Not for a client gone with no record left: its ticket was left (a
-  -- DELETE that came before this call), and must not come back.
+  -- Not when its ticket ended meanwhile (not collected in time while its
+  -- instance was paused, left, expired: its tombstone, core/tickets.lua):
+  -- it is gone, and must not come back. Nor for a client gone with no
+  -- record left: its ticket was left (a DELETE that came before this
+  -- call).
+  if not rec and ticket_ended(id) then
+    return finish({0})
+  end
   if gone then
     if not rec then
       return finish({0})
@@ -263,11 +270,15 @@ end
 -- "leave"
 unsolo()
 local lease = live_lease(id)
-if lease and not lease.pending then
+if lease and not lease.pending and not lease.provisional then
   -- Collected: the lease is its holder's now (released with its id).
   return finish({0})
 end
-forget_ticket(id)
+-- Gone for good: a request waiting on it on an instance paused meanwhile
+-- finds its tombstone when it resumes (core/tickets.lua), and does not
+-- rejoin. A grant held for its pickup, or to a request waiting on it and
+-- not confirmed yet (nobody told of it), is released.
+end_ticket(id, rec)
 if lease then
   USED, USED_DIRTY = math.max(0, USED - lease.weight), true
   redis.call('ZREM', K_LEASES, id)

@@ -106,7 +106,16 @@ impl Acquisition {
                 reason: None,
                 until_ms: wall_clock_ms() + 1000,
             }))),
-            // Only asked of a call that did not queue.
+            // Only a call that asks again with its place replies it, and the
+            // wait answers that itself (Waiting::wait): never here.
+            Attempt::TicketGone => Err(Refusal::Busy(Busy {
+                holders: 0,
+                used: 0,
+                demand: self.demand,
+                waiting: 0,
+                owner: None,
+                next_expiry_in: None,
+            })),
             Attempt::Queued { next_expiry_in, .. } => Err(Refusal::Busy(Busy {
                 holders: 0,
                 used: 0,
@@ -143,6 +152,8 @@ impl Acquisition {
                 eta: None,
                 notice: None,
             })))),
+            // Its ticket ended while it was out of line (park): gone.
+            TicketReply::Gone => Err(Error::TicketGone),
             other => Err(Error::Protocol(format!(
                 "a ticket's call replied {other:?}"
             ))),
@@ -263,7 +274,7 @@ impl Acquisition {
         // undoes when dropped.
         self.armed = !matches!(
             outcome,
-            Ok(_) | Err(Error::ShuttingDown | Error::TooManyWaiters)
+            Ok(_) | Err(Error::ShuttingDown | Error::TooManyWaiters | Error::TicketGone)
         );
         let outcome = outcome?;
         record_acquisition(kind, outcome.is_ok(), attempts, self.started.elapsed());

@@ -127,6 +127,8 @@ impl Waiting {
                                 registration.in_line(next_expiry_in);
                             }
                         }
+                        // Its ticket ended while this instance was paused.
+                        Ok(Attempt::TicketGone) => return Err(Error::TicketGone),
                         Ok(attempt) => return Ok(acquisition.answer(attempt)),
                         // Redis is away: keep the place and wait for the next
                         // notice (a failed call makes this name's waiters ask

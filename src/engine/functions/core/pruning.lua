@@ -92,7 +92,9 @@ end
 -- an expired lease is never released, but its weight no longer counts. A
 -- grant that lapsed unconfirmed to a waiter that keeps its place puts it
 -- back in its place (kept_back()), unless that waiter is `ending` (the
--- caller's own, leaving or giving up: release.lua).
+-- caller's own, leaving or giving up: release.lua). A ticket's lease held
+-- for its pickup and not collected ends the ticket (end_ticket(),
+-- core/tickets.lua: one HGET and its tombstone, only then).
 local function forget_lease(id, lease, ending)
   USED, USED_DIRTY = math.max(0, USED - lease.weight), true
   redis.call('ZREM', K_LEASES, id)
@@ -100,6 +102,13 @@ local function forget_lease(id, lease, ending)
   note_expired(lease)
   if lease.provisional and not ending then
     kept_back(id)
+  end
+  if lease.pending then
+    -- Held for a ticket's pickup, not collected: the ticket ended.
+    local rec = ticket_record(id)
+    if rec then
+      end_ticket(id, rec)
+    end
   end
 end
 

@@ -22,6 +22,16 @@
 --             record had when another instance's call granted it (kept_hold()):
 --             the place it goes back to should that grant lapse unconfirmed
 --             (kept_back(), pruning.lua)
+--   ticket -> "x" .. until_ms, in place of the record, once the ticket
+--             ended (not collected in time, left, its place expired:
+--             end_ticket()): a tombstone, until the ticket's place would
+--             have expired (and at least its keep_place from the end). A
+--             waiter that kept its place on an instance paused meanwhile
+--             asks again when it resumes; finding this, it is answered
+--             that its ticket is gone, and it neither rejoins the line
+--             (acquire.lua's rejoin, ticket.lua's park) nor is granted
+--             anything. Read only on those paths; parse_record() reads it
+--             as no record, so every other path sees the ticket gone.
 -- The hash's TTL is the latest of its tickets' deadlines (never shortened).
 --
 -- Granted while nobody waits on it (serve_line(), admission.lua), a ticket's
@@ -83,12 +93,15 @@ local function ticket_form(w, expires, pickup)
 end
 
 -- A ticket's record as the hash keeps it (`raw`), read: keep, pickup,
--- expires (numbers) and its entry; nil when none.
+-- expires (numbers) and its entry; nil when none (or a tombstone).
 local function parse_record(raw)
   if not raw then
     return nil
   end
   local keep, pickup, expires, member = string.match(raw, '^(%d+)|(%d+)|(%d+)|(.*)$')
+  if not keep then
+    return nil
+  end
   return {keep = tonumber(keep), pickup = tonumber(pickup), expires = tonumber(expires),
     member = member}
 end
@@ -150,6 +163,26 @@ local function forget_ticket(id)
   redis.call('HDEL', tickets_key(), id, id .. ':n', id .. ':q')
 end
 
+-- Ticket `id` (`rec` its record) ended: not collected in time, left, or
+-- its place expired. Its record, its notice and its noted place give way
+-- to its tombstone (see above), which stands until its place would have
+-- expired, and at least its keep_place from now; the hash lives as long.
+-- Costs an HSET, an HDEL and the hash's TTL, only when a ticket ends.
+local function end_ticket(id, rec)
+  local key = tickets_key()
+  local until_ms = math.max(rec.expires, now_ms + rec.keep)
+  redis.call('HSET', key, id, 'x' .. num(until_ms))
+  redis.call('HDEL', key, id .. ':n', id .. ':q')
+  keep_key_until(key, until_ms)
+end
+
+-- Whether ticket `id` ended (its tombstone stands: see above), for a waiter
+-- of that id that asks to rejoin the line. One HGET.
+local function ticket_ended(id)
+  local until_ms = string.match(redis.call('HGET', tickets_key(), id) or '', '^x(%d+)$')
+  return until_ms ~= nil and tonumber(until_ms) > now_ms
+end
+
 -- Ticket `id` was granted while nobody waits on it, its lease held until
 -- `pickup_by` (ms): when it asked a turn notice, the notice is due now, and
 -- the caller is told (see above). One HEXISTS for a ticket that asked none.
@@ -185,8 +218,13 @@ local function orphan_kept(waiter, w)
   if not rec then
     return false
   end
-  if string.byte(w.instance, 1) == 126 or rec.expires <= now_ms or rec.member ~= waiter then
+  if rec.member ~= waiter then
     forget_ticket(w.id)
+    return false
+  end
+  if string.byte(w.instance, 1) == 126 or rec.expires <= now_ms then
+    -- Its place expired: the ticket ended.
+    end_ticket(w.id, rec)
     return false
   end
   local member = ticket_form(w, rec.expires, rec.pickup)
