@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 
-use super::Tokens;
+use super::tokens::Tokens;
 
 /// How often the token file is looked at for a change.
 pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);

@@ -10,7 +10,8 @@
 //! - [`principal`]: the caller, its checks, and the refusal ([`Denied`]).
 //! - [`tokens`]: the set in force and its reload; [`keyring`]: one set,
 //!   looked up by digest; [`digest`]: a token's SHA-256.
-//! - [`tokens_file`]: the TOML file of named tokens.
+//! - [`tokens_file`]: the TOML file of named tokens (`allow.rs`: an entry's
+//!   scopes, read alike for tokens and issuers' rules).
 //! - [`oidc`]: CI job identity: the OpenID Connect tokens of `[[issuer]]`s.
 //! - `hangup.rs` ([`follow_token_file`]): SIGHUP, or a change of the file
 //!   (looked at every second), reads it again; a token's `expires` passing
@@ -20,6 +21,7 @@
 //! - [`Quotas`]: no token holds more than half of an instance's waiters or
 //!   event streams.
 
+mod allow;
 pub mod digest;
 mod hangup;
 pub mod keyring;
@@ -33,5 +35,5 @@ pub mod tokens_file;
 pub use hangup::{follow_token_file, WATCH_INTERVAL};
 pub use principal::{Denied, Principal, PriorityDenied};
 pub use quotas::{OverQuota, Quota, QuotaSlot, Quotas, Whose};
-pub use standing::Standing;
+pub use standing::{identify_standing, Standing};
 pub use tokens::{NoValidToken, Tokens, Unidentified};

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::digest::TokenDigest;
 use super::principal::Principal;
-use super::Tokens;
+use super::tokens::{Tokens, Unidentified};
 
 /// A request's token as the set in force holds it, watched for changes.
 #[derive(Clone)]
@@ -56,4 +56,19 @@ impl Standing {
         }
         self.tokens.lookup_digest(&self.digest)
     }
+}
+
+/// [`Tokens::identify`], and, for a token of the set in force (not a job's
+/// token, nor anyone on an open service), its [`Standing`]: how what the
+/// request opens looks the token up again when the set changes.
+///
+/// # Errors
+/// [`Unidentified`]: why there is no caller (yet).
+pub fn identify_standing(
+    tokens: &Arc<Tokens>,
+    token: Option<&[u8]>,
+) -> Result<(Arc<Principal>, Option<Standing>), Unidentified> {
+    let (principal, found) = tokens.find(token)?;
+    let standing = found.map(|(digest, seen)| Standing::new(tokens.clone(), digest, seen));
+    Ok((principal, standing))
 }

@@ -12,7 +12,6 @@ use super::digest::TokenDigest;
 use super::keyring::Keyring;
 use super::oidc::{looks_like_jwt, Identity, IdentityRefusal, Issuers, PendingIdentity};
 use super::principal::Principal;
-use super::standing::Standing;
 use super::tokens_file;
 use crate::config::{ConfigError, Settings};
 
@@ -37,7 +36,7 @@ pub struct Tokens {
     anyone: Arc<Principal>,
     /// Bumped each time the set in force changes (a reload, or a token's
     /// `expires` passing): what a request opened before watches, to look
-    /// its token up again ([`Standing`]).
+    /// its token up again (`standing.rs`).
     generation: Arc<watch::Sender<u64>>,
     /// How many entries gave their token in plain text (`value`), at the
     /// last read of the file.
@@ -129,25 +128,10 @@ impl Tokens {
         self.find(token).map(|(principal, _)| principal)
     }
 
-    /// [`Self::identify`], and, for a token of the set in force (not a
-    /// job's token, nor anyone on an open service), its [`Standing`]: how
-    /// what the request opens looks the token up again when the set changes.
-    ///
-    /// # Errors
-    /// [`Unidentified`]: why there is no caller (yet).
-    pub fn identify_standing(
-        self: &Arc<Self>,
-        token: Option<&[u8]>,
-    ) -> Result<(Arc<Principal>, Option<Standing>), Unidentified> {
-        let (principal, found) = self.find(token)?;
-        let standing = found.map(|(digest, seen)| Standing::new(self.clone(), digest, seen));
-        Ok((principal, standing))
-    }
-
     /// The caller, and for a token of the set in force, its digest and the
     /// set's generation it was looked up in.
     #[allow(clippy::type_complexity)]
-    fn find(
+    pub(super) fn find(
         &self,
         token: Option<&[u8]>,
     ) -> Result<(Arc<Principal>, Option<(TokenDigest, watch::Receiver<u64>)>), Unidentified> {

@@ -28,6 +28,7 @@ use std::time::{Duration, SystemTime};
 
 use toml::{Table, Value};
 
+use super::allow::read_allow;
 use super::digest::TokenDigest;
 use super::oidc::config::{self, IssuerConfig};
 use crate::domain::{Grant, Priority, TokenName};
@@ -265,34 +266,6 @@ fn read_expires(value: &Value) -> Result<SystemTime, String> {
     let ms =
         u64::try_from(at.timestamp_millis()).map_err(|_| "expires is before 1970".to_owned())?;
     Ok(SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
-}
-
-/// The `allow` of an entry (a token's, or an issuer's rule's): scopes such
-/// as `"write:team-a-*"`.
-///
-/// # Errors
-/// One phrase saying what is wrong, never quoting a value that is not a string.
-pub(super) fn read_allow(entry: &Table) -> Result<Vec<Grant>, String> {
-    let allow = match entry.get("allow") {
-        None => return Err("has no allow (e.g. allow = [\"write:team-a-*\", \"read:*\"])".into()),
-        Some(Value::Array(allow)) => allow,
-        Some(_) => {
-            return Err("allow must be an array of strings such as \"write:team-a-*\"".into())
-        }
-    };
-    if allow.is_empty() {
-        return Err("allow is empty: the token could do nothing".into());
-    }
-    allow
-        .iter()
-        .enumerate()
-        .map(|(i, grant)| {
-            let text = grant
-                .as_str()
-                .ok_or_else(|| format!("allow[{i}] must be a string such as \"read:*\""))?;
-            Grant::parse(text).map_err(|err| format!("allow[{i}] = {text:?}: {err}"))
-        })
-        .collect::<Result<Vec<_>, _>>()
 }
 
 fn first_line(text: &str) -> &str {

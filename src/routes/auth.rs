@@ -184,7 +184,7 @@ where
             let err = AppError::Internal("no token check");
             return Either::Left(ready(Ok(err.into_response())));
         };
-        match tokens.identify_standing(bearer(&request)) {
+        match crate::access::identify_standing(&tokens, bearer(&request)) {
             Ok((principal, standing)) => {
                 request.extensions_mut().insert(Caller {
                     principal,

@@ -23,7 +23,7 @@ pub struct AppParts {
     /// half of each cap.
     pub quotas: Quotas,
     /// When each asker last had each name's holders told to yield.
-    pub yields: super::YieldThrottle,
+    pub yields: super::yield_throttle::YieldThrottle,
 }
 
 impl AppState {

@@ -22,7 +22,7 @@ use serde_json::Value as Json;
 use toml::{Table, Value};
 
 use super::rules::{Rule, Template};
-use crate::access::tokens_file::read_allow;
+use crate::access::allow::read_allow;
 
 /// One `[[issuer]]` entry, as read.
 #[derive(Debug, Clone)]

@@ -27,7 +27,7 @@ use self::jwks::{KeyCache, KeySet, NoKey};
 use self::rules::Rule;
 pub use self::verify::{looks_like_jwt, IdentityRefusal};
 use self::verify::{Check, Presented};
-use super::Principal;
+use super::principal::Principal;
 
 /// The issuers in force between two reloads, by `iss`.
 #[derive(Default)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::access::Principal;
+use crate::access::principal::Principal;
 use crate::domain::{Grant, TokenName};
 
 /// One `[[issuer.rule]]`.
