@@ -429,3 +429,39 @@ async fn tickets_cost_redis_no_keep_alive() {
          acquire behind 10,000 tickets: {acquire_behind:?}"
     );
 }
+
+/// A name that always has a ticket keeps its tickets hash for ever: the
+/// tombstones of tickets that ended (so that a paused waiter of one does not
+/// rejoin) are dropped by chance as tickets end, as Redis expires keys, so
+/// 200 tickets taken and left leave a handful of fields, not 200.
+#[tokio::test]
+async fn ended_tickets_do_not_pile_up_in_a_name_that_always_has_tickets() {
+    let redis = shared_redis();
+    let prefix = unique_prefix();
+    let app = TestApp::spawn_with(settings_for(&redis.url(), &prefix)).await;
+    let path = "/locks/busy-queue";
+    app.acquire_lock("busy-queue", r#"{"ttl_ms": 600000}"#)
+        .await;
+    // One that stays: the hash never expires.
+    take_ticket(&app, path, r#"{"keep_place_ms": 600000}"#).await;
+    for _ in 0..200 {
+        let ticket = take_ticket(&app, path, r#"{"keep_place_ms": 1}"#).await;
+        let left = app
+            .delete(&format!(
+                "{path}/tickets/{}",
+                ticket["ticket"].as_str().unwrap()
+            ))
+            .await;
+        assert!(
+            matches!(left.status().as_u16(), 204 | 404),
+            "{}",
+            left.status()
+        );
+    }
+    let fields: u64 = redis::cmd("HLEN")
+        .arg(format!("{prefix}{{lock:busy-queue}}:tickets"))
+        .query(&mut redis.conn())
+        .unwrap();
+    assert!(fields >= 1, "the ticket that stays is there");
+    assert!(fields < 50, "{fields} fields after 200 tickets ended");
+}

@@ -114,6 +114,7 @@ local KEEP_MS = 60000        -- leases, owners and the fence outlive every lease
 local PRUNE_BATCH = 100      -- expired leases or dead waiters removed per call, at most
 local SCAN_BATCH = 100       -- waiters looked at per call for a grant
 local LOOK_MAX = 1000        -- ... while one further may fit (serve_line())
+local TOMBSTONE_SAMPLE = 4   -- fields of a tickets hash looked at per ended ticket (end_ticket())
 local FULL = 1000000000      -- a lock's capacity: an exclusive lease's weight (domain/demand.rs)
 local MAX_SAFE = 9007199254740991 -- 2^53 - 1: Lua numbers are exact up to here
 -- The line's weight when it is not known (sums rebuilt from a long queue):

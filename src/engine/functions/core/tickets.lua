@@ -174,6 +174,17 @@ local function end_ticket(id, rec)
   redis.call('HSET', key, id, 'x' .. num(until_ms))
   redis.call('HDEL', key, id .. ':n', id .. ':q')
   keep_key_until(key, until_ms)
+  -- Tombstones past their time go as Redis's own expiry goes: a few fields
+  -- looked at by chance at each end, those that are stale tombstones
+  -- dropped, so a name that always has tickets (its hash never expires)
+  -- keeps about as many stale ones as live ones, not every one ever.
+  local sample = redis.call('HRANDFIELD', key, TOMBSTONE_SAMPLE, 'WITHVALUES')
+  for i = 1, #sample, 2 do
+    local stale = string.match(sample[i + 1], '^x(%d+)$')
+    if stale and tonumber(stale) <= now_ms then
+      redis.call('HDEL', key, sample[i])
+    end
+  end
 end
 
 -- Whether ticket `id` ended (its tombstone stands: see above), for a waiter
