@@ -313,11 +313,11 @@ impl FreezeBook {
 
     /// Makes the list fresh enough for a call that may grant, before it is
     /// built: the list is checked only when calls need it (no timer), so a
-    /// list older than [`CHECK_AFTER`] is checked in the background, and one
-    /// older than [`WAIT_AFTER`] (or never loaded) is waited for, at most
-    /// `limit` (then the call carries [`HOLD_ALL`], as before). A list that
-    /// is fresh when the call is built still has [`FRESH_FOR`] minus
-    /// [`WAIT_AFTER`] to reach Redis before the function holds it as stale.
+    /// list older than `CHECK_AFTER` is checked in the background, and one
+    /// older than `WAIT_AFTER` (or never loaded) is waited for, at most
+    /// `limit` (then the call carries `HOLD_ALL`, as before). A list that
+    /// is fresh when the call is built still has `FRESH_FOR` minus
+    /// `WAIT_AFTER` to reach Redis before the function holds it as stale.
     pub async fn ready(&self, limit: Duration) {
         match self.age(Instant::now()) {
             Some(age) if age < CHECK_AFTER => {}
