@@ -5,7 +5,7 @@
 //!
 //! Its rooms, from the bottom up (each uses only those below it):
 //!
-//! - `error.rs`, `model.rs`, `keys.rs`: what the core reports and answers
+//! - `error.rs`, `model/` (a name's history in `model/history.rs`), `keys.rs`: what the core reports and answers
 //!   with, and the name of every Redis key and channel; `freeze_book.rs`:
 //!   this instance's copy of the freezes, which every call of a name asks
 //!   for the window it carries.

@@ -1,12 +1,14 @@
 //! The values the core answers with: a lease as its holder sees it, a lock
 //! or semaphore as anyone may see it (never a lease id), and why an
-//! acquisition got no lease.
+//! acquisition got no lease; a name's history in `history.rs`.
 
 use std::time::Duration;
 
-use crate::domain::{
-    Demand, FreezeId, Invalid, LeaseId, Limit, Name, Owner, Priority, Reason, TokenName, Ttl,
-};
+use crate::domain::{Demand, FreezeId, LeaseId, Limit, Name, Owner, Priority, Reason, Ttl};
+
+mod history;
+
+pub use history::{History, HistoryCursor, HistoryEntry, HistoryLimit, LeaseEnd};
 
 /// A live lease, as its holder sees it.
 #[derive(Debug, Clone)]
@@ -182,111 +184,6 @@ pub(crate) struct Occupancy {
     /// The lease in its way: its owner and time left.
     pub owner: Option<Owner>,
     pub next_expiry_in: Option<Duration>,
-}
-
-/// How a lease in a name's history ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaseEnd {
-    /// Not yet: it is held now.
-    Held,
-    /// Its holder released it.
-    Released,
-    /// It reached its expiry unreleased.
-    Expired,
-    /// An administrator ended it.
-    ForceReleased,
-    /// Granted to a ticket and not collected by its `pickup_by` (or given up).
-    NotCollected,
-}
-
-/// One lease of a name, as its history shows it (never its id).
-#[derive(Debug, Clone)]
-pub struct HistoryEntry {
-    pub end: LeaseEnd,
-    /// When it ended (Redis clock, ms; an expired lease's expiry); `None`
-    /// while held.
-    pub ended_at_ms: Option<u64>,
-    pub fencing_token: u64,
-    /// What it took of the name (permits; a lock's capacity when exclusive).
-    pub weight: u64,
-    /// The limit it was judged against.
-    pub limit: u64,
-    pub acquired_at_ms: u64,
-    /// How long its request waited in line for it.
-    pub waited_ms: u64,
-    pub priority: Priority,
-    pub owner: Option<Owner>,
-    /// The name of the token its request was made with.
-    pub by: Option<TokenName>,
-    /// The reason an administrator gave to take it through a freeze.
-    pub override_reason: Option<String>,
-    /// When it expires, or expired (ms).
-    pub expires_at_ms: u64,
-    /// A force-released lease: the name of the token that force-released it.
-    pub ended_by: Option<TokenName>,
-}
-
-/// One page of a name's history, newest first.
-#[derive(Debug, Clone)]
-pub struct History {
-    pub name: Name,
-    pub entries: Vec<HistoryEntry>,
-    /// Where the next page starts, while more remain.
-    pub next_cursor: Option<HistoryCursor>,
-}
-
-/// Where a page of history starts: opaque to clients (a stream id,
-/// `MS-SEQ`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistoryCursor(String);
-
-impl HistoryCursor {
-    /// # Errors
-    /// When `raw` is not a cursor a history page gave.
-    pub fn parse(raw: &str) -> Result<Self, Invalid> {
-        let valid = raw
-            .split_once('-')
-            .is_some_and(|(ms, seq)| ms.parse::<u64>().is_ok() && seq.parse::<u64>().is_ok());
-        if valid && raw.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
-            Ok(Self(raw.to_owned()))
-        } else {
-            Err(Invalid(
-                "must be the next_cursor of a previous page of this history".into(),
-            ))
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// How many entries a page of history holds: 1 to 100, 20 by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HistoryLimit(usize);
-
-impl HistoryLimit {
-    pub const MAX: usize = 100;
-    pub const DEFAULT: usize = 20;
-
-    /// # Errors
-    /// When `n` is 0 or over 100.
-    pub fn new(n: u64) -> Result<Self, Invalid> {
-        match usize::try_from(n) {
-            Ok(n) if (1..=Self::MAX).contains(&n) => Ok(Self(n)),
-            _ => Err(Invalid(format!("must be between 1 and {}", Self::MAX))),
-        }
-    }
-
-    pub fn get(self) -> usize {
-        self.0
-    }
-}
-
-impl Default for HistoryLimit {
-    fn default() -> Self {
-        Self(Self::DEFAULT)
-    }
 }
 
 /// Where a waiter stands.
