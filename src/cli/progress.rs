@@ -98,25 +98,10 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::cli::http::Target;
     use crate::domain::Kind;
 
     fn request(kind: Kind) -> Request {
-        Request {
-            target: Target::new(kind, "line").unwrap(),
-            ttl: Duration::from_secs(60),
-            wait: Duration::from_secs(60),
-            owner: "me".into(),
-            newest_wins: false,
-            priority: None,
-            limit: None,
-            shared: false,
-            permits: None,
-            progress: true,
-            ticket: None,
-            override_reason: None,
-            ask_yield: false,
-        }
+        crate::cli::request::example(kind)
     }
 
     /// The status `body` of a `kind`, as the client reads it.

@@ -89,6 +89,27 @@ impl Request {
     }
 }
 
+/// A request of `kind` on the name `line` for a minute, waiting a minute,
+/// with nothing else asked: what the client's unit tests start from.
+#[cfg(test)]
+pub(super) fn example(kind: Kind) -> Request {
+    Request {
+        target: Target::new(kind, "line").unwrap(),
+        ttl: Duration::from_secs(60),
+        wait: Duration::from_secs(60),
+        owner: "me".into(),
+        newest_wins: false,
+        priority: None,
+        limit: None,
+        shared: false,
+        permits: None,
+        progress: true,
+        ticket: None,
+        override_reason: None,
+        ask_yield: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -96,21 +117,7 @@ mod tests {
     use super::*;
 
     fn request(kind: Kind) -> Request {
-        Request {
-            target: Target::new(kind, "line").unwrap(),
-            ttl: Duration::from_secs(60),
-            wait: Duration::from_secs(60),
-            owner: "me".into(),
-            newest_wins: false,
-            priority: None,
-            limit: None,
-            shared: false,
-            permits: None,
-            progress: true,
-            ticket: None,
-            override_reason: None,
-            ask_yield: false,
-        }
+        example(kind)
     }
 
     #[test]
