@@ -104,8 +104,10 @@ impl Invoker {
             // function reads, because the list lives in its own slot and a
             // name's function on Redis Cluster may touch only its name's
             // slot; age works on every topology and costs no command here
-            // (the list's version is checked by `freezes::follow`, a few
-            // times a second per instance, not per request).
+            // (the list's version is checked by `freezes::follow` when a
+            // call that serves the line finds the list getting old,
+            // `FreezeBook::ready`: at most about twice a second per instance
+            // under traffic, never while it is quiet, not per request).
             .arg(call_context(
                 &self.book.context_field(kind, name.as_str()),
                 kind,
