@@ -265,7 +265,7 @@ async fn a_wait_over_the_maximum_says_the_maximum() {
     );
 }
 
-/// A body of whitespace JSON does not know (a form feed) is not an empty
+/// A body of whitespace alone (a form feed, or JSON's own) is not an empty
 /// body: 400, on every endpoint that takes an optional body.
 #[tokio::test]
 async fn a_body_of_a_form_feed_is_invalid_json() {
@@ -274,6 +274,13 @@ async fn a_body_of_a_form_feed_is_invalid_json() {
         let answer = app.post(path, "\u{c}").await;
         problem(answer, 400, "invalid-request").await;
     }
-    // JSON's own whitespace around nothing is an empty body.
-    assert_eq!(app.post("/locks/ff-ok", " \r\n\t").await.status(), 201);
+    // JSON's own whitespace around nothing is not JSON either (the fuzz
+    // run's `\t` on a yield); no bytes at all, and `null`, are all defaults.
+    for path in ["/locks/ws", "/semaphores/ws/yield", "/locks/ws/yield"] {
+        for body in ["\t", " \r\n\t"] {
+            problem(app.post(path, body).await, 400, "invalid-request").await;
+        }
+    }
+    assert_eq!(app.post("/locks/ff-ok", "").await.status(), 201);
+    assert_eq!(app.post("/locks/ff-null", " null ").await.status(), 201);
 }
