@@ -364,7 +364,7 @@ fn swagger_file(path: &str, headers: &HeaderMap) -> Response {
             }
             response
         }
-        Ok(None) => AppError::NotFound.into_response(),
+        Ok(None) => AppError::from(ProblemType::NotFound).into_response(),
         Err(err) => {
             tracing::error!(%err, "cannot serve Swagger UI");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()

@@ -27,6 +27,7 @@ use crate::http::{Deadline, RecordMetrics, ResolveParked};
 use crate::openapi;
 use crate::routes::lease::unrouted;
 use crate::routes::{self, dashboard, problem, AppError, AppParts, AppState, BodyLimit};
+use crate::wire::ProblemType;
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -55,10 +56,14 @@ pub fn app(state: AppState) -> App {
             .route("/problems/{slug}", get(problem::describe))
             .route("/", get(dashboard::page))
             .fallback(|method: Method, uri: Uri| async move {
-                unrouted(uri.path(), &method, AppError::NotFound)
+                unrouted(uri.path(), &method, AppError::from(ProblemType::NotFound))
             })
             .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
-                unrouted(uri.path(), &method, AppError::MethodNotAllowed)
+                unrouted(
+                    uri.path(),
+                    &method,
+                    AppError::from(ProblemType::MethodNotAllowed),
+                )
             })
             .with_state(state)
             // The one layer that needs the matched route runs inside the router.
@@ -103,12 +108,12 @@ pub fn app(state: AppState) -> App {
 
 /// What a request past its deadline answers: 503 `request-timeout`.
 fn timed_out() -> Response {
-    AppError::Timeout.into_response()
+    AppError::from(ProblemType::RequestTimeout).into_response()
 }
 
 /// What a request whose handler panicked answers: 500 `internal-error`.
 fn panicked() -> Response {
-    AppError::Internal("panic").into_response()
+    AppError::internal("panic").into_response()
 }
 
 /// A client's `X-Request-Id` that is too long or not plain text is dropped,

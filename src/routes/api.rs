@@ -14,16 +14,20 @@ use crate::wire::ProblemType;
 /// Every documented route, without state or layers: `/locks` and
 /// `/semaphores` behind the bearer-token check, the service endpoints open.
 pub fn api() -> OpenApiRouter<AppState> {
+    // The routes of each kind, one router per resource, each made from the
+    // kind and tagged by resource: the kind's own (its plural), its
+    // holders' and its history.
     let mut guarded = Kind::ALL
         .into_iter()
         .fold(OpenApiRouter::new(), |router, kind| {
-            router.merge(tagged(kind::router(kind), kind.plural()))
+            router
+                .merge(tagged(kind::router(kind), kind.plural()))
+                .merge(tagged(holder::router(kind), "holders"))
+                .merge(tagged(history::router(kind), "history"))
         })
         .merge(tagged(claims::router(), "claims"))
         .merge(tagged(events::router(), "watching"))
         .merge(tagged(freezes::router(), "freezes"))
-        .merge(tagged(holder::router(), "holders"))
-        .merge(tagged(history::router(), "history"))
         .layer(RequireToken);
     document_guard(guarded.get_openapi_mut());
     OpenApiRouter::new()

@@ -17,6 +17,7 @@ use tower::{Layer, Service};
 
 use super::error::AppError;
 use crate::access::{Principal, Standing, Tokens, Unidentified, Whose};
+use crate::wire::ProblemType;
 
 /// The caller of a guarded request, put in its extensions by
 /// [`RequireToken`]: its token's name and grants ([`Principal`], which it
@@ -80,7 +81,7 @@ impl Caller {
     pub async fn revoked(mut self, still: impl Fn(&Principal) -> Result<(), AppError>) -> AppError {
         loop {
             match self.changed().await {
-                None => return AppError::Unauthorized,
+                None => return AppError::from(ProblemType::Unauthorized),
                 Some(principal) => {
                     if let Err(err) = still(&principal) {
                         return err;
@@ -116,7 +117,7 @@ impl Caller {
             .extensions
             .get::<Self>()
             .cloned()
-            .ok_or(AppError::Internal(
+            .ok_or(AppError::internal(
                 "a guarded route without its token check",
             ))
     }
@@ -181,7 +182,7 @@ where
     fn call(&mut self, mut request: Request) -> Self::Future {
         // Put there by the `Extension` layer that wraps every route.
         let Some(tokens) = request.extensions().get::<Arc<Tokens>>().cloned() else {
-            let err = AppError::Internal("no token check");
+            let err = AppError::internal("no token check");
             return Either::Left(ready(Ok(err.into_response())));
         };
         match crate::access::identify_standing(&tokens, bearer(&request)) {
@@ -192,11 +193,12 @@ where
                 });
                 Either::Right(Either::Left(self.0.call(request)))
             }
-            Err(Unidentified::NoValidToken) => {
-                Either::Left(ready(Ok(AppError::Unauthorized.into_response())))
-            }
+            Err(Unidentified::NoValidToken) => Either::Left(ready(Ok(AppError::from(
+                ProblemType::Unauthorized,
+            )
+            .into_response()))),
             Err(Unidentified::Refused(refusal)) => {
-                Either::Left(ready(Ok(AppError::Identity(refusal).into_response())))
+                Either::Left(ready(Ok(AppError::from(refusal).into_response())))
             }
             Err(Unidentified::Pending(pending)) => {
                 // The inner service was made ready for this call: take it,
@@ -209,7 +211,7 @@ where
                             request.extensions_mut().insert(Caller::fixed(principal));
                             inner.call(request).await
                         }
-                        Err(refusal) => Ok(AppError::Identity(refusal).into_response()),
+                        Err(refusal) => Ok(AppError::from(refusal).into_response()),
                     }
                 })))
             }

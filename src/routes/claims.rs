@@ -23,6 +23,7 @@ use utoipa_axum::routes;
 
 use super::extract::{parse_json, read_body};
 use super::lease::{acquire_request, ttl};
+use super::progress::json_event;
 use super::{progress, AppError, AppState, Caller, Json, JsonBody};
 use crate::access::{Principal, Quota, QuotaSlot};
 use crate::domain::{
@@ -33,7 +34,7 @@ use crate::http::Parked;
 use crate::telemetry::RequestContext;
 use crate::wire::{
     AcquireFields, ClaimBody, ClaimFrozen, ClaimName, ClaimQueued, ClaimRequest, LeaseBody,
-    ProblemType, Refresh,
+    Problem, ProblemType, ProgressEventName, Refresh,
 };
 
 /// `/claims` and `/claims/{id}`, documented.
@@ -61,7 +62,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ClaimPath {
         let axum::extract::Path(raw) =
             axum::extract::Path::<String>::from_request_parts(parts, state)
                 .await
-                .map_err(|e| AppError::Invalid(format!("id: {}", e.body_text())))?;
+                .map_err(|e| AppError::invalid(format!("id: {}", e.body_text())))?;
         let id = ClaimId::parse(&raw).map_err(|e| AppError::field("id", e))?;
         Ok(Self { id })
     }
@@ -122,7 +123,7 @@ fn asked(body: ClaimRequest, max_wait_ms: u64) -> Result<(ClaimParts, AcquireReq
         let name = Name::parse(&semaphore.name).map_err(|e| AppError::field(&field("name"), e))?;
         let limit = semaphore
             .limit
-            .ok_or_else(|| AppError::Invalid(format!("{}: is required", field("limit"))))
+            .ok_or_else(|| AppError::invalid(format!("{}: is required", field("limit"))))
             .and_then(|n| Limit::new(n).map_err(|e| AppError::field(&field("limit"), e)))?;
         let permits = semaphore
             .permits
@@ -257,7 +258,7 @@ async fn show(
 ) -> Result<Json<ClaimBody>, AppError> {
     may_write(&state, &caller, &id).await?;
     let claim = state.engine.claims().check(&id).await?;
-    let claim = claim.ok_or(AppError::ClaimNotFound { lost: Vec::new() })?;
+    let claim = claim.ok_or(AppError::from(ProblemType::ClaimNotFound))?;
     Ok(Json(claim_body(claim)))
 }
 
@@ -288,13 +289,16 @@ async fn refresh(
         .await?
     {
         Refreshed::Whole(claim) => Ok(Json(claim_body(claim))),
-        Refreshed::Broken(lost) => Err(AppError::ClaimNotFound {
-            lost: lost
+        Refreshed::Broken(lost) if !lost.is_empty() => {
+            let lost: Vec<_> = lost
                 .into_iter()
                 .map(|(kind, name)| (kind, name.to_string()))
-                .collect(),
-        }),
-        Refreshed::NotFound => Err(AppError::ClaimNotFound { lost: Vec::new() }),
+                .collect();
+            Err(AppError::from(Problem::claim_broken(&lost)))
+        }
+        Refreshed::Broken(_) | Refreshed::NotFound => {
+            Err(AppError::from(ProblemType::ClaimNotFound))
+        }
     }
 }
 
@@ -314,7 +318,7 @@ async fn release(
     if state.engine.claims().release(&id, caller.name()).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(AppError::ClaimNotFound { lost: Vec::new() })
+        Err(AppError::from(ProblemType::ClaimNotFound))
     }
 }
 
@@ -322,7 +326,7 @@ async fn release(
 /// scopes still bound what a token may do); 404 when there is no such claim.
 async fn may_write(state: &AppState, caller: &Caller, id: &ClaimId) -> Result<(), AppError> {
     let names = state.engine.claims().names(id).await?;
-    let names = names.ok_or(AppError::ClaimNotFound { lost: Vec::new() })?;
+    let names = names.ok_or(AppError::from(ProblemType::ClaimNotFound))?;
     caller.require_all(Scope::Write, names.iter().map(|(_, name)| name))?;
     Ok(())
 }
@@ -350,7 +354,10 @@ fn refused(refused: ClaimRefused) -> AppError {
     let (detail, next_expiry_in) = match refusal {
         Some(Refusal::Busy(busy)) => {
             let next = busy.next_expiry_in;
-            (AppError::busy(kind, &name, busy).problem().detail, next)
+            (
+                AppError::busy(kind, &name, busy).problem().detail.clone(),
+                next,
+            )
         }
         Some(Refusal::Superseded { .. }) => (format!("{kind} '{name}' was superseded"), None),
         // (A claim keeps no place: it never asks keep_place_ms.)
@@ -361,16 +368,12 @@ fn refused(refused: ClaimRefused) -> AppError {
             None,
         ),
     };
-    AppError::ClaimRefused {
-        names: vec![(kind, name.to_string())],
-        detail,
-        next_expiry_in,
-    }
+    AppError::claim_refused(&detail, vec![name.to_string()], next_expiry_in)
 }
 
 /// A claim as its holder sees it.
 fn claim_body(claim: Claim) -> ClaimBody {
-    let expires_at = super::json::rfc3339_ms(claim.expires_at_ms());
+    let expires_at = crate::wire::rfc3339_ms(claim.expires_at_ms());
     ClaimBody {
         id: claim.id.expose(),
         leases: claim
@@ -422,8 +425,8 @@ fn with_progress(
                 biased;
                 outcome = &mut acquisition => {
                     let event = match outcome {
-                        Ok(claim) => json_event("acquired", &claim),
-                        Err(err) => json_event("problem", &err.problem()),
+                        Ok(claim) => json_event(ProgressEventName::Acquired, &claim),
+                        Err(err) => json_event(ProgressEventName::Problem, err.problem()),
                     };
                     return Some((Ok::<_, Infallible>(event), (None, hearing, engine)));
                 }
@@ -457,11 +460,11 @@ async fn queued(engine: &Engine, progress: ClaimProgress) -> Event {
             let data = ClaimFrozen {
                 held,
                 waiting_for,
-                until: super::json::rfc3339_ms(u64::try_from(frozen.until_ms).unwrap_or(0)),
+                until: crate::wire::rfc3339_ms_signed(frozen.until_ms),
                 reason: frozen.reason.map(|r| r.as_str().to_owned()),
                 freeze_id: frozen.freeze_id.map(|id| id.to_string()),
             };
-            return json_event("frozen", &data);
+            return json_event(ProgressEventName::Frozen, &data);
         }
     };
     // Redis unreachable: the event goes without the place.
@@ -472,14 +475,7 @@ async fn queued(engine: &Engine, progress: ClaimProgress) -> Event {
         position: place.as_ref().map(|p| p.position),
         waiting: place.as_ref().map(|p| p.waiting),
     };
-    json_event("queued", &data)
-}
-
-fn json_event(name: &str, data: &impl serde::Serialize) -> Event {
-    Event::default()
-        .event(name)
-        .json_data(data)
-        .unwrap_or_else(|_| Event::default().event(name).data("{}"))
+    json_event(ProgressEventName::Queued, &data)
 }
 
 /// Adds each claim operation's own problem answers: `claim-refused` to

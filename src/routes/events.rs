@@ -9,8 +9,8 @@ use axum::http::header;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
+use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -18,7 +18,8 @@ use super::problem::responses::TooManyStreams;
 use super::{AppError, AppState, Caller};
 use crate::access::{Quota, QuotaSlot};
 use crate::domain::NamePrefix;
-use crate::engine::events::{ChangeEvent, WatchNotice, Watcher};
+use crate::engine::events::{Change, ChangeEvent, WatchNotice, Watcher};
+use crate::wire::{ChangeEventBody, ChangeEventName, Problem};
 
 /// How often a comment line keeps proxies from closing an idle stream.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -36,41 +37,18 @@ pub struct EventsQuery {
     pub prefix: Option<String>,
 }
 
-/// The data of one change event; the SSE event's name says what happened
-/// (`acquired`, `released`, `refreshed`, `expired`, `force-released`,
-/// `queued`, `left`, `yield-requested`). A lease id is never part of it.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({
-    "kind": "lock",
-    "name": "deploy-prod",
-    "owner": "https://ci.example.com/jobs/42",
-    "fencing_token": 1_763_780_000_000_001_u64,
-    "waiting": 2
-}))]
-pub struct ChangeEventBody {
-    /// `lock` or `semaphore`.
-    #[schema(pattern = "^(lock|semaphore)$")]
-    pub kind: &'static str,
-    pub name: String,
-    /// The owner label of the lease that changed, if it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    /// The fencing token of the lease that changed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fencing_token: Option<u64>,
-    /// Semaphores: how many leases are held after the change.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub holders: Option<u64>,
-    /// How many requests are in the waiting line after the change.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<u64>,
-    /// `yield-requested`: the owner label of the request that asks the
-    /// holders to finish early.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub by: Option<String>,
-    /// `yield-requested`: why it asks.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+/// The name of the event that tells of `change`.
+fn event_name(change: Change) -> ChangeEventName {
+    match change {
+        Change::Acquired => ChangeEventName::Acquired,
+        Change::Released => ChangeEventName::Released,
+        Change::Refreshed => ChangeEventName::Refreshed,
+        Change::Expired => ChangeEventName::Expired,
+        Change::ForceReleased => ChangeEventName::ForceReleased,
+        Change::Queued => ChangeEventName::Queued,
+        Change::Left => ChangeEventName::Left,
+        Change::YieldRequested => ChangeEventName::YieldRequested,
+    }
 }
 
 impl From<&ChangeEvent> for ChangeEventBody {
@@ -140,7 +118,7 @@ pub async fn events(
         .engine
         .events()
         .watch(prefix)
-        .map_err(|e| AppError::TooManyStreams { max: e.max })?;
+        .map_err(|e| AppError::from(Problem::too_many_streams(e.max)))?;
     state.engine.events().subscribed().await;
     let open = Open {
         watch,
@@ -188,12 +166,17 @@ fn stream(open: Open) -> impl Stream<Item = Result<Event, Infallible>> {
                 },
             }
         };
+        let resync = || {
+            Event::default()
+                .event(ChangeEventName::Resync.as_str())
+                .data("{}")
+        };
         let event = match event {
             WatchNotice::Change(change) => Event::default()
-                .event(change.event.as_str())
+                .event(event_name(change.event).as_str())
                 .json_data(ChangeEventBody::from(&*change))
-                .unwrap_or_else(|_| Event::default().event("resync").data("{}")),
-            WatchNotice::Resync => Event::default().event("resync").data("{}"),
+                .unwrap_or_else(|_| resync()),
+            WatchNotice::Resync => resync(),
         };
         Some((Ok(event), open))
     })

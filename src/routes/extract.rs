@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use super::error::AppError;
+use crate::wire::Problem;
 
 /// A JSON body read regardless of `Content-Type`; an empty body is `T::default()`.
 pub struct JsonBody<T>(pub T);
@@ -36,9 +37,9 @@ pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes,
         .map_or(usize::MAX, |l| l.0);
     Bytes::from_request(req, state).await.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            AppError::PayloadTooLarge { limit }
+            AppError::from(Problem::payload_too_large(limit))
         } else {
-            AppError::Invalid(format!("body: {}", rejection.body_text()))
+            AppError::invalid(format!("body: {}", rejection.body_text()))
         }
     })
 }
@@ -69,16 +70,16 @@ pub fn parse_json<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, AppE
     }
     // serde would read a struct from an array too (`[60000]` as ttl_ms).
     if trimmed.first() == Some(&b'[') {
-        return Err(AppError::Invalid(
+        return Err(AppError::invalid(
             "body: invalid type: array, expected a JSON object".into(),
         ));
     }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer)
-        .map_err(|err| AppError::Invalid(describe(&err)))?;
+        .map_err(|err| AppError::invalid(describe(&err)))?;
     deserializer
         .end()
-        .map_err(|err| AppError::Invalid(format!("body: {err}")))?;
+        .map_err(|err| AppError::invalid(format!("body: {err}")))?;
     Ok(value)
 }
 

@@ -13,14 +13,13 @@ use chrono::DateTime;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::json::rfc3339_ms;
 use super::problem::responses::{Forbidden, FreezeNotFound};
 use super::{AppError, AppState, Caller, Json, JsonBody};
 use crate::domain::{
     Freeze, FreezeId, Invalid, NamePattern, Reason, Recurring, Schedule, Scope, Window, DAY_MS,
 };
 use crate::engine::{wall_clock_ms, Put, Timeline, MAX_FREEZES_PER_NAME};
-use crate::wire::{FreezeBody, FreezeList, FreezeRequest};
+use crate::wire::{FreezeBody, FreezeList, FreezeRequest, ProblemType};
 
 /// The `/freezes` routes, documented.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -80,7 +79,7 @@ async fn create(
             ))
         }
         Put::Full => {
-            return Err(AppError::Invalid(
+            return Err(AppError::invalid(
                 "the service holds its maximum of 1000 freezes: delete some first".into(),
             ))
         }
@@ -261,7 +260,7 @@ async fn delete(
     let (freeze, _) = found(&state, &caller, &id).await?;
     caller.require_covering(Scope::Admin, &freeze.pattern)?;
     if !state.engine.freezes().delete(freeze.id).await? {
-        return Err(AppError::FreezeNotFound);
+        return Err(AppError::from(ProblemType::FreezeNotFound));
     }
     tracing::info!(
         target: "baton::audit",
@@ -282,19 +281,19 @@ async fn found(
     caller: &Caller,
     id: &str,
 ) -> Result<(Freeze, Timeline), AppError> {
-    let id = FreezeId::parse(id).map_err(|_| AppError::FreezeNotFound)?;
+    let id = FreezeId::parse(id).map_err(|_| AppError::from(ProblemType::FreezeNotFound))?;
     state
         .engine
         .freezes()
         .get(id)
         .await?
         .filter(|(freeze, _)| caller.may_read_some(&freeze.pattern))
-        .ok_or(AppError::FreezeNotFound)
+        .ok_or(AppError::from(ProblemType::FreezeNotFound))
 }
 
 /// `freeze` as the API shows it, with its windows worked out (`timeline`).
 fn freeze_body(freeze: &Freeze, timeline: &Timeline) -> FreezeBody {
-    let time = |ms: i64| rfc3339_ms(u64::try_from(ms).unwrap_or(0));
+    let time = crate::wire::rfc3339_ms_signed;
     let mut body = FreezeBody {
         id: freeze.id.to_string(),
         pattern: freeze.pattern.to_string(),

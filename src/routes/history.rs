@@ -4,24 +4,29 @@
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
+use axum::routing::get;
 use serde::Deserialize;
-use utoipa::IntoParams;
+use utoipa::openapi::path::{HttpMethod, ParameterIn};
+use utoipa::openapi::{Content, OpenApi, Ref, ResponseBuilder};
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-use super::json::rfc3339_ms;
+use super::kind_doc::{add_schemas, name_parameter, operation, problem};
 use super::lease::NamePath;
-use super::problem::responses::RedisUnavailable;
 use super::{AppError, AppState, Caller, Json};
 use crate::domain::{Demand, Kind, Scope};
 use crate::engine::{History, HistoryCursor, HistoryEntry, HistoryLimit, LeaseEnd};
-use crate::wire::{HistoryBody, HistoryEntryBody, LeaseEndBody};
+use crate::wire::rfc3339_ms;
+use crate::wire::{HistoryBody, HistoryEntryBody, LeaseEndBody, ProblemType};
 
-/// The history of both kinds, documented.
-pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(lock_history))
-        .routes(routes!(semaphore_history))
+/// The history of `kind`, documented ([`document`]).
+pub fn router(kind: Kind) -> OpenApiRouter<AppState> {
+    let mut router = OpenApiRouter::new().route(
+        &format!("/{}/{{name}}/history", kind.plural()),
+        get(move |state, caller, name, query| history(state, kind, caller, name, query)),
+    );
+    document(kind, router.get_openapi_mut());
+    router
 }
 
 /// The query of a history page.
@@ -35,58 +40,51 @@ pub struct HistoryQuery {
     pub before: Option<String>,
 }
 
-/// A lock's history
-///
-/// The leases of the lock, newest first: those held now (`end: held`),
-/// then the others in the order they ended, each with its owner, fencing
-/// token, mode, priority, when it was acquired and ended, how long its
-/// request waited and how long it was held, how it ended (`released`,
-/// `expired`, `force-released`, `not-collected`) and an override reason;
-/// never a lease id. A lease left to expire reads `expired` with `ended_at`
-/// its `expires_at`, whether or not anyone touched the name since. Redis
-/// keeps the last `BATON_HISTORY_MAX` leases of a name for
-/// `BATON_HISTORY_DAYS` after it was last used, so every instance shows the
-/// same. Needs `read` on the name.
-#[utoipa::path(
-    get,
-    path = "/locks/{name}/history",
-    operation_id = "lock_history",
-    params(NamePath, HistoryQuery),
-    responses(
-        (status = 200, description = "A page of the lock's history", body = HistoryBody),
-        (status = 503, response = RedisUnavailable),
-    )
-)]
-async fn lock_history(
-    state: State<AppState>,
-    caller: Caller,
-    name: NamePath,
-    query: Result<Query<HistoryQuery>, QueryRejection>,
-) -> Result<Json<HistoryBody>, AppError> {
-    history(state, Kind::Lock, caller, name, query).await
-}
-
-/// A semaphore's history
-///
-/// As `GET /locks/{name}/history`, for a semaphore: each entry carries the
-/// `permits` its lease took.
-#[utoipa::path(
-    get,
-    path = "/semaphores/{name}/history",
-    operation_id = "semaphore_history",
-    params(NamePath, HistoryQuery),
-    responses(
-        (status = 200, description = "A page of the semaphore's history", body = HistoryBody),
-        (status = 503, response = RedisUnavailable),
-    )
-)]
-async fn semaphore_history(
-    state: State<AppState>,
-    caller: Caller,
-    name: NamePath,
-    query: Result<Query<HistoryQuery>, QueryRejection>,
-) -> Result<Json<HistoryBody>, AppError> {
-    history(state, Kind::Semaphore, caller, name, query).await
+/// Adds the history operation of `kind`, and its schemas, to `doc`.
+fn document(kind: Kind, doc: &mut OpenApi) {
+    let noun = kind.as_str();
+    let description = match kind {
+        Kind::Lock => {
+            "The leases of the lock, newest first: those held now (`end: held`),\n\
+             then the others in the order they ended, each with its owner, fencing\n\
+             token, mode, priority, when it was acquired and ended, how long its\n\
+             request waited and how long it was held, how it ended (`released`,\n\
+             `expired`, `force-released`, `not-collected`) and an override reason;\n\
+             never a lease id. A lease left to expire reads `expired` with `ended_at`\n\
+             its `expires_at`, whether or not anyone touched the name since. Redis\n\
+             keeps the last `BATON_HISTORY_MAX` leases of a name for\n\
+             `BATON_HISTORY_DAYS` after it was last used, so every instance shows the\n\
+             same. Needs `read` on the name."
+        }
+        Kind::Semaphore => {
+            "As `GET /locks/{name}/history`, for a semaphore: each entry carries the\n\
+             `permits` its lease took."
+        }
+    };
+    let mut parameters = name_parameter();
+    parameters.extend(HistoryQuery::into_params(|| Some(ParameterIn::Query)));
+    doc.paths.add_path_operation(
+        format!("/{}/{{name}}/history", kind.plural()),
+        vec![HttpMethod::Get],
+        operation(
+            format!("{noun}_history"),
+            format!("A {noun}'s history"),
+            description,
+        )
+        .parameters(Some(parameters))
+        .response(
+            "200",
+            ResponseBuilder::new()
+                .description(format!("A page of the {noun}'s history"))
+                .content(
+                    "application/json",
+                    Content::new(Some(Ref::from_schema_name(HistoryBody::name()))),
+                )
+                .build(),
+        )
+        .response("503", problem(ProblemType::RedisUnavailable)),
+    );
+    add_schemas::<HistoryBody>(doc);
 }
 
 /// `GET /{kind}s/{name}/history` (`read`).
@@ -98,7 +96,7 @@ async fn history(
     query: Result<Query<HistoryQuery>, QueryRejection>,
 ) -> Result<Json<HistoryBody>, AppError> {
     caller.require(Scope::Read, &name)?;
-    let Query(query) = query.map_err(|e| AppError::Invalid(format!("query: {}", e.body_text())))?;
+    let Query(query) = query.map_err(|e| AppError::invalid(format!("query: {}", e.body_text())))?;
     let limit = query
         .limit
         .map_or(Ok(HistoryLimit::default()), HistoryLimit::new)

@@ -9,142 +9,136 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use futures_util::Stream;
+use std::borrow::Cow;
+use utoipa::openapi::path::{HttpMethod, ParameterIn};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::schema::{OneOfBuilder, Type};
+use utoipa::openapi::{Content, Object, OpenApi, Ref, ResponseBuilder};
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::events::KEEP_ALIVE;
-use super::json::rfc3339_ms;
+use super::kind_doc::{add_schemas, name_parameter, operation, problem};
 use super::lease::{IdPath, NamePath};
-use super::problem::responses::RedisUnavailable;
 use super::{AppError, AppState, Caller, Json, JsonBody};
 use crate::access::{Quota, QuotaSlot};
 use crate::domain::{Kind, Name, Owner, Reason, Scope};
 use crate::engine::events::StreamSlot;
-use crate::engine::following::{HolderEvent, HolderStream};
+use crate::engine::following::{HolderEvent, HolderStream, LostReason};
 use crate::telemetry::audit_yield;
-use crate::wire::{HolderEventBody, Problem, YieldAnswer, YieldRequest};
+use crate::wire::{
+    self, rfc3339_ms, HolderEventBody, HolderEventName, Problem, ProblemType, YieldAnswer,
+    YieldRequest,
+};
 
-/// The holder's stream and the yield request of both kinds, documented.
-pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(follow_lock))
-        .routes(routes!(follow_semaphore))
-        .routes(routes!(yield_lock))
-        .routes(routes!(yield_semaphore))
+/// The holder's stream and the yield request of `kind`, documented
+/// ([`document`]).
+pub fn router(kind: Kind) -> OpenApiRouter<AppState> {
+    let plural = kind.plural();
+    let mut router = OpenApiRouter::new()
+        .route(
+            &format!("/{plural}/{{name}}/{{id}}/events"),
+            get(move |state, caller, name, id| follow(state, kind, caller, name, id)),
+        )
+        .route(
+            &format!("/{plural}/{{name}}/yield"),
+            post(move |state, caller, name, body| ask_yield(state, kind, caller, name, body)),
+        );
+    document(kind, router.get_openapi_mut());
+    router
 }
 
-/// Follow a lock lease
-///
-/// The holder of lease `{id}` follows it (`text/event-stream`), through any
-/// baton instance. Events, each with the lease's `fencing_token` and never
-/// its id: `held` at once (`name`, `expires_at`, `owner`); `refreshed` (the
-/// new `expires_at`, whoever refreshed it); `yield-requested` (`by`,
-/// `reason`, `waiting`: someone asks this holder to finish early; nothing
-/// is taken); `expiring` once when `min(10 s, ttl/3)` is left without a
-/// refresh; then the last event, after which the stream ends: `released` (by
-/// its holder) or `lost` with `reason` `expired` (once Redis confirms it),
-/// `force-released` or `superseded`. Each arrives within about a second of
-/// its cause on any instance. A comment line is sent every 15 s. Needs
-/// `read` on the name.
-#[utoipa::path(
-    get,
-    path = "/locks/{name}/{id}/events",
-    operation_id = "follow_lock_lease",
-    params(NamePath, IdPath),
-    responses(
-        (status = 200, description = "The lease's events; each event's data is a HolderEventBody",
-            content_type = "text/event-stream", body = HolderEventBody),
-        (status = 404, description = "`lease-not-found`: no live lease has this id",
-            content_type = "application/problem+json", body = Problem),
-        (status = 503, response = RedisUnavailable),
-    )
-)]
-async fn follow_lock(
-    state: State<AppState>,
-    caller: Caller,
-    name: NamePath,
-    id: IdPath,
-) -> Result<Response, AppError> {
-    follow(state, Kind::Lock, caller, name, id).await
-}
-
-/// Follow a semaphore lease
-///
-/// As `GET /locks/{name}/{id}/events`, for a semaphore's lease.
-#[utoipa::path(
-    get,
-    path = "/semaphores/{name}/{id}/events",
-    operation_id = "follow_semaphore_lease",
-    params(NamePath, IdPath),
-    responses(
-        (status = 200, description = "The lease's events; each event's data is a HolderEventBody",
-            content_type = "text/event-stream", body = HolderEventBody),
-        (status = 404, description = "`lease-not-found`: no live lease has this id",
-            content_type = "application/problem+json", body = Problem),
-        (status = 503, response = RedisUnavailable),
-    )
-)]
-async fn follow_semaphore(
-    state: State<AppState>,
-    caller: Caller,
-    name: NamePath,
-    id: IdPath,
-) -> Result<Response, AppError> {
-    follow(state, Kind::Semaphore, caller, name, id).await
-}
-
-/// Ask a lock's holders to yield
-///
-/// Asks every current holder to finish early: each holder's stream gets a
-/// `yield-requested` event (`by` the asking token's name, or this request's
-/// `owner` on a service without tokens, and its `reason`), and so does
-/// `/events`; an audit line records it. Nothing is taken from anyone.
-/// Answers how many leases were asked (0 when none is held). One asker has
-/// a holder told at most once every 10 s: asked again sooner while the same
-/// leases hold the name, they are not told, and the answer says
-/// `already_asked` (`holders` 0). Needs `write` on the name.
-#[utoipa::path(
-    post,
-    path = "/locks/{name}/yield",
-    operation_id = "ask_lock_holders_to_yield",
-    params(NamePath),
-    request_body(content = Option<YieldRequest>, description = "Optional; an empty body asks anonymously"),
-    responses(
-        (status = 202, description = "The holders were asked", body = YieldAnswer),
-        (status = 503, response = RedisUnavailable),
-    )
-)]
-async fn yield_lock(
-    state: State<AppState>,
-    caller: Caller,
-    name: NamePath,
-    body: JsonBody<YieldRequest>,
-) -> Result<(StatusCode, Json<YieldAnswer>), AppError> {
-    ask_yield(state, Kind::Lock, caller, name, body).await
-}
-
-/// Ask a semaphore's holders to yield
-///
-/// As `POST /locks/{name}/yield`, for every holder of a semaphore.
-#[utoipa::path(
-    post,
-    path = "/semaphores/{name}/yield",
-    operation_id = "ask_semaphore_holders_to_yield",
-    params(NamePath),
-    request_body(content = Option<YieldRequest>, description = "Optional; an empty body asks anonymously"),
-    responses(
-        (status = 202, description = "The holders were asked", body = YieldAnswer),
-        (status = 503, response = RedisUnavailable),
-    )
-)]
-async fn yield_semaphore(
-    state: State<AppState>,
-    caller: Caller,
-    name: NamePath,
-    body: JsonBody<YieldRequest>,
-) -> Result<(StatusCode, Json<YieldAnswer>), AppError> {
-    ask_yield(state, Kind::Semaphore, caller, name, body).await
+/// Adds the operations of `kind`'s holder stream and yield request, and
+/// their schemas, to `doc`.
+fn document(kind: Kind, doc: &mut OpenApi) {
+    let (noun, plural) = (kind.as_str(), kind.plural());
+    let (follow_description, yield_description) = match kind {
+        Kind::Lock => (
+            "The holder of lease `{id}` follows it (`text/event-stream`), through any\n\
+             baton instance. Events, each with the lease's `fencing_token` and never\n\
+             its id: `held` at once (`name`, `expires_at`, `owner`); `refreshed` (the\n\
+             new `expires_at`, whoever refreshed it); `yield-requested` (`by`,\n\
+             `reason`, `waiting`: someone asks this holder to finish early; nothing\n\
+             is taken); `expiring` once when `min(10 s, ttl/3)` is left without a\n\
+             refresh; then the last event, after which the stream ends: `released` (by\n\
+             its holder) or `lost` with `reason` `expired` (once Redis confirms it),\n\
+             `force-released` or `superseded`. Each arrives within about a second of\n\
+             its cause on any instance. A comment line is sent every 15 s. Needs\n\
+             `read` on the name.",
+            "Asks every current holder to finish early: each holder's stream gets a\n\
+             `yield-requested` event (`by` the asking token's name, or this request's\n\
+             `owner` on a service without tokens, and its `reason`), and so does\n\
+             `/events`; an audit line records it. Nothing is taken from anyone.\n\
+             Answers how many leases were asked (0 when none is held). One asker has\n\
+             a holder told at most once every 10 s: asked again sooner while the same\n\
+             leases hold the name, they are not told, and the answer says\n\
+             `already_asked` (`holders` 0). Needs `write` on the name.",
+        ),
+        Kind::Semaphore => (
+            "As `GET /locks/{name}/{id}/events`, for a semaphore's lease.",
+            "As `POST /locks/{name}/yield`, for every holder of a semaphore.",
+        ),
+    };
+    let mut lease_parameters = name_parameter();
+    lease_parameters.extend(IdPath::into_params(|| Some(ParameterIn::Path)));
+    let json = |name: Cow<'static, str>| Content::new(Some(Ref::from_schema_name(name)));
+    doc.paths.add_path_operation(
+        format!("/{plural}/{{name}}/{{id}}/events"),
+        vec![HttpMethod::Get],
+        operation(
+            format!("follow_{noun}_lease"),
+            format!("Follow a {noun} lease"),
+            follow_description,
+        )
+        .parameters(Some(lease_parameters))
+        .response(
+            "200",
+            ResponseBuilder::new()
+                .description("The lease's events; each event's data is a HolderEventBody")
+                .content("text/event-stream", json(HolderEventBody::name()))
+                .build(),
+        )
+        .response(
+            "404",
+            ResponseBuilder::new()
+                .description("`lease-not-found`: no live lease has this id")
+                .content("application/problem+json", json(Problem::name()))
+                .build(),
+        )
+        .response("503", problem(ProblemType::RedisUnavailable)),
+    );
+    let may_be_empty = OneOfBuilder::new()
+        .item(Ref::from_schema_name(YieldRequest::name()))
+        .item(Object::with_type(Type::Null));
+    doc.paths.add_path_operation(
+        format!("/{plural}/{{name}}/yield"),
+        vec![HttpMethod::Post],
+        operation(
+            format!("ask_{noun}_holders_to_yield"),
+            format!("Ask a {noun}'s holders to yield"),
+            yield_description,
+        )
+        .parameters(Some(name_parameter()))
+        .request_body(Some(
+            RequestBodyBuilder::new()
+                .description(Some("Optional; an empty body asks anonymously"))
+                .content("application/json", Content::new(Some(may_be_empty)))
+                .build(),
+        ))
+        .response(
+            "202",
+            ResponseBuilder::new()
+                .description("The holders were asked")
+                .content("application/json", json(YieldAnswer::name()))
+                .build(),
+        )
+        .response("503", problem(ProblemType::RedisUnavailable)),
+    );
+    add_schemas::<HolderEventBody>(doc);
+    add_schemas::<YieldRequest>(doc);
+    add_schemas::<YieldAnswer>(doc);
 }
 
 /// `GET /{kind}s/{name}/{id}/events` (`read`).
@@ -163,12 +157,12 @@ async fn follow(
         .engine
         .events()
         .count_stream()
-        .map_err(|e| AppError::TooManyStreams { max: e.max })?;
+        .map_err(|e| AppError::from(Problem::too_many_streams(e.max)))?;
     let stream = state
         .leases(kind)
         .follow(&name, id)
         .await?
-        .ok_or(AppError::LeaseNotFound)?;
+        .ok_or(AppError::from(ProblemType::LeaseNotFound))?;
     let following = Following {
         stream,
         caller,
@@ -202,8 +196,8 @@ async fn ask_yield(
     let by = match caller.name() {
         Some(token) => Some(
             Owner::parse(Some(token.as_str().to_owned()))
-                .map_err(|_| AppError::Internal("a token name that is no owner label"))?
-                .ok_or(AppError::Internal("an empty token name"))?,
+                .map_err(|_| AppError::internal("a token name that is no owner label"))?
+                .ok_or(AppError::internal("an empty token name"))?,
         ),
         None => owner.clone(),
     };
@@ -273,64 +267,83 @@ fn events(following: Following) -> impl Stream<Item = Result<Event, Infallible>>
                 event = following.stream.next() => break event?,
             }
         };
+        let (name, data) = body(&event, following.name.as_str());
         let sse = Event::default()
-            .event(event.as_str())
-            .json_data(body(&event, following.name.as_str()))
+            .event(name.as_str())
+            .json_data(data)
             .unwrap_or_else(|_| Event::default().comment("unreadable event"));
         let next = (!event.is_last()).then_some(following);
         Some((Ok(sse), next))
     })
 }
 
-/// The data of `event` on the wire.
-fn body(event: &HolderEvent, name: &str) -> HolderEventBody {
+/// The name and data of `event` on the wire.
+fn body(event: &HolderEvent, name: &str) -> (HolderEventName, HolderEventBody) {
+    let of = |fencing_token: &u64| HolderEventBody {
+        fencing_token: *fencing_token,
+        ..HolderEventBody::default()
+    };
+    let expiring = |fencing_token, expires_at_ms: &u64| HolderEventBody {
+        expires_at: Some(rfc3339_ms(*expires_at_ms)),
+        ..of(fencing_token)
+    };
     match event {
         HolderEvent::Held {
             fencing_token,
             expires_at_ms,
             owner,
-        } => HolderEventBody {
-            name: Some(name.to_owned()),
-            fencing_token: *fencing_token,
-            expires_at: Some(rfc3339_ms(*expires_at_ms)),
-            owner: owner.as_ref().map(|o| o.as_str().to_owned()),
-            ..HolderEventBody::default()
-        },
+        } => (
+            HolderEventName::Held,
+            HolderEventBody {
+                name: Some(name.to_owned()),
+                owner: owner.as_ref().map(|o| o.as_str().to_owned()),
+                ..expiring(fencing_token, expires_at_ms)
+            },
+        ),
         HolderEvent::Refreshed {
             fencing_token,
             expires_at_ms,
-        }
-        | HolderEvent::Expiring {
+        } => (
+            HolderEventName::Refreshed,
+            expiring(fencing_token, expires_at_ms),
+        ),
+        HolderEvent::Expiring {
             fencing_token,
             expires_at_ms,
-        } => HolderEventBody {
-            fencing_token: *fencing_token,
-            expires_at: Some(rfc3339_ms(*expires_at_ms)),
-            ..HolderEventBody::default()
-        },
+        } => (
+            HolderEventName::Expiring,
+            expiring(fencing_token, expires_at_ms),
+        ),
         HolderEvent::YieldRequested {
             fencing_token,
             by,
             reason,
             waiting,
-        } => HolderEventBody {
-            fencing_token: *fencing_token,
-            by: by.as_ref().map(|b| b.as_str().to_owned()),
-            reason: reason.as_ref().map(|r| r.as_str().to_owned()),
-            waiting: Some(*waiting),
-            ..HolderEventBody::default()
-        },
-        HolderEvent::Released { fencing_token } => HolderEventBody {
-            fencing_token: *fencing_token,
-            ..HolderEventBody::default()
-        },
+        } => (
+            HolderEventName::YieldRequested,
+            HolderEventBody {
+                by: by.as_ref().map(|b| b.as_str().to_owned()),
+                reason: reason.as_ref().map(|r| r.as_str().to_owned()),
+                waiting: Some(*waiting),
+                ..of(fencing_token)
+            },
+        ),
+        HolderEvent::Released { fencing_token } => (HolderEventName::Released, of(fencing_token)),
         HolderEvent::Lost {
             fencing_token,
             reason,
-        } => HolderEventBody {
-            fencing_token: *fencing_token,
-            reason: Some(reason.as_str().to_owned()),
-            ..HolderEventBody::default()
-        },
+        } => {
+            let reason = match reason {
+                LostReason::Expired => wire::LostReason::Expired,
+                LostReason::ForceReleased => wire::LostReason::ForceReleased,
+            };
+            (
+                HolderEventName::Lost,
+                HolderEventBody {
+                    reason: Some(reason.as_str().to_owned()),
+                    ..of(fencing_token)
+                },
+            )
+        }
     }
 }

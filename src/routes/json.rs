@@ -1,6 +1,5 @@
 //! JSON response bodies, newline-terminated so that `curl` output in a
-//! terminal or a log stays one answer per line, and the one way their
-//! times are written ([`rfc3339_ms`]).
+//! terminal or a log stays one answer per line.
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -26,22 +25,5 @@ pub(crate) fn json_response(value: &impl Serialize, content_type: &'static str) 
             tracing::error!(%err, "cannot serialize a response");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
-    }
-}
-
-/// RFC 3339 UTC with milliseconds, from milliseconds since the Unix epoch.
-pub fn rfc3339_ms(epoch_ms: u64) -> String {
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(epoch_ms);
-    humantime::format_rfc3339_millis(at).to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn formats_redis_time_as_rfc3339() {
-        assert_eq!(
-            super::rfc3339_ms(1_700_000_000_123),
-            "2023-11-14T22:13:20.123Z"
-        );
     }
 }

@@ -29,7 +29,7 @@ use crate::domain::{AcquireRequest, Demand, Kind, Name, Owner, Priority, Scope, 
 use crate::engine::{Acquiring, Status};
 use crate::http::Parked;
 use crate::telemetry::RequestContext;
-use crate::wire::{LeaseBody, Listing, Refresh, StatusBody};
+use crate::wire::{LeaseBody, Listing, ProblemType, Refresh, StatusBody};
 
 /// The routes of `kind`, documented ([`kind_doc::document`]):
 /// `/{kind}s/{name}` (acquire, status, force-release), `/{kind}s/{name}/{id}`
@@ -347,7 +347,7 @@ async fn force_release(
     {
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(AppError::NotHeld(kind))
+        Err(AppError::from(ProblemType::not_held(kind)))
     }
 }
 

@@ -332,7 +332,8 @@ fn listing_schema_name(kind: Kind) -> String {
     format!("{}List", capitalized(kind.as_str()))
 }
 
-fn operation(id: String, summary: String, description: &str) -> OperationBuilder {
+/// An operation `id` with its `summary` and `description`.
+pub(super) fn operation(id: String, summary: String, description: &str) -> OperationBuilder {
     OperationBuilder::new()
         .operation_id(Some(id))
         .summary(Some(summary))
@@ -340,7 +341,7 @@ fn operation(id: String, summary: String, description: &str) -> OperationBuilder
 }
 
 /// The `{name}` path parameter.
-fn name_parameter() -> Vec<Parameter> {
+pub(super) fn name_parameter() -> Vec<Parameter> {
     NamePath::into_params(|| Some(ParameterIn::Path))
 }
 
@@ -358,8 +359,14 @@ pub fn ticket_response(location: Header) -> Response {
 }
 
 /// The answer of a problem type: a reference to its response component.
-fn problem(problem: ProblemType) -> Ref {
+pub(super) fn problem(problem: ProblemType) -> Ref {
     Ref::from_response_name(problem.component_name())
+}
+
+/// Adds the schema of `T`, and those it refers to, to `doc`'s components.
+pub(super) fn add_schemas<T: ToSchema>(doc: &mut OpenApi) {
+    let schemas = &mut doc.components.get_or_insert_with(Default::default).schemas;
+    schemas.extend(Body::of::<T>().schemas);
 }
 
 fn released() -> Response {

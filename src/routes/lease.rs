@@ -13,14 +13,14 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::IntoParams;
 
-use super::json::rfc3339_ms;
 use super::{AppError, Json};
 use crate::domain::{
     AcquireRequest, Demand, Forsaken, KeepPlace, Kind, LeaseId, Name, NotifyUrl, Owner, Priority,
     Reason, Ttl, WaitTime,
 };
 use crate::engine;
-use crate::wire::{AcquireFields, EtaBasis, WaiterBody};
+use crate::wire::rfc3339_ms;
+use crate::wire::{AcquireFields, EtaBasis, Problem, ProblemType, WaiterBody};
 
 /// The `{name}` path parameter.
 #[derive(IntoParams)]
@@ -51,11 +51,11 @@ async fn path_param<S: Send + Sync>(
 ) -> Result<String, AppError> {
     let params = RawPathParams::from_request_parts(parts, state)
         .await
-        .map_err(|e| AppError::Invalid(format!("{key}: {}", e.body_text())))?;
+        .map_err(|e| AppError::invalid(format!("{key}: {}", e.body_text())))?;
     let value = params.iter().find(|(k, _)| *k == key).map(|(_, v)| v);
     value
         .map(str::to_owned)
-        .ok_or_else(|| AppError::Invalid(format!("{key}: missing from the path")))
+        .ok_or_else(|| AppError::invalid(format!("{key}: missing from the path")))
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for NamePath {
@@ -74,7 +74,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdPath {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let raw = path_param(parts, state, "id").await?;
         let id = LeaseId::parse(&raw).map_err(|e| {
-            AppError::Invalid(format!(
+            AppError::invalid(format!(
                 "id: {}; if the name has a `/` in it, send it as `%2F` \
                  (review/app-1 as review%2Fapp-1)",
                 e.0
@@ -119,7 +119,7 @@ pub fn acquire_request(
     let notify = match (notify, keep_place_ms) {
         (None, _) => None,
         (Some(_), None) => {
-            return Err(AppError::Invalid(
+            return Err(AppError::invalid(
                 "notify: a turn notice is for a ticket: send keep_place_ms with it".into(),
             ))
         }
@@ -134,7 +134,7 @@ pub fn acquire_request(
         wait_ms = wait_ms.min(max_wait_ms);
     }
     let wait = WaitTime::from_ms(wait_ms, max_wait_ms)
-        .map_err(|_| AppError::WaitTooLong { max_wait_ms })?;
+        .map_err(|why| AppError::from(Problem::wait_too_long(&why, max_wait_ms)))?;
     let owner = Owner::parse(owner).map_err(|e| AppError::field("owner", e))?;
     let override_reason = Reason::parse(override_reason)
         .map_err(|e| AppError::field("override", e))?
@@ -189,10 +189,10 @@ pub fn unrouted(path: &str, method: &axum::http::Method, otherwise: AppError) ->
     // A path that a route took (405: the method is what is wrong) has the
     // segments that route names: `/tickets/{ticket}` or `/{id}/events` are
     // not names with a `/`.
-    let routed = matches!(otherwise, AppError::MethodNotAllowed);
+    let routed = otherwise.problem_type() == ProblemType::MethodNotAllowed;
     let too_many = segments > 2 && !routed;
     if too_many || (segments == 2 && method == axum::http::Method::POST && !lease_path) {
-        AppError::Invalid(
+        AppError::invalid(
             "name: a `/` in a name must be sent percent-encoded as `%2F` \
              (POST /locks/review%2Fapp-1 for the name review/app-1)"
                 .into(),
@@ -209,7 +209,9 @@ pub fn unrouted(path: &str, method: &axum::http::Method, otherwise: AppError) ->
 pub async fn found(
     lease: impl Future<Output = Result<Option<engine::Lease>, engine::Error>>,
 ) -> Result<engine::Lease, AppError> {
-    lease.await?.ok_or(AppError::LeaseNotFound)
+    lease
+        .await?
+        .ok_or(AppError::from(ProblemType::LeaseNotFound))
 }
 
 /// 204, or `lease-not-found`: release.
@@ -222,7 +224,7 @@ pub async fn released(
     if released.await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(AppError::LeaseNotFound)
+        Err(AppError::from(ProblemType::LeaseNotFound))
     }
 }
 
@@ -239,7 +241,7 @@ macro_rules! lease_body {
                     owner: lease.owner.map($crate::domain::Owner::into_string),
                     fencing_token: lease.fencing_token,
                     ttl_ms: lease.ttl.as_ms(),
-                    expires_at: $crate::routes::json::rfc3339_ms(lease.expires_at_ms),
+                    expires_at: $crate::wire::rfc3339_ms(lease.expires_at_ms),
                     $($field,)*
                 }
             }

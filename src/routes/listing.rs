@@ -33,7 +33,7 @@ pub struct ListQuery {
 pub(crate) fn parse_list_query(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<(NamePrefix, PageLimit, PageCursor), AppError> {
-    let Query(query) = query.map_err(|e| AppError::Invalid(format!("query: {}", e.body_text())))?;
+    let Query(query) = query.map_err(|e| AppError::invalid(format!("query: {}", e.body_text())))?;
     let prefix = NamePrefix::parse(query.prefix.as_deref().unwrap_or(""))
         .map_err(|e| AppError::field("prefix", e))?;
     let limit = query

@@ -6,12 +6,12 @@
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::json::rfc3339_ms;
 use super::lease::created;
 use super::{AppError, Json};
 use crate::domain::{Kind, LeaseId, Name, Owner};
 use crate::engine::{Lease, Refusal, TicketPlace};
-use crate::wire::{LeaseBody, TicketBody, TicketFrozen};
+use crate::wire::rfc3339_ms;
+use crate::wire::{LeaseBody, Problem, TicketBody, TicketFrozen};
 
 /// 201 with the lease and its `Location`, 202 with a ticket when its place
 /// was kept, or the problem of the refusal.
@@ -36,13 +36,13 @@ pub(super) fn answer(
     match outcome {
         Ok(lease) => Ok((lease.id, lease_body(kind, lease))),
         Err(Refusal::Busy(busy)) => Err(AppError::busy(kind, name, busy)),
-        Err(Refusal::Superseded { owner }) => Err(AppError::Superseded {
-            name: name.to_string(),
-            owner: owner.map(Owner::into_string),
-        }),
+        Err(Refusal::Superseded { owner }) => Err(AppError::from(Problem::superseded(
+            name.as_str(),
+            owner.map(Owner::into_string),
+        ))),
         Err(Refusal::Frozen(frozen)) => Err(AppError::frozen(name, frozen)),
         // Answered 202 by created_or_refused(); never in a progress stream.
-        Err(Refusal::Ticketed(_)) => Err(AppError::Internal("a ticket where a lease was due")),
+        Err(Refusal::Ticketed(_)) => Err(AppError::internal("a ticket where a lease was due")),
     }
 }
 
@@ -80,7 +80,7 @@ pub fn ticketed(kind: Kind, name: &Name, place: TicketPlace) -> Response {
 /// The freeze that holds a name, as tickets and status show it.
 pub(super) fn frozen_body(frozen: crate::engine::FrozenBy) -> TicketFrozen {
     TicketFrozen {
-        until: rfc3339_ms(u64::try_from(frozen.until_ms).unwrap_or(0)),
+        until: crate::wire::rfc3339_ms_signed(frozen.until_ms),
         reason: frozen.reason.map(|r| r.as_str().to_owned()),
         freeze_id: frozen.freeze_id.map(|id| id.to_string()),
     }

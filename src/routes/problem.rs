@@ -42,6 +42,6 @@ pub async fn describe(Path(slug): Path<String>) -> Response {
             )
                 .into_response()
         }
-        None => super::AppError::NotFound.into_response(),
+        None => super::AppError::from(ProblemType::NotFound).into_response(),
     }
 }

@@ -23,7 +23,7 @@ use crate::domain::{Demand, Kind, Name, Owner, Priority, WaitTime};
 use crate::engine::events::{WatchNotice, Watcher};
 use crate::engine::wall_clock_ms;
 use crate::engine::{Acquiring, Engine, InLine, Lease, Place, Refusal};
-use crate::wire::{EtaBasis, FrozenLine, Queued, QueuedBehind};
+use crate::wire::{EtaBasis, FrozenLine, ProgressEventName, Queued, QueuedBehind};
 
 /// Whether the request asks for progress events: `Accept: text/event-stream`
 /// and a wait (without one there is nothing to report).
@@ -95,9 +95,8 @@ type Outcome = Result<serde_json::Value, AppError>;
 
 /// The lease body, as JSON, of a successful acquisition.
 pub fn lease_json(body: &impl Serialize) -> Result<serde_json::Value, AppError> {
-    serde_json::to_value(body).map_err(|err| {
-        AppError::Engine(crate::engine::Error::Protocol(format!("lease body: {err}")))
-    })
+    serde_json::to_value(body)
+        .map_err(|err| AppError::from(crate::engine::Error::Protocol(format!("lease body: {err}"))))
 }
 
 /// One acquisition with progress, as a stream of events.
@@ -143,9 +142,9 @@ impl Progress {
             return None;
         };
         Some(json_event(
-            "frozen",
+            ProgressEventName::Frozen,
             &FrozenLine {
-                until: super::json::rfc3339_ms(u64::try_from(frozen.window.end_ms).unwrap_or(0)),
+                until: crate::wire::rfc3339_ms_signed(frozen.window.end_ms),
                 reason: frozen.reason.map(|r| r.as_str().to_owned()),
                 freeze_id: Some(frozen.freeze_id.to_string()),
             },
@@ -223,7 +222,7 @@ impl Progress {
                 if self.last.as_ref() != Some(&now) {
                     self.last = Some(now);
                     return Some(json_event(
-                        "queued",
+                        ProgressEventName::Queued,
                         &queued(self.kind, self.demand, self.priority, &place),
                     ));
                 }
@@ -248,7 +247,10 @@ async fn next_change(changes: &mut Option<Watcher>) -> Option<WatchNotice> {
     }
 }
 
-fn json_event(name: &str, data: &impl Serialize) -> Event {
+/// The progress event `name` with `data` as JSON (`{}` should it not
+/// serialize).
+pub(super) fn json_event(name: ProgressEventName, data: &impl Serialize) -> Event {
+    let name = name.as_str();
     Event::default()
         .event(name)
         .json_data(data)
@@ -257,12 +259,12 @@ fn json_event(name: &str, data: &impl Serialize) -> Event {
 
 fn final_event(outcome: Outcome) -> Event {
     match outcome {
-        Ok(lease) => json_event("acquired", &lease),
+        Ok(lease) => json_event(ProgressEventName::Acquired, &lease),
         Err(err) => {
-            if let AppError::Engine(cause) = &err {
+            if let Some(super::error::Cause::Engine(cause)) = err.cause() {
                 tracing::warn!(%cause, "acquisition with progress failed");
             }
-            json_event("problem", &err.problem())
+            json_event(ProgressEventName::Problem, err.problem())
         }
     }
 }

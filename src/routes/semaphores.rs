@@ -21,7 +21,7 @@ pub fn asked(
 ) -> Result<(Demand, AcquireRequest), AppError> {
     let limit = body
         .limit
-        .ok_or_else(|| AppError::Invalid("limit: is required".into()))
+        .ok_or_else(|| AppError::invalid("limit: is required".into()))
         .and_then(|n| Limit::new(n).map_err(|e| AppError::field("limit", e)))?;
     let permits = body
         .permits

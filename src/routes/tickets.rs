@@ -16,7 +16,6 @@ use utoipa::openapi::{Content, Object, OpenApi, Ref, ResponseBuilder, Type};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::extract::{parse_json, read_body};
-use super::json::rfc3339_ms;
 use super::kind_doc::{lease_schema_name, ticket_response};
 use super::lease::NamePath;
 use super::outcome::{created_or_refused, frozen_body};
@@ -26,6 +25,7 @@ use crate::domain::{Forsaken, Kind, LeaseId, Scope, WaitTime};
 use crate::engine::{Acquiring, TicketWait};
 use crate::http::Parked;
 use crate::telemetry::RequestContext;
+use crate::wire::rfc3339_ms;
 use crate::wire::{
     EtaBasis, ProblemType, TicketBody, TicketFrozen, TicketStateBody, TicketWaitBody,
 };
@@ -45,12 +45,12 @@ impl<S: Send + Sync> FromRequestParts<S> for TicketPath {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let params = axum::extract::RawPathParams::from_request_parts(parts, state)
             .await
-            .map_err(|e| AppError::Invalid(format!("ticket: {}", e.body_text())))?;
+            .map_err(|e| AppError::invalid(format!("ticket: {}", e.body_text())))?;
         let raw = params
             .iter()
             .find(|(k, _)| *k == "ticket")
             .map(|(_, v)| v.to_owned())
-            .ok_or_else(|| AppError::Invalid("ticket: missing from the path".into()))?;
+            .ok_or_else(|| AppError::invalid("ticket: missing from the path".into()))?;
         let ticket = LeaseId::parse(&raw).map_err(|e| AppError::field("ticket", e))?;
         Ok(Self { ticket })
     }
@@ -65,7 +65,7 @@ pub fn keep_place_ms(keep_ms: u64, max_keep_place_ms: u64) -> Result<u64, AppErr
     if (1..=max_keep_place_ms).contains(&keep_ms) {
         Ok(keep_ms)
     } else {
-        Err(AppError::Invalid(format!(
+        Err(AppError::invalid(format!(
             "keep_place_ms: must be between 1 and {max_keep_place_ms} (the server's maximum)"
         )))
     }
@@ -84,7 +84,7 @@ pub async fn show(
         .leases(kind)
         .ticket(&name, ticket)
         .await?
-        .ok_or(AppError::TicketNotFound)?;
+        .ok_or(AppError::from(ProblemType::TicketNotFound))?;
     Ok(Json(TicketStateBody {
         state: if place.pickup_by_ms.is_some() {
             "granted"
@@ -121,7 +121,7 @@ pub async fn leave(
     if state.leases(kind).leave_ticket(&name, ticket).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(AppError::TicketNotFound)
+        Err(AppError::from(ProblemType::TicketNotFound))
     }
 }
 
@@ -163,7 +163,7 @@ pub async fn wait(
     );
     let outcome = waiting.then(move |acquiring| async move {
         let outcome = match acquiring? {
-            None => return Err(AppError::TicketNotFound),
+            None => return Err(AppError::from(ProblemType::TicketNotFound)),
             Some(Acquiring::Now(outcome)) => outcome,
             Some(Acquiring::Queued(queued)) => queued.outcome().await?,
         };

@@ -5,6 +5,28 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::names::names;
+
+names! {
+    /// The events of a holder's stream, by their SSE event name.
+    HolderEventName {
+        Held => "held",
+        Refreshed => "refreshed",
+        YieldRequested => "yield-requested",
+        Expiring => "expiring",
+        Released => "released",
+        Lost => "lost",
+    }
+}
+
+names! {
+    /// Why a `lost` lease ended without its holder: the event's `reason`.
+    LostReason {
+        Expired => "expired",
+        ForceReleased => "force-released",
+    }
+}
+
 /// The data of one event of a holder's stream; the SSE event's name says
 /// what happened (`held`, `refreshed`, `yield-requested`, `expiring`,
 /// `released`, `lost`). Every event carries the lease's `fencing_token`;

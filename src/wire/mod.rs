@@ -16,6 +16,7 @@
 //! answers, and parse the requests into domain types.
 
 mod acquire;
+mod change;
 mod claim;
 mod field;
 mod freeze;
@@ -23,23 +24,27 @@ mod history;
 mod holder;
 mod lease;
 mod lenient;
+mod names;
 mod problem;
 mod progress;
 mod status;
 mod ticket;
+mod time;
 
 pub use acquire::{AcquireFields, AcquireLock, AcquireSemaphore};
+pub use change::{ChangeEventBody, ChangeEventName};
 pub use claim::{
     ClaimBody, ClaimFrozen, ClaimLock, ClaimName, ClaimQueued, ClaimRequest, ClaimSemaphore,
 };
 pub use freeze::{FreezeBody, FreezeList, FreezeRequest};
 pub use history::{HistoryBody, HistoryEntryBody, LeaseEndBody};
-pub use holder::{HolderEventBody, YieldAnswer, YieldRequest};
+pub use holder::{HolderEventBody, HolderEventName, LostReason, YieldAnswer, YieldRequest};
 pub use lease::{LeaseBody, LockLeaseBody, Refresh, SemaphoreLeaseBody};
-pub use problem::{Facts, Problem, ProblemType, RetryAfter};
-pub use progress::{FrozenLine, Queued, QueuedBehind};
+pub use problem::{Facts, LockHeld, Problem, ProblemType, RetryAfter, SemaphoreFull};
+pub use progress::{FrozenLine, ProgressEventName, Queued, QueuedBehind};
 pub use status::{
     Listing, LockHolderBody, LockStatusBody, Mode, SemaphoreStatusBody, SlotBody, StatusBody,
     WaiterBody,
 };
 pub use ticket::{EtaBasis, TicketBody, TicketFrozen, TicketStateBody, TicketWaitBody};
+pub use time::{rfc3339_ms, rfc3339_ms_signed};

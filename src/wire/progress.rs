@@ -5,6 +5,18 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::names::names;
+
+names! {
+    /// The events of an acquisition with progress, by their SSE event name.
+    ProgressEventName {
+        Queued => "queued",
+        Frozen => "frozen",
+        Acquired => "acquired",
+        Problem => "problem",
+    }
+}
+
 /// `queued` data: the position counts leases (each waiter ahead is one),
 /// and the waiter's own shared flag or permits are shown, as are each
 /// holder's.
@@ -27,7 +39,7 @@ pub struct Queued {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eta_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eta_basis: Option<super::EtaBasis>,
+    pub eta_basis: Option<super::ticket::EtaBasis>,
 }
 
 /// `frozen` data: a freeze holds the name, and the waiter keeps its place

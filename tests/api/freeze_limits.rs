@@ -19,7 +19,7 @@ fn now_ms() -> i64 {
 }
 
 fn rfc3339(ms: i64) -> String {
-    baton::routes::json::rfc3339_ms(u64::try_from(ms).unwrap())
+    baton::wire::rfc3339_ms(u64::try_from(ms).unwrap())
 }
 
 const DAY_MS: i64 = 86_400_000;

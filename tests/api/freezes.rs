@@ -20,7 +20,7 @@ fn now_ms() -> i64 {
 
 /// RFC 3339 of `ms`.
 fn rfc3339(ms: i64) -> String {
-    baton::routes::json::rfc3339_ms(u64::try_from(ms).unwrap())
+    baton::wire::rfc3339_ms(u64::try_from(ms).unwrap())
 }
 
 /// Milliseconds of an RFC 3339 time.

@@ -23,22 +23,6 @@ pub enum Change {
     YieldRequested,
 }
 
-impl Change {
-    /// The event's name on the wire (`force-released`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Acquired => "acquired",
-            Self::Released => "released",
-            Self::Refreshed => "refreshed",
-            Self::Expired => "expired",
-            Self::ForceReleased => "force-released",
-            Self::Queued => "queued",
-            Self::Left => "left",
-            Self::YieldRequested => "yield-requested",
-        }
-    }
-}
-
 /// One change, as published by a script (`{"event", "kind", "name", "owner"?,
 /// "fencing_token"?, "holders"?, "waiting"}`); any other member, a lease id
 /// included, is dropped on parsing.

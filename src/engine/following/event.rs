@@ -14,16 +14,6 @@ pub enum LostReason {
     ForceReleased,
 }
 
-impl LostReason {
-    /// The reason as the wire says it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Expired => "expired",
-            Self::ForceReleased => "force-released",
-        }
-    }
-}
-
 /// One event of a holder's stream; each names the lease by its fencing token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HolderEvent {
@@ -64,18 +54,6 @@ pub enum HolderEvent {
 }
 
 impl HolderEvent {
-    /// The event's name on the wire.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Held { .. } => "held",
-            Self::Refreshed { .. } => "refreshed",
-            Self::YieldRequested { .. } => "yield-requested",
-            Self::Expiring { .. } => "expiring",
-            Self::Released { .. } => "released",
-            Self::Lost { .. } => "lost",
-        }
-    }
-
     /// Whether the stream ends after it.
     pub fn is_last(&self) -> bool {
         matches!(self, Self::Released { .. } | Self::Lost { .. })
