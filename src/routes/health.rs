@@ -5,7 +5,6 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 use tokio::sync::OnceCell;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -13,7 +12,7 @@ use utoipa_axum::routes;
 
 use super::problem::responses::RedisUnavailable;
 use super::{AppError, AppState, Json};
-use crate::wire::{Problem, ProblemType};
+use crate::wire::{Health, Problem, ProblemType};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -28,16 +27,6 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The `scripts/with-lock` launcher of this version, built into the binary.
 pub const WITH_LOCK: &str = include_str!("../../scripts/with-lock");
 
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"status": "ok"}))]
-pub struct Health {
-    /// `ok` (the process runs) or `ready` (Redis answers).
-    pub status: &'static str,
-    /// `/readyz`: set when Redis's `maxmemory-policy` could evict baton's keys.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub warning: Option<String>,
-}
-
 /// Liveness
 ///
 /// 200 while the process runs, whether or not Redis answers.
@@ -45,7 +34,7 @@ pub struct Health {
     responses((status = 200, description = "The process runs", body = Health)))]
 pub async fn healthz() -> Json<Health> {
     Json(Health {
-        status: "ok",
+        status: "ok".into(),
         warning: None,
     })
 }
@@ -61,7 +50,7 @@ pub async fn healthz() -> Json<Health> {
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, AppError> {
     state.engine.ping().await?;
     Ok(Json(Health {
-        status: "ready",
+        status: "ready".into(),
         warning: state.engine.eviction_warning(),
     }))
 }

@@ -20,6 +20,7 @@ mod change;
 mod claim;
 mod field;
 mod freeze;
+mod health;
 mod history;
 mod holder;
 mod lease;
@@ -37,6 +38,7 @@ pub use claim::{
     ClaimBody, ClaimFrozen, ClaimLock, ClaimName, ClaimQueued, ClaimRequest, ClaimSemaphore,
 };
 pub use freeze::{FreezeBody, FreezeList, FreezeRequest};
+pub use health::Health;
 pub use history::{HistoryBody, HistoryEntryBody, LeaseEndBody};
 pub use holder::{HolderEventBody, HolderEventName, LostReason, YieldAnswer, YieldRequest};
 pub use lease::{LeaseBody, LockLeaseBody, Refresh, SemaphoreLeaseBody};
