@@ -72,7 +72,7 @@ fn document_guard(doc: &mut OpenApi) {
 /// Adds `shared` problem responses to `op`, and its security.
 fn add_responses(op: &mut Operation, shared: &[ProblemType]) {
     for kind in shared {
-        let reference = utoipa::openapi::Ref::from_response_name(kind.component_name());
+        let reference = kind.response_ref();
         // An operation's own answer for a status wins (e.g. /events' 503).
         op.responses
             .responses

@@ -11,7 +11,7 @@ use utoipa::openapi::{Content, OpenApi, Ref, ResponseBuilder};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 
-use super::kind_doc::{add_schemas, name_parameter, operation, problem};
+use super::kind_doc::{add_schemas, name_parameter, operation};
 use super::lease::NamePath;
 use super::{AppError, AppState, Caller, Json};
 use crate::domain::{Demand, Kind, Scope};
@@ -82,7 +82,7 @@ fn document(kind: Kind, doc: &mut OpenApi) {
                 )
                 .build(),
         )
-        .response("503", problem(ProblemType::RedisUnavailable)),
+        .response("503", ProblemType::RedisUnavailable.response_ref()),
     );
     add_schemas::<HistoryBody>(doc);
 }

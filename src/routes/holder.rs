@@ -20,7 +20,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 
 use super::events::KEEP_ALIVE;
-use super::kind_doc::{add_schemas, name_parameter, operation, problem};
+use super::kind_doc::{add_schemas, name_parameter, operation};
 use super::lease::{IdPath, NamePath};
 use super::{AppError, AppState, Caller, Json, JsonBody};
 use crate::access::{Quota, QuotaSlot};
@@ -107,7 +107,7 @@ fn document(kind: Kind, doc: &mut OpenApi) {
                 .content("application/problem+json", json(Problem::name()))
                 .build(),
         )
-        .response("503", problem(ProblemType::RedisUnavailable)),
+        .response("503", ProblemType::RedisUnavailable.response_ref()),
     );
     let may_be_empty = OneOfBuilder::new()
         .item(Ref::from_schema_name(YieldRequest::name()))
@@ -134,7 +134,7 @@ fn document(kind: Kind, doc: &mut OpenApi) {
                 .content("application/json", json(YieldAnswer::name()))
                 .build(),
         )
-        .response("503", problem(ProblemType::RedisUnavailable)),
+        .response("503", ProblemType::RedisUnavailable.response_ref()),
     );
     add_schemas::<HolderEventBody>(doc);
     add_schemas::<YieldRequest>(doc);

@@ -198,8 +198,8 @@ fn name_operations(kind: Kind, own: &KindDoc, paths: &mut Paths) {
                     .build(),
             ),
         )
-        .response("409", problem(ProblemType::busy(kind)))
-        .response("423", problem(ProblemType::Frozen)),
+        .response("409", ProblemType::busy(kind).response_ref())
+        .response("423", ProblemType::Frozen.response_ref()),
     );
     paths.add_path_operation(
         &path,
@@ -236,8 +236,8 @@ fn name_operations(kind: Kind, own: &KindDoc, paths: &mut Paths) {
         )
         .parameters(Some(name_parameter()))
         .response("204", released())
-        .response("403", problem(ProblemType::Forbidden))
-        .response("404", problem(ProblemType::not_held(kind))),
+        .response("403", ProblemType::Forbidden.response_ref())
+        .response("404", ProblemType::not_held(kind).response_ref()),
     );
 }
 
@@ -267,7 +267,7 @@ fn lease_operations(kind: Kind, lease: &Body, paths: &mut Paths) {
             description,
         )
         .parameters(Some(parameters))
-        .response("404", problem(ProblemType::LeaseNotFound))
+        .response("404", ProblemType::LeaseNotFound.response_ref())
     };
     paths.add_path_operation(
         &path,
@@ -356,11 +356,6 @@ pub fn ticket_response(location: Header) -> Response {
             Content::new(Some(Ref::from_schema_name(TicketBody::name()))),
         )
         .build()
-}
-
-/// The answer of a problem type: a reference to its response component.
-pub(super) fn problem(problem: ProblemType) -> Ref {
-    Ref::from_response_name(problem.component_name())
 }
 
 /// Adds the schema of `T`, and those it refers to, to `doc`'s components.

@@ -211,7 +211,7 @@ pub fn document(kind: Kind, doc: &mut OpenApi) {
             .summary(Some(summary.to_owned()))
             .description(Some(description.to_owned()))
             .parameters(Some(parameters.clone()))
-            .response("404", problem(ProblemType::TicketNotFound))
+            .response("404", ProblemType::TicketNotFound.response_ref())
     };
     let json =
         |name: std::borrow::Cow<'static, str>| Content::new(Some(Ref::from_schema_name(name)));
@@ -288,8 +288,4 @@ pub fn document(kind: Kind, doc: &mut OpenApi) {
     ] {
         schemas.insert(name.into_owned(), schema);
     }
-}
-
-fn problem(problem: ProblemType) -> Ref {
-    Ref::from_response_name(problem.component_name())
 }

@@ -2,7 +2,8 @@
 //! the reasons a lease was lost) as an enum whose variants each stand for
 //! one name, written once, with `as_str`, `from_name` and `ALL`.
 
-/// `names! { /// doc\n Type { Variant => "name", ... } }`.
+/// `names! { /// What they are. Type { Variant => "name", ... } }`: the
+/// enum, each variant standing for its name.
 macro_rules! names {
     ($(#[$meta:meta])* $ty:ident { $($(#[$vmeta:meta])* $variant:ident => $name:literal,)+ }) => {
         $(#[$meta])*

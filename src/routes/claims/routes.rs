@@ -222,14 +222,13 @@ fn document(doc: &mut utoipa::openapi::OpenApi) {
             &mut item.delete,
         ];
         for op in operations.into_iter().flatten() {
-            let reference = utoipa::openapi::Ref::from_response_name(kind.component_name());
+            let reference = kind.response_ref();
             op.responses
                 .responses
                 .insert(status.to_owned(), reference.into());
             if kind == ProblemType::ClaimRefused {
                 // A claim on a frozen name is answered as a single request.
-                let frozen =
-                    utoipa::openapi::Ref::from_response_name(ProblemType::Frozen.component_name());
+                let frozen = ProblemType::Frozen.response_ref();
                 op.responses
                     .responses
                     .insert("423".to_owned(), frozen.into());

@@ -55,6 +55,12 @@ impl ProblemType {
         }
     }
 
+    /// A reference to its OpenAPI response component, for an operation's
+    /// answer of this type.
+    pub fn response_ref(self) -> Ref {
+        Ref::from_response_name(self.component_name())
+    }
+
     /// Its OpenAPI response: the [`Problem`] schema with an example, and
     /// `Retry-After` where it has a retry policy.
     pub fn openapi_response(self) -> RefOr<utoipa::openapi::Response> {
