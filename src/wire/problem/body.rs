@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::ProblemType;
+use super::kind::ProblemType;
 use crate::wire::lenient::ignoring_mistyped;
 use crate::wire::status::Mode;
 

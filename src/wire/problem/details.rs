@@ -3,7 +3,8 @@
 //! Each sentence is written here once; the routes' errors and the OpenAPI
 //! examples (`openapi.rs`) are both made by these constructors.
 
-use super::{Problem, ProblemType};
+use super::body::Problem;
+use super::kind::ProblemType;
 use crate::domain::{Invalid, Kind};
 use crate::wire::status::Mode;
 use crate::wire::time::rfc3339_ms_signed;

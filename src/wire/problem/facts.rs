@@ -2,7 +2,7 @@
 //! description, and when a client may try again. The table is
 //! [`ProblemType::facts`]; what one occurrence says is `details.rs`'s.
 
-use super::ProblemType;
+use super::kind::ProblemType;
 
 /// When a client may try again, sent as `Retry-After` (seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

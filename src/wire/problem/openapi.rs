@@ -5,7 +5,10 @@
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder, Type};
 
-use super::{LockHeld, Problem, ProblemType, RetryAfter, SemaphoreFull};
+use super::body::Problem;
+use super::details::{LockHeld, SemaphoreFull};
+use super::facts::RetryAfter;
+use super::kind::ProblemType;
 use crate::domain::Ttl;
 use crate::wire::status::Mode;
 
