@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::OnceCell;
 use utoipa::ToSchema;
@@ -128,16 +128,11 @@ async fn own_sha256() -> &'static Result<String, String> {
 /// 500, logged with its cause; the answer does not say where the binary is.
 fn cannot_serve_binary(cause: &str) -> Response {
     tracing::error!("cannot serve the baton binary: {cause}");
-    let problem = Problem::new(
+    AppError::from(Problem::new(
         ProblemType::InternalError,
         "the service cannot read its own binary".into(),
-    );
-    (
-        StatusCode::INTERNAL_SERVER_ERROR,
-        [(header::CONTENT_TYPE, "application/problem+json")],
-        Json(problem),
-    )
-        .into_response()
+    ))
+    .into_response()
 }
 
 /// The bytes of an executable, as OpenAPI describes a file.
