@@ -1,8 +1,9 @@
 //! `AppError`: every failure the API reports, as `application/problem+json`
 //! (RFC 9457). It is a [`Problem`] of the wire's table, made by the wire's
-//! constructors (which write every `detail`), with what `Retry-After` counts
-//! from and, for a failure of the service itself, its cause: logged, never
-//! sent. 4xx details speak to the caller; 5xx hide internals.
+//! constructors (which write every `detail` but those of `access`'s
+//! refusals, whose `Display` says them), with what `Retry-After` counts from
+//! and, for a failure of the service itself, its cause: logged, never sent.
+//! 4xx details speak to the caller; 5xx hide internals.
 
 use std::time::Duration;
 

@@ -1,7 +1,9 @@
 //! What one occurrence of a problem says: the constructors of the
 //! [`Problem`]s whose `detail` and extension members tell that occurrence.
-//! Each sentence is written here once; the routes' errors and the OpenAPI
-//! examples (`openapi.rs`) are both made by these constructors.
+//! Each such sentence is written here once (a type that says the same each
+//! time has its sentence in the table, `facts.rs`; a refusal of `access`
+//! says its own); the routes' errors and the OpenAPI examples (`openapi.rs`)
+//! are both made by these constructors.
 
 use super::body::Problem;
 use super::kind::ProblemType;
