@@ -27,7 +27,7 @@ pub struct Queued {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eta_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eta_basis: Option<super::EtaBasis>,
+    pub eta_basis: Option<super::ticket::EtaBasis>,
 }
 
 /// `frozen` data: a freeze holds the name, and the waiter keeps its place

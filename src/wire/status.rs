@@ -66,7 +66,7 @@ pub struct WaiterBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eta_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eta_basis: Option<super::EtaBasis>,
+    pub eta_basis: Option<super::ticket::EtaBasis>,
 }
 
 /// How a held lock is held.
@@ -144,7 +144,7 @@ pub struct LockStatusBody {
     /// While a freeze holds the name: which, until when, and why (nothing
     /// is granted meanwhile; the line keeps its order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub frozen: Option<super::TicketFrozen>,
+    pub frozen: Option<super::ticket::TicketFrozen>,
 }
 
 /// A semaphore as anyone may see it.
@@ -188,7 +188,7 @@ pub struct SemaphoreStatusBody {
     /// While a freeze holds the name: which, until when, and why (nothing
     /// is granted meanwhile; the line keeps its order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub frozen: Option<super::TicketFrozen>,
+    pub frozen: Option<super::ticket::TicketFrozen>,
 }
 
 /// A lock or semaphore as anyone may see it.
@@ -226,7 +226,7 @@ impl StatusBody {
     }
 
     /// The freeze that holds the name now, if one does.
-    pub fn frozen(&self) -> Option<&super::TicketFrozen> {
+    pub fn frozen(&self) -> Option<&super::ticket::TicketFrozen> {
         match self {
             Self::Lock(status) => status.frozen.as_ref(),
             Self::Semaphore(status) => status.frozen.as_ref(),
