@@ -3,12 +3,14 @@
 
 use reqwest::Method;
 
+use super::answer::failure;
 use super::args::YieldArgs;
 use super::calls::kind_of;
 use super::exit::Failure;
 use super::http::call;
-use super::http::{failure, json, unreadable, Service, Target};
+use super::http::{json, Service};
 use super::messages::say;
+use super::target::Target;
 use crate::domain::Kind;
 use crate::wire::{YieldAnswer, YieldRequest};
 
@@ -38,8 +40,7 @@ pub async fn ask_yield(args: YieldArgs) -> Result<(), Failure> {
             if answer.status != 202 {
                 return Err(failure(&answer, &target));
             }
-            let asked: YieldAnswer =
-                serde_json::from_value(answer.body).map_err(|err| unreadable("answer", &err))?;
+            let asked: YieldAnswer = answer.read("answer")?;
             Ok((
                 target,
                 if asked.already_asked {

@@ -8,16 +8,18 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::Value;
 
+use super::answer::{failure, unreadable};
 use super::args::{
     AcquireArgs, KindOption, LeaseOutput, ListArgs, Output, RefreshArgs, ReleaseArgs, StatusArgs,
 };
 use super::duration::{human, millis};
 use super::exit::{signal_status, Failure, UNAVAILABLE};
-use super::http::{call, failure, json, unreadable, Service, Target};
+use super::http::{call, json, Service};
 use super::line;
 use super::messages::{print, say, show, NotPrinted};
 use super::request::Request;
 use super::signals::Signals;
+use super::target::Target;
 use super::variables::LeaseVariables;
 use crate::domain::Kind;
 use crate::wire::{LeaseBody, Listing, Mode, Refresh, StatusBody};

@@ -11,20 +11,19 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::json;
-use tokio::time::Instant;
 
 use super::acquired::{Acquired, Follow};
+use super::answer::{refused, rejected, unexpected, unreachable, unreadable, Outcome};
 use super::args::RunArgs;
+use super::attempts::{Attempts, Retry};
 use super::duration::{human, millis};
-use super::exit::{signal_status, Failure, NOT_ACQUIRED, REFUSED, UNAVAILABLE, USAGE};
-use super::http::{json, unreadable, Service, Target};
-use super::messages::{say, signal_name, warn};
+use super::exit::{Failure, NOT_ACQUIRED, UNAVAILABLE};
+use super::http::{json, Service};
+use super::messages::say;
 use super::signals::Signals;
+use super::target::Target;
 use crate::domain::{ClaimId, Kind, Limit, Name};
 use crate::wire::{ClaimBody, ClaimLock, ClaimRequest, ClaimSemaphore};
-
-/// How long 5xx answers or no answer are retried in a row.
-const RETRY_FOR: Duration = Duration::from_secs(60);
 
 /// The variable that holds the claim id (a secret) in COMMAND's environment.
 pub const CLAIM_ID: &str = "BATON_CLAIM_ID";
@@ -178,29 +177,30 @@ impl Claim {
         started: Duration,
     ) -> Result<Acquired, Failure> {
         let label = self.label();
-        let deadline = Instant::now() + self.wait;
-        let mut step: Option<Duration> = None;
-        let mut failing_since: Option<Instant> = None;
-        let mut backoff = Duration::from_secs(1);
+        let mut attempts = Attempts::new(label.clone(), self.wait, signals);
         if !self.wait.is_zero() {
             say(format!("claiming {label}: all of them, or none"));
         }
         loop {
-            let mut wait = deadline.saturating_duration_since(Instant::now());
-            if let Some(step) = step {
-                wait = wait.min(step);
-            }
+            let wait = attempts.next_wait();
             let body = self.body(wait);
             let sent = super::clock::now();
+            attempts.sending(wait);
             let outcome = tokio::select! {
                 outcome = service.call(Method::POST, "/claims", Some(&body), wait + Duration::from_secs(30)) => outcome,
-                signal = signals.recv() => return Err(Failure::new(
-                    signal_status(signal),
-                    format!("got {} while waiting for {label}; giving up", signal_name(signal)),
-                )),
+                signal = attempts.signals().recv() => return Err(attempts.signalled(signal)),
             };
-            let why = match outcome {
-                Ok(answer) if answer.status == 201 => {
+            attempts.came();
+            let answer = match outcome {
+                Ok(answer) => answer,
+                Err(why) if service.is_not_there(&why) => return Err(unreachable(why)),
+                Err(why) => {
+                    attempts.failed(Retry::NoAnswer(why.why)).await?;
+                    continue;
+                }
+            };
+            match (answer.status, answer.outcome()) {
+                (201, _) => {
                     let claim = ClaimBody::from_json(&answer.body)
                         .map_err(|err| unreadable("claim", &err))?;
                     if ClaimId::parse(&claim.id).is_err() {
@@ -216,9 +216,11 @@ impl Claim {
                     ));
                     return Ok(self.acquired(&claim, sent, received));
                 }
-                Ok(answer) if answer.status == 409 => {
-                    failing_since = None;
-                    if Instant::now() < deadline {
+                (409, _) => {
+                    attempts.answered();
+                    // A wait cut short (a step of max_wait_ms, or a proxy): wait again.
+                    attempts.pause_if_early().await?;
+                    if !attempts.expired() {
                         continue;
                     }
                     let detail = answer.problem().map(|p| p.detail).unwrap_or_default();
@@ -230,63 +232,21 @@ impl Claim {
                         ),
                     ));
                 }
-                Ok(answer) if matches!(answer.status, 400 | 422) => {
-                    if let Some(max) = answer.problem().and_then(|p| p.max_wait_ms) {
-                        if max > 0 && max < millis(wait) {
-                            step = Some(Duration::from_millis(max));
-                            continue;
-                        }
+                (_, Outcome::Rejected { max_wait_ms }) => {
+                    if !attempts.step_down(max_wait_ms) {
+                        return Err(rejected("claim", &answer));
                     }
-                    return Err(Failure::new(
-                        USAGE,
-                        format!("the service rejected the claim: {}", answer.describe()),
+                }
+                (_, Outcome::Refused) => return Err(refused("claim", &answer, false)),
+                (_, Outcome::Retry) => attempts.failed(Retry::Answer(answer)).await?,
+                _ => {
+                    return Err(unexpected(
+                        &format!("unexpected answer from {}/claims", service.url()),
+                        &answer,
+                        "is it a baton that takes claims? ",
                     ));
                 }
-                Ok(answer) if matches!(answer.status, 401 | 403) => {
-                    return Err(Failure::new(
-                        REFUSED,
-                        format!(
-                            "the service refused the claim: {} (check --token or BATON_TOKEN)",
-                            answer.describe()
-                        ),
-                    ));
-                }
-                Ok(answer) if answer.status == 429 || answer.status >= 500 => answer.describe(),
-                Ok(answer) => {
-                    return Err(Failure::new(
-                        UNAVAILABLE,
-                        format!(
-                            "unexpected answer from {}/claims: {} (is it a baton that takes claims? check --url or BATON_URL)",
-                            service.url(),
-                            answer.describe()
-                        ),
-                    ));
-                }
-                Err(why) if service.is_not_there(&why) => {
-                    return Err(Failure::new(
-                        UNAVAILABLE,
-                        format!("{why} (check --url or BATON_URL)"),
-                    ));
-                }
-                Err(why) => why.why,
-            };
-            let now = Instant::now();
-            let since = *failing_since.get_or_insert(now);
-            if now >= deadline || now - since >= RETRY_FOR {
-                return Err(Failure::new(
-                    UNAVAILABLE,
-                    format!("{why}; gave up after {}", human(now - since)),
-                ));
             }
-            warn(format!("{why}; retrying in {}", human(backoff)));
-            tokio::select! {
-                () = tokio::time::sleep(backoff.min(deadline - now)) => {}
-                signal = signals.recv() => return Err(Failure::new(
-                    signal_status(signal),
-                    format!("got {} while waiting for {label}; giving up", signal_name(signal)),
-                )),
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(8));
         }
     }
 

@@ -6,10 +6,12 @@ use std::time::{Duration, SystemTime};
 
 use reqwest::Method;
 
+use super::answer::freeze_failure as failure;
 use super::args::{FreezeArgs, FreezesArgs, Output, UnfreezeArgs};
-use super::exit::{Failure, NOT_ACQUIRED, NO_SUCH, REFUSED, UNAVAILABLE, USAGE};
-use super::http::{call, json, unreadable, Answer, Service, Target};
+use super::exit::{Failure, NOT_ACQUIRED, NO_SUCH};
+use super::http::{call, json, Service};
 use super::messages::show;
+use super::target::Target;
 use crate::domain::{Kind, NamePattern};
 use crate::wire::{FreezeBody, FreezeList, FreezeRequest};
 
@@ -56,7 +58,7 @@ pub async fn freeze(args: FreezeArgs) -> Result<(), Failure> {
     match args.output {
         Output::Json => show(format!("{}\n", answer.body)),
         Output::Text => {
-            let freeze: FreezeBody = read(&answer)?;
+            let freeze: FreezeBody = answer.read("freeze")?;
             show(format!("froze {}\n", describe(&freeze)))
         }
     }
@@ -99,7 +101,7 @@ async fn check(service: &Service, args: &FreezeArgs) -> Result<(), Failure> {
     if answer.status != 200 {
         return Err(failure(&answer));
     }
-    let list: FreezeList = read(&answer)?;
+    let list: FreezeList = answer.read("freeze")?;
     let holding: Vec<&FreezeBody> = list
         .freezes
         .iter()
@@ -142,7 +144,7 @@ pub async fn list(args: FreezesArgs) -> Result<(), Failure> {
     match args.output {
         Output::Json => show(format!("{}\n", answer.body)),
         Output::Text => {
-            let list: FreezeList = read(&answer)?;
+            let list: FreezeList = answer.read("freeze")?;
             if list.freezes.is_empty() {
                 return show("no freezes\n");
             }
@@ -164,7 +166,7 @@ pub async fn frozen_now(service: &Service, target: &Target) -> Option<String> {
         .call(Method::GET, "/freezes", None, Duration::from_secs(5))
         .await
         .ok()?;
-    let list: FreezeList = serde_json::from_value(answer.body).ok()?;
+    let list: FreezeList = answer.read("freeze").ok()?;
     let name = target.name.to_string();
     list.freezes
         .iter()
@@ -209,32 +211,6 @@ fn describe(freeze: &FreezeBody) -> String {
         "{} {}{kind} {window}{state}{reason}",
         freeze.id, freeze.pattern
     )
-}
-
-fn read<T: serde::de::DeserializeOwned>(answer: &Answer) -> Result<T, Failure> {
-    serde_json::from_value(answer.body.clone()).map_err(|err| unreadable("freeze", &err))
-}
-
-/// What an answer that is not a success means, as an exit status.
-fn failure(answer: &Answer) -> Failure {
-    let described = answer.describe();
-    match answer.status {
-        400 | 422 => Failure::new(
-            USAGE,
-            format!("the service rejected the freeze: {described}"),
-        ),
-        401 | 403 => Failure::new(
-            REFUSED,
-            format!(
-                "the service refused the request: {described} (freezes take an admin token: \
-                 check --token or BATON_TOKEN)"
-            ),
-        ),
-        _ => Failure::new(
-            UNAVAILABLE,
-            format!("unexpected answer: {described} (check --url or BATON_URL)"),
-        ),
-    }
 }
 
 #[cfg(test)]

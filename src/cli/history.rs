@@ -3,13 +3,15 @@
 
 use reqwest::Method;
 
+use super::answer::failure;
 use super::args::{HistoryArgs, Output};
 use super::calls::kind_of;
 use super::duration::human;
 use super::exit::Failure;
 use super::http::call;
-use super::http::{failure, unreadable, Service, Target};
+use super::http::Service;
 use super::messages::show;
+use super::target::Target;
 use crate::domain::Kind;
 use crate::wire::{HistoryBody, HistoryEntryBody, LeaseEndBody};
 
@@ -32,8 +34,7 @@ pub async fn history(args: HistoryArgs) -> Result<(), Failure> {
             if answer.status != 200 {
                 return Err(failure(&answer, &target));
             }
-            let page: HistoryBody = serde_json::from_value(answer.body.clone())
-                .map_err(|err| unreadable("history", &err))?;
+            let page: HistoryBody = answer.read("history")?;
             Ok((page, answer.body))
         }
     };

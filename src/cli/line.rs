@@ -8,23 +8,23 @@
 use std::time::Duration;
 
 use reqwest::Method;
+use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::answer::{refused, rejected, unexpected, unreachable, Answer, Outcome};
+use super::attempts::{Attempts, Retry};
 use super::duration::{human, millis};
-use super::exit::{signal_status, Failure, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
-use super::http::{Answer, Service, Target};
-use super::messages::{signal_name, warn};
+use super::exit::{Failure, NOT_ACQUIRED, SUPERSEDED, UNAVAILABLE};
+use super::http::{json, Service};
 use super::progress::progress;
 use super::request::Request;
 use super::signals::Signals;
+use super::target::Target;
 use super::ticket::{keep_for, leave_ticket};
 use super::waiting::Echo;
 use crate::domain::LeaseId;
-use crate::wire::{LeaseBody, Mode, ProblemType};
-
-/// Failures that may pass are retried for at most this long in a row.
-const RETRY_FOR: Duration = Duration::from_secs(60);
+use crate::wire::{LeaseBody, Mode, TicketBody, TicketWaitBody};
 
 /// A lease just granted.
 #[derive(Debug)]
@@ -53,10 +53,8 @@ pub async fn acquire(
     let target = &request.target;
     let path = target.path();
     let started = Instant::now();
-    let deadline = started + request.wait;
-    let mut step: Option<Duration> = None;
-    let mut failing_since: Option<Instant> = None;
-    let mut backoff = Duration::from_secs(1);
+    let mut attempts = Attempts::new(target.to_string(), request.wait, signals);
+    let deadline = attempts.deadline();
     // The waiting line as last printed, across the requests of this wait.
     let mut echo = Echo::default();
     // A wait keeps its place across the service's cap, restarts and
@@ -69,10 +67,7 @@ pub async fn acquire(
         .as_ref()
         .map(|id| format!("{}/tickets/{id}", target.path()));
     loop {
-        let mut wait = deadline.saturating_duration_since(Instant::now());
-        if let Some(step) = step {
-            wait = wait.min(step);
-        }
+        let mut wait = attempts.next_wait();
         // The place is taken first without waiting (201, or 202 with the
         // ticket), then waited on as a ticket: a wait that ends early (a
         // signal) then always knows which ticket to leave. A waiting request
@@ -88,10 +83,14 @@ pub async fn acquire(
         let (path, body) = match &ticket {
             Some(at) => (
                 at.clone(),
-                serde_json::json!({"wait_ms": millis(wait), "keep_place_ms": millis(keep)}),
+                json(&TicketWaitBody {
+                    wait_ms: Some(millis(wait)),
+                    keep_place_ms: Some(millis(keep)),
+                }),
             ),
             None => (path.clone(), request.body(wait, keep_place.then_some(keep))),
         };
+        attempts.sending(wait);
         let sent = Instant::now();
         let sent_clock = super::clock::now();
         let printing = request.progress && !wait.is_zero();
@@ -105,7 +104,7 @@ pub async fn acquire(
         let outcome = tokio::select! {
             outcome = &mut call => outcome,
             () = progress(service, request, ticket.as_deref(), sent, started, &mut echo), if printing => unreachable!("prints forever"),
-            signal = signals.recv() => {
+            signal = attempts.signals().recv() => {
                 if taking {
                     // It does not wait: its answer comes at once, and what
                     // it took (a ticket, a lease) is given back.
@@ -114,15 +113,23 @@ pub async fn acquire(
                     }
                 }
                 leave_ticket(service, ticket.as_deref()).await;
-                return Err(Failure::new(
-                    signal_status(signal),
-                    format!("got {} while waiting for {target}; giving up", signal_name(signal)),
-                ));
+                return Err(attempts.signalled(signal));
             }
         };
-        let now = Instant::now();
-        let why = match outcome {
-            Ok(answer) if answer.status == 201 => {
+        attempts.came();
+        let answer = match outcome {
+            Ok(answer) => answer,
+            // Nothing serves at --url: no wait makes it appear.
+            Err(why) if service.is_not_there(&why) && ticket.is_none() => {
+                return Err(unreachable(why));
+            }
+            Err(why) => {
+                attempts.failed(Retry::NoAnswer(why.why)).await?;
+                continue;
+            }
+        };
+        match (answer.status, answer.outcome()) {
+            (201, _) => {
                 let not_baton = |without: String| {
                     Failure::new(
                         UNAVAILABLE,
@@ -144,67 +151,43 @@ pub async fn acquire(
                     received: super::clock::now(),
                 });
             }
-            Ok(answer) if answer.status == 202 => {
+            (202, _) => {
                 // Not granted yet; the place is kept as a ticket.
-                failing_since = None;
-                backoff = Duration::from_secs(1);
-                if let Some(id) = answer.body.get("ticket").and_then(Value::as_str) {
-                    ticket = Some(format!("{}/tickets/{id}", target.path()));
+                attempts.answered();
+                if let Ok(queued) = TicketBody::deserialize(&answer.body) {
+                    ticket = Some(format!("{}/tickets/{}", target.path(), queued.ticket));
                 }
-                if now - sent < wait / 2 {
-                    nap(
-                        Duration::from_secs(1).min(deadline.saturating_duration_since(now)),
-                        signals,
-                        target,
-                    )
-                    .await?;
-                }
-                if Instant::now() < deadline {
+                attempts.pause_if_early().await?;
+                if !attempts.expired() {
                     continue;
                 }
                 // --wait ran out: the ticket is left, and one last request
                 // that does not wait says who is in the way (409).
                 leave_ticket(service, ticket.take().as_deref()).await;
                 keep_place = false;
-                continue;
             }
-            Ok(answer) if answer.status == 404 && ticket.is_some() => {
+            (404, _) if ticket.is_some() => {
                 // The ticket is gone (its place expired, or Redis lost it):
                 // in line again, at the back.
                 ticket = None;
-                continue;
             }
-            Ok(answer) if taking && matches!(answer.status, 409 | 423) => {
+            (_, Outcome::Busy | Outcome::Superseded { .. } | Outcome::Frozen { .. }) if taking => {
                 // A service that does not keep places (it ignored
                 // keep_place_ms): wait in line as before.
                 keep_place = false;
-                continue;
             }
-            Ok(answer) if answer.status == 409 => {
-                failing_since = None;
-                backoff = Duration::from_secs(1);
-                let problem = answer.problem();
-                if problem.as_ref().and_then(|p| p.problem_type()) == Some(ProblemType::Superseded)
-                {
-                    let by = problem
-                        .and_then(|p| p.owner)
-                        .map(|o| format!(" (by {o})"))
-                        .unwrap_or_default();
-                    return Err(Failure::new(
-                        SUPERSEDED,
-                        format!("superseded: a newer --newest-wins request for {target}{by} took this one's place in line"),
-                    ));
-                }
+            (_, Outcome::Superseded { by }) => {
+                let by = by.map(|o| format!(" (by {o})")).unwrap_or_default();
+                return Err(Failure::new(
+                    SUPERSEDED,
+                    format!("superseded: a newer --newest-wins request for {target}{by} took this one's place in line"),
+                ));
+            }
+            (_, Outcome::Busy) => {
+                attempts.answered();
                 // A wait cut short (a step of max_wait_ms, or a proxy): wait again.
-                if now - sent < wait / 2 {
-                    nap(
-                        Duration::from_secs(1).min(deadline.saturating_duration_since(now)),
-                        signals,
-                        target,
-                    )
-                    .await?;
-                }
-                if Instant::now() < deadline {
+                attempts.pause_if_early().await?;
+                if !attempts.expired() {
                     continue;
                 }
                 let detail = holders(&answer);
@@ -220,22 +203,15 @@ pub async fn acquire(
                     },
                 ));
             }
-            Ok(answer) if answer.status == 423 => {
+            (_, Outcome::Frozen { until, reason }) => {
                 // Frozen when its wait ended (or it did not wait).
-                failing_since = None;
-                if Instant::now() < deadline && now - sent < wait / 2 {
-                    nap(
-                        Duration::from_secs(1).min(deadline.saturating_duration_since(now)),
-                        signals,
-                        target,
-                    )
-                    .await?;
+                attempts.answered();
+                if !attempts.expired() && attempts.early() {
+                    attempts.pause_if_early().await?;
                     continue;
                 }
-                let until = answer
-                    .problem()
-                    .and_then(|p| p.until.map(|until| (until, p.reason)))
-                    .map(|(until, reason)| match reason {
+                let until = until
+                    .map(|until| match reason {
                         Some(reason) => format!(" until {until} ({reason})"),
                         None => format!(" until {until}"),
                     })
@@ -245,139 +221,45 @@ pub async fn acquire(
                     format!("{target} is frozen{until}; not acquired"),
                 ));
             }
-            Ok(answer)
-                if matches!(answer.status, 400 | 422)
-                    && keep_place
-                    && answer.describe().contains("keep_place_ms") =>
+            (_, Outcome::Rejected { .. })
+                if keep_place && answer.describe().contains("keep_place_ms") =>
             {
                 // A service that keeps places for less (or not at all).
                 keep_place = false;
-                continue;
             }
-            Ok(answer) if matches!(answer.status, 400 | 422) => {
+            (_, Outcome::Rejected { max_wait_ms }) => {
                 // A wait over the service's maximum: wait in steps of its max_wait_ms.
-                if let Some(max) = answer.problem().and_then(|p| p.max_wait_ms) {
-                    if max > 0 && max < millis(wait) {
-                        step = Some(Duration::from_millis(max));
-                        continue;
-                    }
+                if !attempts.step_down(max_wait_ms) {
+                    return Err(rejected("request", &answer));
                 }
-                return Err(Failure::new(
-                    USAGE,
-                    format!("the service rejected the request: {}", answer.describe()),
+            }
+            (_, Outcome::Refused) => return Err(refused("request", &answer, false)),
+            (_, Outcome::Retry) => attempts.failed(Retry::Answer(answer)).await?,
+            _ => {
+                return Err(unexpected(
+                    &format!("unexpected answer from {}{path}", service.url()),
+                    &answer,
+                    "",
                 ));
             }
-            Ok(answer) if matches!(answer.status, 401 | 403) => {
-                return Err(Failure::new(
-                    REFUSED,
-                    format!(
-                        "the service refused the request: {} (check --token or BATON_TOKEN)",
-                        answer.describe()
-                    ),
-                ));
-            }
-            Ok(answer) if answer.status == 429 || answer.status >= 500 => Retry::Answer(answer),
-            Ok(answer) => {
-                return Err(Failure::new(
-                    UNAVAILABLE,
-                    format!(
-                        "unexpected answer from {}{path}: {} (check --url or BATON_URL)",
-                        service.url(),
-                        answer.describe()
-                    ),
-                ));
-            }
-            // Nothing serves at --url: no wait makes it appear.
-            Err(why) if service.is_not_there(&why) && ticket.is_none() => {
-                return Err(Failure::new(
-                    UNAVAILABLE,
-                    format!("{why} (check --url or BATON_URL)"),
-                ));
-            }
-            Err(why) => Retry::NoAnswer(why.why),
-        };
-        // A waiting request cut off early (no answer, or a gateway's 502/504
-        // after 10 s or more): a proxy's timeout, most likely. Wait in
-        // shorter requests.
-        let took = now - sent;
-        if took >= Duration::from_secs(10) && took < wait && why.cut_off() {
-            let shorter = took * 3 / 4;
-            step = Some(shorter);
-            warn(format!(
-                "a waiting request was cut off after {} ({}); waiting in requests of {}",
-                human(took),
-                why.describe(),
-                human(shorter)
-            ));
-            continue;
         }
-        let since = *failing_since.get_or_insert(now);
-        if now >= deadline || now - since >= RETRY_FOR {
-            return Err(Failure::new(
-                UNAVAILABLE,
-                format!("{}; gave up after {}", why.describe(), human(now - since)),
-            ));
-        }
-        warn(format!(
-            "{}; retrying in {}",
-            why.describe(),
-            human(backoff)
-        ));
-        nap(backoff.min(deadline - now), signals, target).await?;
-        backoff = (backoff * 2).min(Duration::from_secs(8));
     }
 }
 
 /// Gives back what a request that did not wait took, as `answer` says: its
 /// ticket (202) or its lease (201). Best effort: the caller is giving up.
 async fn give_back(service: &Service, target: &Target, answer: &Answer) {
-    let field = match answer.status {
-        202 => "ticket",
-        201 => "id",
+    let at = match answer.status {
+        202 => TicketBody::deserialize(&answer.body)
+            .map(|queued| format!("{}/tickets/{}", target.path(), queued.ticket)),
+        201 => LeaseBody::from_json(target.kind, &answer.body)
+            .map(|lease| format!("{}/{}", target.path(), lease.id())),
         _ => return,
     };
-    let Some(id) = answer.body.get(field).and_then(Value::as_str) else {
-        return;
-    };
-    let at = match field {
-        "ticket" => format!("{}/tickets/{id}", target.path()),
-        _ => format!("{}/{id}", target.path()),
-    };
-    let _ = service
-        .call(Method::DELETE, &at, None, Duration::from_secs(5))
-        .await;
-}
-
-/// A failure that may pass.
-enum Retry {
-    Answer(Answer),
-    NoAnswer(String),
-}
-
-impl Retry {
-    fn describe(&self) -> String {
-        match self {
-            Retry::Answer(answer) => answer.describe(),
-            Retry::NoAnswer(why) => why.clone(),
-        }
-    }
-
-    fn cut_off(&self) -> bool {
-        match self {
-            Retry::Answer(answer) => matches!(answer.status, 502 | 504),
-            Retry::NoAnswer(_) => true,
-        }
-    }
-}
-
-/// A pause that a signal ends.
-async fn nap(pause: Duration, signals: &mut Signals, target: &Target) -> Result<(), Failure> {
-    tokio::select! {
-        () = tokio::time::sleep(pause) => Ok(()),
-        signal = signals.recv() => Err(Failure::new(
-            signal_status(signal),
-            format!("got {} while waiting for {target}; giving up", signal_name(signal)),
-        )),
+    if let Ok(at) = at {
+        let _ = service
+            .call(Method::DELETE, &at, None, Duration::from_secs(5))
+            .await;
     }
 }
 

@@ -9,8 +9,10 @@
 //! `__exec` (COMMAND, started once the guard knows its group, `launch.rs`).
 
 mod acquired;
+mod answer;
 mod args;
 mod ask_yield;
+mod attempts;
 mod calls;
 mod claim;
 mod clock;
@@ -33,6 +35,7 @@ mod progress;
 mod request;
 mod run;
 mod signals;
+mod target;
 mod ticket;
 mod timing;
 mod variables;

@@ -6,9 +6,10 @@
 
 use reqwest::Method;
 
+use super::answer::{refused, unexpected, unreadable, Answer, Outcome};
 use super::claim::CLAIM_ID;
-use super::exit::{Failure, REFUSED, UNAVAILABLE};
-use super::http::{unreadable, Answer, Service};
+use super::exit::Failure;
+use super::http::Service;
 use super::messages::say;
 use super::request::Request;
 use super::variables::{self, LeaseVariables};
@@ -145,21 +146,12 @@ fn not_covered(request: &Request, why: &str) -> Result<bool, Failure> {
 
 /// The failure of an answer that is neither yes nor no.
 fn unanswered(answer: &Answer) -> Failure {
-    if matches!(answer.status, 401 | 403) {
-        Failure::new(
-            REFUSED,
-            format!(
-                "the service refused the request: {} (check --token or BATON_TOKEN)",
-                answer.describe()
-            ),
-        )
-    } else {
-        Failure::new(
-            UNAVAILABLE,
-            format!(
-                "cannot check the lease of the baton run around this one: {} (check --url or BATON_URL)",
-                answer.describe()
-            ),
-        )
+    match answer.outcome() {
+        Outcome::Refused => refused("request", answer, false),
+        _ => unexpected(
+            "cannot check the lease of the baton run around this one",
+            answer,
+            "",
+        ),
     }
 }

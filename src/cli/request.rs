@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::duration::millis;
-use super::http::{json, Target};
+use super::http::json;
+use super::target::Target;
 use crate::domain::Kind;
 use crate::wire::{AcquireFields, AcquireLock, AcquireSemaphore};
 

@@ -44,7 +44,6 @@ use super::exit::{signal_status, Failure, LOST, NOT_FOUND, UNAVAILABLE};
 use super::follow::follow_all;
 use super::group;
 use super::guard::{Guard, Message};
-use super::http::Target;
 use super::http::{json, Service};
 use super::launch;
 use super::line;
@@ -52,6 +51,7 @@ use super::messages::{say, signal_name, warn};
 use super::nested::{covered, covered_by_claim};
 use super::request::Request;
 use super::signals::Signals;
+use super::target::Target;
 use super::timing::Timing;
 use super::variables::{self, LeaseVariables};
 use crate::wire::Refresh;
@@ -492,7 +492,7 @@ impl Held {
                     }
                     return;
                 }
-                Ok(answer) if answer.status != 429 && answer.status < 500 => {
+                Ok(answer) if !answer.may_pass() => {
                     why = answer.describe();
                     break;
                 }

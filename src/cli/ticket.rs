@@ -5,19 +5,22 @@
 use std::time::Duration;
 
 use reqwest::Method;
+use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::answer::failure;
 use super::args::{EnqueueArgs, LeaseOutput, LeaveArgs};
 use super::duration::human;
 use super::exit::{Failure, NO_SUCH, USAGE};
-use super::http::{call, failure, Service, Target};
+use super::http::{call, Service};
 use super::messages::{print, say};
 use super::request::Request;
+use super::target::Target;
 use super::variables::quote;
 use super::waiting::{describe_holder, Echo};
 use crate::domain::Kind;
-use crate::wire::StatusBody;
+use crate::wire::{LeaseBody, StatusBody, TicketBody, TicketFrozen, TicketStateBody};
 
 /// `baton enqueue NAME`: takes a ticket (or the lease, when the name is free:
 /// its id is the ticket, which `baton run --ticket` collects) and prints it.
@@ -34,13 +37,17 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), Failure> {
         body["notify"] = Value::String(url.clone());
     }
     let answer = call(&service, Method::POST, &target.path(), Some(&body)).await?;
-    let ticket = match answer.status {
-        202 => answer.body.get("ticket").and_then(Value::as_str),
-        201 => answer.body.get("id").and_then(Value::as_str),
+    // In line (202), or granted at once (201: the lease id is the ticket).
+    let (ticket, queued) = match answer.status {
+        202 => TicketBody::deserialize(&answer.body)
+            .ok()
+            .map(|queued| (queued.ticket.clone(), Some(queued))),
+        201 => LeaseBody::from_json(kind, &answer.body)
+            .ok()
+            .map(|lease| (lease.id().to_owned(), None)),
         _ => return Err(failure(&answer, &target)),
     }
-    .ok_or_else(|| Failure::new(USAGE, "the service answered without a ticket"))?
-    .to_owned();
+    .ok_or_else(|| Failure::new(USAGE, "the service answered without a ticket"))?;
     let mut pairs = vec![
         ("BATON_TICKET", ticket.clone()),
         ("BATON_LOCK_NAME", args.name.clone()),
@@ -70,13 +77,15 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), Failure> {
                 .map(|(k, v)| format!("export {k}={}\n", quote(v)))
                 .collect::<String>(),
         ),
-        LeaseOutput::Text if answer.status == 201 => print(format!(
-            "acquired {target} at once; its ticket collects it: baton run --ticket {ticket}\n"
-        )),
-        LeaseOutput::Text => print(format!(
-            "in line for {target} at place {} of {}, kept until {}: baton run --ticket {ticket}\n",
-            answer.body["place"], answer.body["waiting"], answer.body["place_expires_at"]
-        )),
+        LeaseOutput::Text => match queued {
+            None => print(format!(
+                "acquired {target} at once; its ticket collects it: baton run --ticket {ticket}\n"
+            )),
+            Some(queued) => print(format!(
+                "in line for {target} at place {} of {}, kept until \"{}\": baton run --ticket {ticket}\n",
+                queued.place, queued.waiting, queued.place_expires_at
+            )),
+        },
     };
     printed.map_err(|_| Failure::new(USAGE, "could not print the ticket"))
 }
@@ -139,7 +148,10 @@ pub(super) async fn progress(
             .await
         {
             // An answer it cannot read says nothing: the next one may.
-            if answer.status == 200 {
+            let ticket = (answer.status == 200)
+                .then(|| answer.read::<TicketStateBody>("ticket").ok())
+                .flatten();
+            if let Some(ticket) = ticket {
                 // Who is in the way, from the name's status.
                 let holder = match service
                     .call(
@@ -157,18 +169,16 @@ pub(super) async fn progress(
                     }
                     _ => None,
                 };
-                if let Some(place) = describe_place(&answer.body, &holder.unwrap_or_default()) {
-                    let frozen = answer.body.get("frozen").is_some_and(Value::is_object);
-                    echo.say(
-                        frozen,
-                        format!(
-                            "waiting for {}: {place}; waited {} of {}",
-                            request.target,
-                            human(started.elapsed()),
-                            human(request.wait)
-                        ),
-                    );
-                }
+                let place = describe_place(&ticket, &holder.unwrap_or_default());
+                echo.say(
+                    ticket.frozen.is_some(),
+                    format!(
+                        "waiting for {}: {place}; waited {} of {}",
+                        request.target,
+                        human(started.elapsed()),
+                        human(request.wait)
+                    ),
+                );
             }
         }
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -179,61 +189,54 @@ pub(super) async fn progress(
 /// `frozen until TIME (reason); ` before it and `about 2m00s left; ` before the ticket when the
 /// ticket says so; `holder`, `; held by X`, after the place), or `granted,
 /// collecting` once its turn came.
-fn describe_place(ticket: &Value, holder: &str) -> Option<String> {
-    if ticket.get("state").and_then(Value::as_str) == Some("granted") {
-        return Some("granted, collecting".to_owned());
+fn describe_place(ticket: &TicketStateBody, holder: &str) -> String {
+    if ticket.state == "granted" {
+        return "granted, collecting".to_owned();
     }
-    let place = ticket.get("place")?.as_u64()?;
-    let waiting = ticket.get("waiting")?.as_u64()?;
-    let until = ticket.get("place_expires_at")?.as_str()?;
+    let (place, waiting, until) = (ticket.place, ticket.waiting, &ticket.place_expires_at);
     // `frozen until TIME (reason); `, as the status-based line says it.
-    let frozen = match ticket.get("frozen") {
-        None | Some(Value::Null | Value::Bool(false)) => String::new(),
-        Some(frozen) => {
-            let until = frozen.get("until").and_then(Value::as_str);
-            let reason = frozen.get("reason").and_then(Value::as_str);
-            match (until, reason) {
-                (Some(until), Some(reason)) => format!("frozen until {until} ({reason}); "),
-                (Some(until), None) => format!("frozen until {until}; "),
-                _ => "frozen; ".to_owned(),
-            }
-        }
+    let frozen = match &ticket.frozen {
+        None => String::new(),
+        Some(TicketFrozen {
+            until,
+            reason: Some(reason),
+            ..
+        }) => format!("frozen until {until} ({reason}); "),
+        Some(TicketFrozen { until, .. }) => format!("frozen until {until}; "),
     };
     let eta = ticket
-        .get("eta_ms")
-        .and_then(Value::as_u64)
+        .eta_ms
         .map(|ms| format!("about {} left; ", human(Duration::from_millis(ms))))
         .unwrap_or_default();
-    Some(format!(
-        "{frozen}place {place} of {waiting} in line{holder}; {eta}ticket kept until {until}"
-    ))
+    format!("{frozen}place {place} of {waiting} in line{holder}; {eta}ticket kept until {until}")
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{json, Value};
 
-    use super::describe_place;
+    use super::*;
+
+    fn place(ticket: Value, holder: &str) -> String {
+        describe_place(&serde_json::from_value(ticket).unwrap(), holder)
+    }
 
     #[test]
     fn the_waiting_line_shows_the_ticket_s_place() {
         let waiting = json!({"state": "waiting", "place": 3, "waiting": 5,
             "place_expires_at": "2026-12-05T19:00:00Z", "eta_ms": 120_000});
         assert_eq!(
-            describe_place(&waiting, "").as_deref(),
-            Some("place 3 of 5 in line; about 2m00s left; ticket kept until 2026-12-05T19:00:00Z")
+            place(waiting, ""),
+            "place 3 of 5 in line; about 2m00s left; ticket kept until 2026-12-05T19:00:00Z"
         );
         let frozen = json!({"state": "waiting", "place": 1, "waiting": 1,
             "place_expires_at": "2026-12-05T19:00:00Z", "frozen": {"until": "2026-12-06T07:00:00Z", "reason": "incident"}});
         assert_eq!(
-            describe_place(&frozen, "; held by x").as_deref(),
-            Some("frozen until 2026-12-06T07:00:00Z (incident); place 1 of 1 in line; held by x; ticket kept until 2026-12-05T19:00:00Z")
+            place(frozen, "; held by x"),
+            "frozen until 2026-12-06T07:00:00Z (incident); place 1 of 1 in line; held by x; ticket kept until 2026-12-05T19:00:00Z"
         );
-        let granted = json!({"state": "granted", "pickup_by": "2026-12-05T19:00:00Z"});
-        assert_eq!(
-            describe_place(&granted, "").as_deref(),
-            Some("granted, collecting")
-        );
-        assert_eq!(describe_place(&json!({"state": "waiting"}), ""), None);
+        let granted = json!({"state": "granted", "place": 0, "waiting": 0,
+            "place_expires_at": "2026-12-05T19:00:00Z", "pickup_by": "2026-12-05T19:00:00Z"});
+        assert_eq!(place(granted, ""), "granted, collecting");
     }
 }
