@@ -3,14 +3,14 @@
 //! superseded, busy, frozen, retry, unexpected), read from the
 //! [`crate::wire`] problem it carries; and every rule the client applies to
 //! an outcome is written here once: which exit status it ends with
-//! ([`super::exit`]), which failures may pass and are tried again, and the
+//! ([`crate::cli::exit`]), which failures may pass and are tried again, and the
 //! sentence that says so.
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::exit::{Failure, LOST, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
-use super::target::Target;
+use crate::cli::exit::{Failure, LOST, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
+use crate::cli::target::Target;
 use crate::wire::{Problem, ProblemType};
 
 /// What the service answered: the status and the JSON body (`Null` when there

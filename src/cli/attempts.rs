@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::answer::Answer;
-use super::duration::{human, millis};
-use super::exit::{signal_status, Failure, UNAVAILABLE};
-use super::messages::{signal_name, warn};
-use super::signals::Signals;
+use crate::cli::answer::Answer;
+use crate::cli::duration::{human, millis};
+use crate::cli::exit::{signal_status, Failure, UNAVAILABLE};
+use crate::cli::messages::{signal_name, warn};
+use crate::cli::signals::Signals;
 
 /// Failures that may pass are retried for at most this long in a row.
 const RETRY_FOR: Duration = Duration::from_secs(60);

@@ -13,8 +13,8 @@ use reqwest::Method;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::answer::{unreachable, Answer};
-use super::exit::{Failure, UNAVAILABLE, USAGE};
+use crate::cli::answer::{unreachable, Answer};
+use crate::cli::exit::{Failure, UNAVAILABLE, USAGE};
 
 /// A request body as JSON.
 ///
@@ -67,7 +67,7 @@ fn no_answer(base: &str, err: &reqwest::Error, timeout: Option<Duration>) -> NoA
         source = cause.source();
     }
     if let (true, Some(timeout)) = (err.is_timeout(), timeout) {
-        why = format!("no answer within {}", super::duration::human(timeout));
+        why = format!("no answer within {}", crate::cli::duration::human(timeout));
     }
     if no_http {
         why = format!("{base} does not speak HTTP ({why})");

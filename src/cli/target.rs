@@ -1,7 +1,7 @@
 //! One lock or semaphore of the service, as the client names it in paths
 //! and in messages.
 
-use super::exit::Failure;
+use crate::cli::exit::Failure;
 use crate::domain::{Kind, Name};
 
 /// One lock or semaphore of the service.

@@ -12,17 +12,17 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::answer::{refused, rejected, unexpected, unreachable, Answer, Outcome};
-use super::attempts::{Attempts, Retry};
-use super::duration::{human, millis};
-use super::exit::{Failure, NOT_ACQUIRED, SUPERSEDED, UNAVAILABLE};
-use super::http::{json, Service};
-use super::progress::progress;
-use super::request::Request;
-use super::signals::Signals;
-use super::target::Target;
-use super::ticket::{keep_for, leave_ticket};
-use super::waiting::Echo;
+use crate::cli::answer::{refused, rejected, unexpected, unreachable, Answer, Outcome};
+use crate::cli::attempts::{Attempts, Retry};
+use crate::cli::duration::{human, millis};
+use crate::cli::exit::{Failure, NOT_ACQUIRED, SUPERSEDED, UNAVAILABLE};
+use crate::cli::http::{json, Service};
+use crate::cli::line::progress::progress;
+use crate::cli::line::request::Request;
+use crate::cli::line::ticket::{keep_for, leave_ticket};
+use crate::cli::line::waiting::Echo;
+use crate::cli::signals::Signals;
+use crate::cli::target::Target;
 use crate::domain::LeaseId;
 use crate::wire::{LeaseBody, Mode, TicketBody, TicketWaitBody};
 
@@ -35,7 +35,7 @@ pub struct Lease {
     /// The same, as the service wrote it (`--output json` prints it so).
     pub json: Value,
     /// When the request that got it was sent, and when its answer came
-    /// ([`super::clock`] time): the grant happened in between.
+    /// ([`crate::cli::clock`] time): the grant happened in between.
     pub sent: Duration,
     pub received: Duration,
 }
@@ -92,7 +92,7 @@ pub async fn acquire(
         };
         attempts.sending(wait);
         let sent = Instant::now();
-        let sent_clock = super::clock::now();
+        let sent_clock = crate::cli::clock::now();
         let printing = request.progress && !wait.is_zero();
         let call = service.call(
             Method::POST,
@@ -148,7 +148,7 @@ pub async fn acquire(
                     body,
                     json: answer.body,
                     sent: sent_clock,
-                    received: super::clock::now(),
+                    received: crate::cli::clock::now(),
                 });
             }
             (202, _) => {

@@ -4,7 +4,7 @@
 //! claim is refreshed and released through `/claims/{id}` exactly as one
 //! lease is through its path, and each of its leases is followed on its own
 //! holder's stream, so that the loss of any stops COMMAND as the loss of one
-//! lease does (see [`super::run`]). A nested `baton run` of one of its
+//! lease does (see [`crate::cli::run`]). A nested `baton run` of one of its
 //! names finds the claim by [`CLAIM_ID`] (`nested.rs`).
 
 use std::time::Duration;
@@ -12,16 +12,16 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::json;
 
-use super::acquired::{Acquired, Follow};
-use super::answer::{refused, rejected, unexpected, unreachable, unreadable, Outcome};
-use super::args::RunArgs;
-use super::attempts::{Attempts, Retry};
-use super::duration::{human, millis};
-use super::exit::{Failure, NOT_ACQUIRED, UNAVAILABLE};
-use super::http::{json, Service};
-use super::messages::say;
-use super::signals::Signals;
-use super::target::Target;
+use crate::cli::answer::{refused, rejected, unexpected, unreachable, unreadable, Outcome};
+use crate::cli::attempts::{Attempts, Retry};
+use crate::cli::duration::{human, millis};
+use crate::cli::exit::{Failure, NOT_ACQUIRED, UNAVAILABLE};
+use crate::cli::http::{json, Service};
+use crate::cli::messages::say;
+use crate::cli::run::acquired::{Acquired, Follow};
+use crate::cli::run::args::RunArgs;
+use crate::cli::signals::Signals;
+use crate::cli::target::Target;
 use crate::domain::{ClaimId, Kind, Limit, Name};
 use crate::wire::{ClaimBody, ClaimLock, ClaimRequest, ClaimSemaphore};
 
@@ -112,8 +112,11 @@ impl Claim {
                 Ok((name(raw_name)?, limit, permits))
             })
             .collect::<Result<_, Failure>>()?;
-        let owner = super::owner::clean(&args.lease.owner.clone().unwrap_or_else(|| {
-            super::owner::default_owner(|k| std::env::var(k).ok(), super::owner::host_name)
+        let owner = crate::cli::owner::clean(&args.lease.owner.clone().unwrap_or_else(|| {
+            crate::cli::owner::default_owner(
+                |k| std::env::var(k).ok(),
+                crate::cli::owner::host_name,
+            )
         }));
         Ok(Self {
             locks,
@@ -184,7 +187,7 @@ impl Claim {
         loop {
             let wait = attempts.next_wait();
             let body = self.body(wait);
-            let sent = super::clock::now();
+            let sent = crate::cli::clock::now();
             attempts.sending(wait);
             let outcome = tokio::select! {
                 outcome = service.call(Method::POST, "/claims", Some(&body), wait + Duration::from_secs(30)) => outcome,
@@ -209,7 +212,7 @@ impl Claim {
                             "the service answered 201 without a claim id; is it a baton service?",
                         ));
                     }
-                    let received = super::clock::now();
+                    let received = crate::cli::clock::now();
                     say(format!(
                         "acquired {label} after {}",
                         human(received.saturating_sub(started))

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::duration::millis;
-use super::http::json;
-use super::target::Target;
+use crate::cli::duration::millis;
+use crate::cli::http::json;
+use crate::cli::target::Target;
 use crate::domain::Kind;
 use crate::wire::{AcquireFields, AcquireLock, AcquireSemaphore};
 
@@ -41,9 +41,16 @@ pub struct Request {
 impl Request {
     /// The acquisition `options` ask for on `target`, with `ttl`; the owner
     /// is the one given, else the CI job's URL or user@host.
-    pub fn new(target: &Target, ttl: Duration, options: &super::args::LeaseOptions) -> Self {
-        let owner = super::owner::clean(&options.owner.clone().unwrap_or_else(|| {
-            super::owner::default_owner(|k| std::env::var(k).ok(), super::owner::host_name)
+    pub fn new(
+        target: &Target,
+        ttl: Duration,
+        options: &crate::cli::options::LeaseOptions,
+    ) -> Self {
+        let owner = crate::cli::owner::clean(&options.owner.clone().unwrap_or_else(|| {
+            crate::cli::owner::default_owner(
+                |k| std::env::var(k).ok(),
+                crate::cli::owner::host_name,
+            )
         }));
         Self {
             target: target.clone(),
@@ -93,7 +100,7 @@ impl Request {
 /// A request of `kind` on the name `line` for a minute, waiting a minute,
 /// with nothing else asked: what the client's unit tests start from.
 #[cfg(test)]
-pub(super) fn example(kind: Kind) -> Request {
+pub(crate) fn example(kind: Kind) -> Request {
     Request {
         target: Target::new(kind, "line").unwrap(),
         ttl: Duration::from_secs(60),

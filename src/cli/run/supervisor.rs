@@ -9,7 +9,7 @@
 //! (or the acquiring request) was sent; SIGTERM goes out `grace + rtt` before
 //! that, `rtt` being the longest a refresh may take (ttl/10, 0.5 s to 5 s).
 //! Should baton run be killed (SIGKILL) and not keep it, its
-//! [guard](super::guard) does.
+//! [guard](crate::cli::run::guard) does.
 //!
 //! The lease's own stream (`follow.rs`) tells of a loss at once (COMMAND is
 //! stopped then, as for a failed refresh) and of yield requests
@@ -35,25 +35,25 @@ use std::time::Duration;
 
 use reqwest::Method;
 
-use super::acquired::{Acquired, Follow};
-use super::args::RunArgs;
-use super::claim::{Claim, CLAIM_ID};
-use super::clock;
-use super::duration::{human, millis};
-use super::exit::{signal_status, Failure, LOST, NOT_FOUND, UNAVAILABLE};
-use super::follow::follow_all;
-use super::group;
-use super::guard::{Guard, Message};
-use super::http::{json, Service};
-use super::launch;
-use super::line;
-use super::messages::{say, signal_name, warn};
-use super::nested::{covered, covered_by_claim};
-use super::request::Request;
-use super::signals::Signals;
-use super::target::Target;
-use super::timing::Timing;
-use super::variables::{self, LeaseVariables};
+use crate::cli::clock;
+use crate::cli::duration::{human, millis};
+use crate::cli::exit::{signal_status, Failure, LOST, NOT_FOUND, UNAVAILABLE};
+use crate::cli::http::{json, Service};
+use crate::cli::line;
+use crate::cli::line::request::Request;
+use crate::cli::messages::{say, signal_name, warn};
+use crate::cli::run::acquired::{Acquired, Follow};
+use crate::cli::run::args::RunArgs;
+use crate::cli::run::claim::{Claim, CLAIM_ID};
+use crate::cli::run::follow::follow_all;
+use crate::cli::run::group;
+use crate::cli::run::guard::{Guard, Message};
+use crate::cli::run::launch;
+use crate::cli::run::nested::{covered, covered_by_claim};
+use crate::cli::run::timing::Timing;
+use crate::cli::signals::Signals;
+use crate::cli::target::Target;
+use crate::cli::variables::{self, LeaseVariables};
 use crate::wire::Refresh;
 
 /// `baton run`: COMMAND's status, or why it did not run or was stopped.

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use futures_util::future::select_all;
 
-use super::acquired::Follow;
-use super::answer::{outcome, Outcome};
-use super::group;
-use super::http::Service;
-use super::messages::{signal_name, warn};
+use crate::cli::answer::{outcome, Outcome};
+use crate::cli::http::Service;
+use crate::cli::messages::{signal_name, warn};
+use crate::cli::run::acquired::Follow;
+use crate::cli::run::group;
 use crate::wire::{HolderEventBody, Problem};
 
 /// How long the stream may take to answer, and the pause before it is

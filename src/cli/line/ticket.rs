@@ -1,129 +1,26 @@
-//! `baton enqueue` and `baton leave`: a ticket, a place in line that
-//! outlives the request (`keep_place_ms`), taken now and waited on later
-//! (`baton run --ticket ID`, or `BATON_TICKET`), or given up.
+//! Waiting on a ticket (`--ticket`, or the place a long wait keeps): how
+//! long it keeps its place, giving it up, and the waiting line from its
+//! own place (`GET .../tickets/ID`).
 
 use std::time::Duration;
 
 use reqwest::Method;
-use serde::Deserialize;
-use serde_json::Value;
 use tokio::time::Instant;
 
-use super::answer::failure;
-use super::args::{EnqueueArgs, LeaseOutput, LeaveArgs};
-use super::duration::human;
-use super::exit::{Failure, NO_SUCH, USAGE};
-use super::http::{call, Service};
-use super::messages::{print, say};
-use super::request::Request;
-use super::target::Target;
-use super::variables::quote;
-use super::waiting::{describe_holder, Echo};
-use crate::domain::Kind;
-use crate::wire::{LeaseBody, StatusBody, TicketBody, TicketFrozen, TicketStateBody};
-
-/// `baton enqueue NAME`: takes a ticket (or the lease, when the name is free:
-/// its id is the ticket, which `baton run --ticket` collects) and prints it.
-///
-/// # Errors
-/// The call failed.
-pub async fn enqueue(args: EnqueueArgs) -> Result<(), Failure> {
-    let kind = args.lease.kind();
-    let target = Target::new(kind, &args.name)?;
-    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let request = Request::new(&target, args.lease.ttl, &args.lease);
-    let mut body = request.body(Duration::ZERO, Some(args.keep));
-    if let Some(url) = &args.notify {
-        body["notify"] = Value::String(url.clone());
-    }
-    let answer = call(&service, Method::POST, &target.path(), Some(&body)).await?;
-    // In line (202), or granted at once (201: the lease id is the ticket).
-    let (ticket, queued) = match answer.status {
-        202 => TicketBody::deserialize(&answer.body)
-            .ok()
-            .map(|queued| (queued.ticket.clone(), Some(queued))),
-        201 => LeaseBody::from_json(kind, &answer.body)
-            .ok()
-            .map(|lease| (lease.id().to_owned(), None)),
-        _ => return Err(failure(&answer, &target)),
-    }
-    .ok_or_else(|| Failure::new(USAGE, "the service answered without a ticket"))?;
-    let mut pairs = vec![
-        ("BATON_TICKET", ticket.clone()),
-        ("BATON_LOCK_NAME", args.name.clone()),
-        (
-            "BATON_KIND",
-            match kind {
-                Kind::Lock => "lock",
-                Kind::Semaphore => "semaphore",
-            }
-            .to_owned(),
-        ),
-    ];
-    if let Some(limit) = args.lease.limit {
-        pairs.push(("BATON_LIMIT", limit.to_string()));
-    }
-    let printed = match args.output {
-        LeaseOutput::Json => print(format!("{}\n", answer.body)),
-        LeaseOutput::Env => print(
-            pairs
-                .iter()
-                .map(|(k, v)| format!("{k}={v}\n"))
-                .collect::<String>(),
-        ),
-        LeaseOutput::Shell => print(
-            pairs
-                .iter()
-                .map(|(k, v)| format!("export {k}={}\n", quote(v)))
-                .collect::<String>(),
-        ),
-        LeaseOutput::Text => match queued {
-            None => print(format!(
-                "acquired {target} at once; its ticket collects it: baton run --ticket {ticket}\n"
-            )),
-            Some(queued) => print(format!(
-                "in line for {target} at place {} of {}, kept until \"{}\": baton run --ticket {ticket}\n",
-                queued.place, queued.waiting, queued.place_expires_at
-            )),
-        },
-    };
-    printed.map_err(|_| Failure::new(USAGE, "could not print the ticket"))
-}
-
-/// `baton leave NAME TICKET`: gives a ticket up.
-///
-/// # Errors
-/// No such ticket (66), or the call failed.
-pub async fn leave(args: LeaveArgs) -> Result<(), Failure> {
-    let kind = args.kind.limit.map_or(Kind::Lock, |_| Kind::Semaphore);
-    let target = Target::new(kind, &args.name)?;
-    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let path = format!("{}/tickets/{}", target.path(), args.ticket);
-    let answer = call(&service, Method::DELETE, &path, None).await?;
-    match answer.status {
-        204 => {
-            say(format!("left the line for {target}"));
-            Ok(())
-        }
-        404 => Err(Failure::new(
-            NO_SUCH,
-            format!(
-                "no such ticket for {target}: {} (it left, expired or was collected)",
-                answer.describe()
-            ),
-        )),
-        _ => Err(failure(&answer, &target)),
-    }
-}
+use crate::cli::duration::human;
+use crate::cli::http::Service;
+use crate::cli::line::request::Request;
+use crate::cli::line::waiting::{describe_holder, Echo};
+use crate::wire::{StatusBody, TicketFrozen, TicketStateBody};
 
 /// How long a ticket keeps its place: the wait left and a minute, so that a
 /// restart of the service or a dropped connection loses nothing.
-pub(super) fn keep_for(deadline: Instant) -> Duration {
+pub(crate) fn keep_for(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(60)
 }
 
 /// Gives a ticket up (best effort: its place expires anyway).
-pub(super) async fn leave_ticket(service: &Service, ticket: Option<&str>) {
+pub(crate) async fn leave_ticket(service: &Service, ticket: Option<&str>) {
     if let Some(at) = ticket {
         let _ = service
             .call(Method::DELETE, at, None, Duration::from_secs(5))
@@ -134,7 +31,7 @@ pub(super) async fn leave_ticket(service: &Service, ticket: Option<&str>) {
 /// Every 5 s while waiting on the ticket at `at` (the first after 1 s): its
 /// place, from the ticket itself (`GET .../tickets/ID`), and who is in the
 /// way, from the name's status, through `echo`.
-pub(super) async fn progress(
+pub(crate) async fn progress(
     service: &Service,
     request: &Request,
     at: &str,

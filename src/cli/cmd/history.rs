@@ -1,19 +1,43 @@
 //! `baton history NAME`: who held a lock or semaphore, from when to when,
 //! and how each lease ended, newest first (one call; `--last N` entries).
 
+use clap::Args;
 use reqwest::Method;
 
-use super::answer::failure;
-use super::args::{HistoryArgs, Output};
-use super::calls::kind_of;
-use super::duration::human;
-use super::exit::Failure;
-use super::http::call;
-use super::http::Service;
-use super::messages::show;
-use super::target::Target;
+use crate::cli::answer::failure;
+use crate::cli::duration::human;
+use crate::cli::exit::Failure;
+use crate::cli::http::call;
+use crate::cli::http::Service;
+use crate::cli::messages::show;
+use crate::cli::options::kind_of;
+use crate::cli::options::Output;
+use crate::cli::options::{Connection, KindOption};
+use crate::cli::target::Target;
 use crate::domain::Kind;
 use crate::wire::{HistoryBody, HistoryEntryBody, LeaseEndBody};
+
+/// `baton history`
+#[derive(Args, Debug, Clone)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub kind: KindOption,
+
+    /// How many leases to show, newest first (1-100)
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub last: u8,
+
+    /// How to print the history
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+
+    /// The lock or semaphore
+    #[arg(env = "BATON_LOCK_NAME")]
+    pub name: String,
+}
 
 /// `baton history`: of the lock NAME, or the semaphore NAME with `--limit`
 /// (or when the lease variables say so); without either, of the lock, or of

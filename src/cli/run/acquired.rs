@@ -13,7 +13,7 @@ pub struct Acquired {
     /// The variables COMMAND gets.
     pub env: Vec<(String, String)>,
     /// When the request that got it was sent, and when its answer came
-    /// ([`clock`](super::clock) time): the grant happened in between.
+    /// ([`clock`](crate::cli::clock) time): the grant happened in between.
     pub sent: Duration,
     pub received: Duration,
     /// The leases whose holder's streams (`{lease path}/events`) it
