@@ -1,5 +1,5 @@
-//! The one acquire loop's rules, shared by a lease (`line.rs`, a ticket's
-//! wait included) and a claim of several names (`claim.rs`): the deadline
+//! The one acquire loop's rules, shared by a lease (`line/wait.rs`, a
+//! ticket's wait included) and a claim of several names (`run/claim.rs`): the deadline
 //! of `--wait`; a wait longer than the service's maximum waited in steps of
 //! its `max_wait_ms`; a pause after an answer that came early (a wait cut
 //! short), so that a busy name is not asked in a tight loop; a proxy that

@@ -1,8 +1,8 @@
 //! The one HTTP client of the client commands: reqwest (HTTP/1.1, HTTP/2 over
 //! TLS where the service offers it, rustls with ring, proxies from the usual
 //! variables). One call at a time, each with its own time limit; an answer is
-//! its status and its JSON body, read as the [`crate::wire`] body it should
-//! be. Neither the token nor a URL (which can hold a lease id) ever appears
+//! its status and its JSON body ([`crate::cli::answer::Answer`]), which says
+//! what it means and reads as the [`crate::wire`] body it should be. Neither the token nor a URL (which can hold a lease id) ever appears
 //! in a message.
 
 use std::sync::atomic::{AtomicBool, Ordering};

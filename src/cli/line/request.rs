@@ -1,7 +1,7 @@
 //! What to acquire: the [`Request`] that `baton run`, `acquire` and
 //! `enqueue` make of their options, and the body it is sent as. The line
-//! (`line.rs`) waits with it; its progress (`progress.rs`), tickets
-//! (`ticket.rs`) and a nested run's check (`nested.rs`) read it.
+//! (`wait.rs`) waits with it; its progress (`progress.rs`), tickets
+//! (`ticket.rs`) and a nested run's check (`run/nested.rs`) read it.
 
 use std::time::Duration;
 

@@ -1,9 +1,9 @@
-//! Acquiring: one POST that waits in the service's line, repeated while that
-//! makes sense (a wait longer than the service's maximum is waited in steps of
-//! its `max_wait_ms`; a proxy that cuts long requests off is noticed; failures
-//! that may pass are retried for up to 60 s in a row, but a URL where nothing
-//! has ever answered fails at once), with the place in line
-//! and the holder printed every 5 s meanwhile.
+//! Acquiring one lease: one POST that waits in the service's line, repeated
+//! while that makes sense by the rules of [`crate::cli::attempts`] (steps of
+//! `max_wait_ms`, a proxy's cut noticed, failures that may pass retried for
+//! up to 60 s in a row; a URL where nothing has ever answered fails at once),
+//! its place kept as a ticket across requests, with the place in line and
+//! the holder printed every 5 s meanwhile.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! What a `baton run` holds once it has it, one lease or a claim of several
-//! names, as the supervision of COMMAND needs it (`run.rs`, `claim.rs`).
+//! names, as the supervision of COMMAND needs it (`held.rs`, `claim.rs`).
 
 use std::time::Duration;
 

@@ -1,6 +1,8 @@
 //! `baton run --lock A --lock B --semaphore POOL:LIMIT`: one claim of
 //! several names (`POST /claims`), all of them held or none, waited for
-//! until `--wait` and retried while the service answers 5xx. Once held, the
+//! until `--wait` by the loop one lease waits in too (`attempts.rs`: steps
+//! of `max_wait_ms`, a pause after an early 409, a proxy's cut noticed, 5xx
+//! retried for up to 60 s). Once held, the
 //! claim is refreshed and released through `/claims/{id}` exactly as one
 //! lease is through its path, and each of its leases is followed on its own
 //! holder's stream, so that the loss of any stops COMMAND as the loss of one

@@ -11,6 +11,7 @@ pub mod follow;
 pub mod group;
 pub mod guard;
 pub mod halves;
+pub mod held;
 pub mod launch;
 pub mod nested;
 pub mod supervisor;

@@ -1,6 +1,6 @@
 //! The times a `baton run` keeps to, from its ttl and grace: when SIGTERM
 //! and SIGKILL must go out for COMMAND to have ended before the lease can
-//! lapse (`run.rs` says why that holds).
+//! lapse (`supervisor.rs` says why that holds).
 
 use std::time::Duration;
 
