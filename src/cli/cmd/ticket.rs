@@ -7,7 +7,6 @@ use std::time::Duration;
 use clap::Args;
 use reqwest::Method;
 use serde::Deserialize;
-use serde_json::Value;
 
 use crate::cli::answer::failure;
 use crate::cli::duration;
@@ -76,11 +75,11 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), Failure> {
     let kind = args.lease.kind();
     let target = Target::new(kind, &args.name)?;
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let request = Request::new(&target, args.lease.ttl, &args.lease);
-    let mut body = request.body(Duration::ZERO, Some(args.keep));
-    if let Some(url) = &args.notify {
-        body["notify"] = Value::String(url.clone());
-    }
+    let request = Request {
+        notify: args.notify.clone(),
+        ..Request::new(&target, args.lease.ttl, &args.lease)
+    };
+    let body = request.body(Duration::ZERO, Some(args.keep));
     let answer = call(&service, Method::POST, &target.path(), Some(&body)).await?;
     // In line (202), or granted at once (201: the lease id is the ticket).
     let (ticket, queued) = match answer.status {

@@ -36,6 +36,8 @@ pub struct Request {
     pub override_reason: Option<String>,
     /// Ask the holders to yield when it has to wait (`--ask-yield`).
     pub ask_yield: bool,
+    /// Where the service POSTs a ticket's turn notice (`baton enqueue --notify`).
+    pub notify: Option<String>,
 }
 
 impl Request {
@@ -66,6 +68,7 @@ impl Request {
             ticket: options.ticket.clone(),
             override_reason: options.override_reason.clone(),
             ask_yield: options.ask_yield,
+            notify: None,
         }
     }
 
@@ -73,7 +76,7 @@ impl Request {
     /// member whose default says the same.
     pub fn body(&self, wait: Duration, keep_place: Option<Duration>) -> Value {
         let fields = AcquireFields {
-            notify: None,
+            notify: self.notify.clone(),
             ttl_ms: Some(millis(self.ttl)),
             wait_ms: Some(millis(wait)),
             owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
@@ -115,6 +118,7 @@ pub(crate) fn example(kind: Kind) -> Request {
         ticket: None,
         override_reason: None,
         ask_yield: false,
+        notify: None,
     }
 }
 
