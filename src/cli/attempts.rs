@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cli::answer::Answer;
+use crate::cli::answer::{refused, rejected, Answer, Outcome};
 use crate::cli::duration::{human, millis};
 use crate::cli::exit::{signal_status, Failure, UNAVAILABLE};
 use crate::cli::messages::{signal_name, warn};
@@ -201,6 +201,29 @@ impl<'a> Attempts<'a> {
         self.nap(self.backoff.min(self.deadline - now)).await?;
         self.backoff = (self.backoff * 2).min(Duration::from_secs(8));
         Ok(())
+    }
+
+    /// What every acquisition does with an answer that neither grants nor
+    /// keeps a place: a wait over the service's maximum steps down to it, a
+    /// failure that may pass is tried again; a rejection (64), a refusal
+    /// (77) of the `noun` (request, claim) or anything else (`unexpected`
+    /// says what) ends it.
+    ///
+    /// # Errors
+    /// The end, as above; or as [`Attempts::failed`].
+    pub async fn otherwise(
+        &mut self,
+        answer: Answer,
+        noun: &str,
+        unexpected: impl FnOnce(&Answer) -> Failure,
+    ) -> Result<(), Failure> {
+        match answer.outcome() {
+            Outcome::Rejected { max_wait_ms } if self.step_down(max_wait_ms) => Ok(()),
+            Outcome::Rejected { .. } => Err(rejected(noun, &answer)),
+            Outcome::Refused => Err(refused(noun, &answer, false)),
+            Outcome::Retry => self.failed(Retry::Answer(answer)).await,
+            _ => Err(unexpected(&answer)),
+        }
     }
 
     /// A pause that a signal ends.

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::cli::answer::{refused, rejected, unexpected, unreachable, Answer, Outcome};
+use crate::cli::answer::{unexpected, unreachable, Answer, Outcome};
 use crate::cli::attempts::{Attempts, Retry};
 use crate::cli::duration::{human, millis};
 use crate::cli::exit::{Failure, NOT_ACQUIRED, SUPERSEDED, UNAVAILABLE};
@@ -227,20 +227,11 @@ pub async fn acquire(
                 // A service that keeps places for less (or not at all).
                 keep_place = false;
             }
-            (_, Outcome::Rejected { max_wait_ms }) => {
-                // A wait over the service's maximum: wait in steps of its max_wait_ms.
-                if !attempts.step_down(max_wait_ms) {
-                    return Err(rejected("request", &answer));
-                }
-            }
-            (_, Outcome::Refused) => return Err(refused("request", &answer, false)),
-            (_, Outcome::Retry) => attempts.failed(Retry::Answer(answer)).await?,
             _ => {
-                return Err(unexpected(
-                    &format!("unexpected answer from {}{path}", service.url()),
-                    &answer,
-                    "",
-                ));
+                let about = format!("unexpected answer from {}{path}", service.url());
+                attempts
+                    .otherwise(answer, "request", |answer| unexpected(&about, answer, ""))
+                    .await?;
             }
         }
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::cli::answer::{refused, rejected, unexpected, unreachable, unreadable, Outcome};
+use crate::cli::answer::{unexpected, unreachable, unreadable};
 use crate::cli::attempts::{Attempts, Retry};
 use crate::cli::duration::{human, millis};
 use crate::cli::exit::{Failure, NOT_ACQUIRED, UNAVAILABLE};
@@ -237,19 +237,12 @@ impl Claim {
                         ),
                     ));
                 }
-                (_, Outcome::Rejected { max_wait_ms }) => {
-                    if !attempts.step_down(max_wait_ms) {
-                        return Err(rejected("claim", &answer));
-                    }
-                }
-                (_, Outcome::Refused) => return Err(refused("claim", &answer, false)),
-                (_, Outcome::Retry) => attempts.failed(Retry::Answer(answer)).await?,
                 _ => {
-                    return Err(unexpected(
-                        &format!("unexpected answer from {}/claims", service.url()),
-                        &answer,
-                        "is it a baton that takes claims? ",
-                    ));
+                    let about = format!("unexpected answer from {}/claims", service.url());
+                    let hint = "is it a baton that takes claims? ";
+                    attempts
+                        .otherwise(answer, "claim", |answer| unexpected(&about, answer, hint))
+                        .await?;
                 }
             }
         }
