@@ -6,11 +6,9 @@ use reqwest::Method;
 
 use crate::cli::answer::failure;
 use crate::cli::exit::Failure;
-use crate::cli::http::call;
-use crate::cli::http::{json, Service};
+use crate::cli::http::{call, json, Service};
 use crate::cli::messages::say;
-use crate::cli::options::kind_of;
-use crate::cli::options::{Connection, KindOption};
+use crate::cli::options::{kind_of, Connection, KindOption};
 use crate::cli::target::Target;
 use crate::domain::Kind;
 use crate::wire::{YieldAnswer, YieldRequest};

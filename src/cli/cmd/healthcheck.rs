@@ -1,8 +1,8 @@
 //! `baton healthcheck`: for container health checks without curl.
 
-use clap::Args;
 use std::time::Duration;
 
+use clap::Args;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// `baton healthcheck`
