@@ -126,7 +126,7 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), Failure> {
                 "acquired {target} at once; its ticket collects it: baton run --ticket {ticket}\n"
             )),
             Some(queued) => print(format!(
-                "in line for {target} at place {} of {}, kept until \"{}\": baton run --ticket {ticket}\n",
+                "in line for {target} at place {} of {}, kept until {}: baton run --ticket {ticket}\n",
                 queued.place, queued.waiting, queued.place_expires_at
             )),
         },
