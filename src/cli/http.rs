@@ -1,8 +1,8 @@
 //! The one HTTP client of the client commands: reqwest (HTTP/1.1, HTTP/2 over
 //! TLS where the service offers it, rustls with ring, proxies from the usual
 //! variables). One call at a time, each with its own time limit; an answer is
-//! its status and its JSON body, read as the [`crate::wire`] body it should
-//! be. Neither the token nor a URL (which can hold a lease id) ever appears
+//! its status and its JSON body ([`crate::cli::answer::Answer`]), which says
+//! what it means and reads as the [`crate::wire`] body it should be. Neither the token nor a URL (which can hold a lease id) ever appears
 //! in a message.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,80 +13,8 @@ use reqwest::Method;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::exit::{Failure, LOST, NOT_ACQUIRED, REFUSED, SUPERSEDED, UNAVAILABLE, USAGE};
-use crate::domain::{Kind, Name};
-use crate::wire::{Problem, ProblemType};
-
-/// One lock or semaphore of the service.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub kind: Kind,
-    pub name: Name,
-}
-
-impl Target {
-    /// # Errors
-    /// A name the service would refuse (exit 64).
-    pub fn new(kind: Kind, name: &str) -> Result<Self, Failure> {
-        let name = Name::parse(name).map_err(|err| Failure::usage(format!("NAME {err}")))?;
-        Ok(Self { kind, name })
-    }
-
-    /// `/locks/review%2Fapp-1`
-    pub fn path(&self) -> String {
-        format!("/{}/{}", self.kind.plural(), self.name.path_segment())
-    }
-
-    /// `/locks/review%2Fapp-1/{id}`; the id is percent-encoded too, so that
-    /// whatever a user passes stays one path segment.
-    pub fn lease_path(&self, id: &str) -> String {
-        let id = Name::parse(id).map_or_else(|_| String::new(), |id| id.path_segment());
-        format!("{}/{id}", self.path())
-    }
-}
-
-impl std::fmt::Display for Target {
-    /// `lock 'review/app-1'`
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} '{}'", self.kind, self.name)
-    }
-}
-
-/// What the service answered: the status and the JSON body (`Null` when there
-/// was none or it was not JSON).
-#[derive(Debug, Clone)]
-pub struct Answer {
-    pub status: u16,
-    pub body: Value,
-}
-
-impl Answer {
-    /// The body as a problem (RFC 9457), when it is one.
-    pub fn problem(&self) -> Option<Problem> {
-        Problem::from_json(&self.body)
-    }
-
-    /// Its problem type, when this version knows it.
-    pub fn problem_type(&self) -> Option<ProblemType> {
-        self.problem()?.problem_type()
-    }
-
-    /// `HTTP 409 lock-held: the lock is held`, for messages.
-    pub fn describe(&self) -> String {
-        let mut out = format!("HTTP {}", self.status);
-        if let Some(problem) = self.problem() {
-            if let Some(slug) = problem.slug() {
-                out.push(' ');
-                out.push_str(slug);
-            }
-            if !problem.detail.is_empty() {
-                out.push_str(": ");
-                out.push_str(&problem.detail);
-            }
-        }
-        out
-    }
-}
+use crate::cli::answer::{unreachable, Answer};
+use crate::cli::exit::{Failure, UNAVAILABLE, USAGE};
 
 /// A request body as JSON.
 ///
@@ -94,43 +22,6 @@ impl Answer {
 /// Never: a body of the wire is plain JSON, with string keys only.
 pub fn json(body: &impl Serialize) -> Value {
     serde_json::to_value(body).expect("a body of the wire is plain JSON")
-}
-
-/// The failure of an answer whose body is not the `what` it should be: not
-/// a baton service, or not one this client can read (69).
-pub fn unreadable(what: &str, err: &serde_json::Error) -> Failure {
-    Failure::new(
-        UNAVAILABLE,
-        format!("cannot read the {what} the service showed: {err}"),
-    )
-}
-
-/// What an answer that is not a success means, as an exit status.
-pub(super) fn failure(answer: &Answer, target: &Target) -> Failure {
-    let described = answer.describe();
-    match (answer.status, answer.problem_type()) {
-        (400 | 422, _) => Failure::new(
-            USAGE,
-            format!("the service rejected the request: {described}"),
-        ),
-        (401 | 403, _) => Failure::new(
-            REFUSED,
-            format!("the service refused the request: {described} (check --token or BATON_TOKEN)"),
-        ),
-        (404, Some(ProblemType::LeaseNotFound)) => Failure::new(
-            LOST,
-            format!("{target} is no longer held by this lease (expired or force-released)"),
-        ),
-        (409, Some(ProblemType::Superseded)) => {
-            Failure::new(SUPERSEDED, format!("superseded: {described}"))
-        }
-        (409, _) => Failure::new(NOT_ACQUIRED, format!("{target} is taken: {described}")),
-        (423, _) => Failure::new(NOT_ACQUIRED, format!("{target} is frozen: {described}")),
-        _ => Failure::new(
-            UNAVAILABLE,
-            format!("unexpected answer: {described} (check --url or BATON_URL)"),
-        ),
-    }
 }
 
 /// Why a call got no answer (no URL in it).
@@ -176,7 +67,7 @@ fn no_answer(base: &str, err: &reqwest::Error, timeout: Option<Duration>) -> NoA
         source = cause.source();
     }
     if let (true, Some(timeout)) = (err.is_timeout(), timeout) {
-        why = format!("no answer within {}", super::duration::human(timeout));
+        why = format!("no answer within {}", crate::cli::duration::human(timeout));
     }
     if no_http {
         why = format!("{base} does not speak HTTP ({why})");
@@ -318,14 +209,11 @@ pub async fn call(
     let mut why = String::new();
     for attempt in 1..=3 {
         match service.call(method.clone(), path, body, CALL_TIMEOUT).await {
-            Ok(answer) if answer.status != 429 && answer.status < 500 => return Ok(answer),
+            Ok(answer) if !answer.may_pass() => return Ok(answer),
             Ok(answer) => why = answer.describe(),
             // Nothing serves at --url: trying again will not change that.
             Err(no_answer) if service.is_not_there(&no_answer) => {
-                return Err(Failure::new(
-                    UNAVAILABLE,
-                    format!("{no_answer} (check --url or BATON_URL)"),
-                ));
+                return Err(unreachable(no_answer));
             }
             Err(no_answer) => why = no_answer.why,
         }
@@ -338,18 +226,7 @@ pub async fn call(
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    #[test]
-    fn names_become_one_path_segment() {
-        let target = Target::new(Kind::Lock, "review/app 1:é").unwrap();
-        assert_eq!(target.path(), "/locks/review%2Fapp%201%3A%C3%A9");
-        let target = Target::new(Kind::Semaphore, "x").unwrap();
-        assert_eq!(target.lease_path("a/b"), "/semaphores/x/a%2Fb");
-        assert_eq!(Target::new(Kind::Lock, "").unwrap_err().status, USAGE);
-    }
 
     #[test]
     fn only_http_urls_are_taken() {
@@ -360,30 +237,6 @@ mod tests {
                 Service::new(bad, None).err().unwrap().status,
                 USAGE,
                 "{bad}"
-            );
-        }
-    }
-
-    #[test]
-    fn answers_map_to_exit_statuses() {
-        let target = Target::new(Kind::Lock, "x").unwrap();
-        let answer = |status, slug: &str| Answer {
-            status,
-            body: json!({"type": format!("https://baton/problems/{slug}")}),
-        };
-        for (status, slug, exit) in [
-            (400, "invalid-request", USAGE),
-            (401, "unauthorized", REFUSED),
-            (403, "forbidden", REFUSED),
-            (404, "lease-not-found", LOST),
-            (409, "lock-held", NOT_ACQUIRED),
-            (409, "superseded", SUPERSEDED),
-            (404, "not-found", UNAVAILABLE),
-        ] {
-            assert_eq!(
-                failure(&answer(status, slug), &target).status,
-                exit,
-                "{status} {slug}"
             );
         }
     }

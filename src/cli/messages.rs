@@ -10,7 +10,7 @@
 use std::io::{ErrorKind, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::exit::{Failure, IO_ERROR};
+use crate::cli::exit::{Failure, IO_ERROR};
 
 static QUIET: AtomicBool = AtomicBool::new(false);
 

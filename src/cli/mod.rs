@@ -5,50 +5,50 @@
 //! server runs in a client process.
 //!
 //! Two hidden subcommands are halves of `baton run`: `__guard` (the process
-//! that stops COMMAND should baton run be killed or stopped, `guard.rs`) and
-//! `__exec` (COMMAND, started once the guard knows its group, `launch.rs`).
+//! that stops COMMAND should baton run be killed or stopped, `run/guard.rs`)
+//! and `__exec` (COMMAND, started once the guard knows its group,
+//! `run/launch.rs`).
+//!
+//! # Layout
+//! From the top down: this file runs a subcommand; `command.rs` parses the
+//! command line; `cmd/` has a file per subcommand (its options and its call)
+//! and `run/` is `baton run`; `line/` acquires one lease in the service's
+//! line, for `acquire`, `enqueue` and `run`. Below them all: `attempts.rs`
+//! (the one acquire loop's rules: deadline, steps, pauses, retries),
+//! `answer.rs` (every answer classified once, and the exit status each
+//! means), `http.rs`, `options.rs` (the options several subcommands share),
+//! `help.rs` (the help texts), `messages.rs` (printing), and small helpers.
 
-mod acquired;
-mod args;
-mod ask_yield;
-mod calls;
-mod claim;
+mod answer;
+mod attempts;
 mod clock;
-mod docs;
+mod cmd;
+mod command;
 mod duration;
 mod exit;
-mod follow;
-mod freezes;
-mod group;
-mod guard;
-mod healthcheck;
-mod history;
+mod help;
 mod http;
-mod launch;
 mod line;
 mod messages;
-mod nested;
+mod options;
 mod owner;
-mod progress;
-mod request;
 mod run;
 mod signals;
-mod ticket;
-mod timing;
+mod target;
 mod variables;
-mod waiting;
 
 use std::process::ExitCode;
 
-pub use args::{command, parse, ClientCommand, Internal, Parsed};
+pub use command::{command, parse, ClientCommand, Parsed};
 pub use exit::Failure;
+pub use run::halves::Internal;
 
 /// Runs a half of `baton run` to its end, without an async runtime (the
 /// guard makes its own for its one call; `__exec` becomes COMMAND).
 pub fn internal(half: Internal) -> ExitCode {
     match half {
-        Internal::Guard => ExitCode::from(guard::watch()),
-        Internal::Exec { fd, command } => finish(Err(launch::exec_when_told(fd, &command))),
+        Internal::Guard => ExitCode::from(run::guard::watch()),
+        Internal::Exec { fd, command } => finish(Err(run::launch::exec_when_told(fd, &command))),
     }
 }
 
@@ -68,25 +68,25 @@ pub fn main(command: ClientCommand) -> ExitCode {
         match command {
             ClientCommand::Run(args) => {
                 messages::set_quiet(args.lease.quiet);
-                run::run(*args).await
+                run::supervisor::run(*args).await
             }
             ClientCommand::Acquire(args) => {
                 messages::set_quiet(args.lease.quiet);
-                calls::acquire(args).await.map(|()| 0)
+                cmd::acquire::acquire(args).await.map(|()| 0)
             }
-            ClientCommand::Refresh(args) => calls::refresh(args).await.map(|()| 0),
-            ClientCommand::Release(args) => calls::release(args).await.map(|()| 0),
-            ClientCommand::Yield(args) => ask_yield::ask_yield(args).await.map(|()| 0),
-            ClientCommand::Status(args) => calls::status(args).await.map(|()| 0),
-            ClientCommand::List(args) => calls::list(args).await.map(|()| 0),
-            ClientCommand::Freeze(args) => freezes::freeze(*args).await.map(|()| 0),
-            ClientCommand::Unfreeze(args) => freezes::unfreeze(args).await.map(|()| 0),
-            ClientCommand::Freezes(args) => freezes::list(args).await.map(|()| 0),
-            ClientCommand::Enqueue(args) => ticket::enqueue(*args).await.map(|()| 0),
-            ClientCommand::Leave(args) => ticket::leave(args).await.map(|()| 0),
-            ClientCommand::History(args) => history::history(args).await.map(|()| 0),
+            ClientCommand::Refresh(args) => cmd::lease::refresh(args).await.map(|()| 0),
+            ClientCommand::Release(args) => cmd::lease::release(args).await.map(|()| 0),
+            ClientCommand::Yield(args) => cmd::ask_yield::ask_yield(args).await.map(|()| 0),
+            ClientCommand::Status(args) => cmd::status::status(args).await.map(|()| 0),
+            ClientCommand::List(args) => cmd::list::list(args).await.map(|()| 0),
+            ClientCommand::Freeze(args) => cmd::freeze::freeze(*args).await.map(|()| 0),
+            ClientCommand::Unfreeze(args) => cmd::freeze::unfreeze(args).await.map(|()| 0),
+            ClientCommand::Freezes(args) => cmd::freeze::list(args).await.map(|()| 0),
+            ClientCommand::Enqueue(args) => cmd::ticket::enqueue(*args).await.map(|()| 0),
+            ClientCommand::Leave(args) => cmd::ticket::leave(args).await.map(|()| 0),
+            ClientCommand::History(args) => cmd::history::history(args).await.map(|()| 0),
             ClientCommand::Healthcheck(args) => {
-                if healthcheck::healthy(&args.listen).await {
+                if cmd::healthcheck::healthy(&args.listen).await {
                     Ok(0)
                 } else {
                     Err(Failure::new(
@@ -95,8 +95,12 @@ pub fn main(command: ClientCommand) -> ExitCode {
                     ))
                 }
             }
-            ClientCommand::Completions { shell } => docs::completions(shell).map(|()| 0),
-            ClientCommand::Man { subcommand } => docs::man(subcommand.as_deref()).map(|()| 0),
+            ClientCommand::Completions { shell } => {
+                cmd::docs::completions(shell, command::command()).map(|()| 0)
+            }
+            ClientCommand::Man { subcommand } => {
+                cmd::docs::man(subcommand.as_deref(), command::command()).map(|()| 0)
+            }
         }
     });
     finish(outcome)

@@ -5,7 +5,7 @@
 
 use crate::domain::Kind;
 
-use super::exit::Failure;
+use crate::cli::exit::Failure;
 
 pub const NAME: &str = "BATON_LOCK_NAME";
 pub const ID: &str = "BATON_LEASE_ID";
@@ -116,7 +116,7 @@ impl LeaseVariables {
 
 /// `value` in single quotes for sh, each `'` written as `'\''`. (Names and
 /// ids hold no NUL, the one byte a shell word cannot.)
-pub(super) fn quote(value: &str) -> String {
+pub(crate) fn quote(value: &str) -> String {
     format!("'{}'", value.replace('\'', r"'\''"))
 }
 
@@ -159,7 +159,7 @@ mod tests {
         ] {
             let mut vars = vec![(NAME, "x"), (ID, "i")];
             vars.extend_from_slice(bad);
-            assert_eq!(from(&vars).unwrap_err().status, super::super::exit::USAGE);
+            assert_eq!(from(&vars).unwrap_err().status, crate::cli::exit::USAGE);
         }
     }
 

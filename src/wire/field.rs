@@ -1,7 +1,6 @@
 //! The schemas of the body fields the two kinds take, stated once from the
 //! domain's limits: `#[schema(schema_with = ...)]` in the acquisition bodies
-//! ([`super::AcquireLock`], [`super::AcquireSemaphore`]) and the refresh body
-//! ([`super::Refresh`]).
+//! (`AcquireLock`, `AcquireSemaphore`) and the refresh body (`Refresh`).
 
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, SchemaType, Type};
 use utoipa::openapi::Object;

@@ -10,8 +10,8 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 
-use super::args::Internal;
-use super::exit::{signal_status, Failure, NOT_FOUND};
+use crate::cli::exit::{signal_status, Failure, NOT_FOUND};
+use crate::cli::run::halves::Internal;
 
 /// A pipe whose ends are closed on exec (so no child holds one unless it is
 /// handed down on purpose): `(read, write)`.

@@ -1,5 +1,5 @@
 //! What a `baton run` holds once it has it, one lease or a claim of several
-//! names, as the supervision of COMMAND needs it (`run.rs`, `claim.rs`).
+//! names, as the supervision of COMMAND needs it (`held.rs`, `claim.rs`).
 
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ pub struct Acquired {
     /// The variables COMMAND gets.
     pub env: Vec<(String, String)>,
     /// When the request that got it was sent, and when its answer came
-    /// ([`clock`](super::clock) time): the grant happened in between.
+    /// ([`clock`](crate::cli::clock) time): the grant happened in between.
     pub sent: Duration,
     pub received: Duration,
     /// The leases whose holder's streams (`{lease path}/events`) it

@@ -1,16 +1,39 @@
 //! `baton yield NAME [--reason TEXT]`: asks the holders of a lock (or with
 //! `--limit`, of a semaphore) to finish early; nothing is taken from them.
 
+use clap::Args;
 use reqwest::Method;
 
-use super::args::YieldArgs;
-use super::calls::kind_of;
-use super::exit::Failure;
-use super::http::call;
-use super::http::{failure, json, unreadable, Service, Target};
-use super::messages::say;
+use crate::cli::answer::failure;
+use crate::cli::exit::Failure;
+use crate::cli::http::{call, json, Service};
+use crate::cli::messages::say;
+use crate::cli::options::{kind_of, Connection, KindOption};
+use crate::cli::target::Target;
 use crate::domain::Kind;
 use crate::wire::{YieldAnswer, YieldRequest};
+
+/// `baton yield`
+#[derive(Args, Debug, Clone)]
+pub struct YieldArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub kind: KindOption,
+
+    /// Why, shown to the holders (at most 200 characters)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+
+    /// Who asks, shown to the holders (default: the CI job's URL in CI,
+    /// else user@host)
+    #[arg(long, value_name = "TEXT")]
+    pub owner: Option<String>,
+
+    /// The lock or semaphore
+    pub name: String,
+}
 
 /// `baton yield`: says how many holders were asked. Of the lock NAME, or
 /// the semaphore NAME with `--limit` (or when the lease variables say so);
@@ -22,8 +45,8 @@ use crate::wire::{YieldAnswer, YieldRequest};
 pub async fn ask_yield(args: YieldArgs) -> Result<(), Failure> {
     let said = kind_of(&args.kind, &args.name)?;
     let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let owner = super::owner::clean(&args.owner.clone().unwrap_or_else(|| {
-        super::owner::default_owner(|k| std::env::var(k).ok(), super::owner::host_name)
+    let owner = crate::cli::owner::clean(&args.owner.clone().unwrap_or_else(|| {
+        crate::cli::owner::default_owner(|k| std::env::var(k).ok(), crate::cli::owner::host_name)
     }));
     let body = json(&YieldRequest {
         owner: Some(owner).filter(|o| !o.is_empty()),
@@ -38,8 +61,7 @@ pub async fn ask_yield(args: YieldArgs) -> Result<(), Failure> {
             if answer.status != 202 {
                 return Err(failure(&answer, &target));
             }
-            let asked: YieldAnswer =
-                serde_json::from_value(answer.body).map_err(|err| unreadable("answer", &err))?;
+            let asked: YieldAnswer = answer.read("answer")?;
             Ok((
                 target,
                 if asked.already_asked {

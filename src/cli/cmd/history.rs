@@ -1,17 +1,40 @@
 //! `baton history NAME`: who held a lock or semaphore, from when to when,
 //! and how each lease ended, newest first (one call; `--last N` entries).
 
+use clap::Args;
 use reqwest::Method;
 
-use super::args::{HistoryArgs, Output};
-use super::calls::kind_of;
-use super::duration::human;
-use super::exit::Failure;
-use super::http::call;
-use super::http::{failure, unreadable, Service, Target};
-use super::messages::show;
+use crate::cli::answer::failure;
+use crate::cli::duration::human;
+use crate::cli::exit::Failure;
+use crate::cli::http::{call, Service};
+use crate::cli::messages::show;
+use crate::cli::options::{kind_of, Connection, KindOption, Output};
+use crate::cli::target::Target;
 use crate::domain::Kind;
 use crate::wire::{HistoryBody, HistoryEntryBody, LeaseEndBody};
+
+/// `baton history`
+#[derive(Args, Debug, Clone)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(flatten)]
+    pub kind: KindOption,
+
+    /// How many leases to show, newest first (1-100)
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub last: u8,
+
+    /// How to print the history
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+
+    /// The lock or semaphore
+    #[arg(env = "BATON_LOCK_NAME")]
+    pub name: String,
+}
 
 /// `baton history`: of the lock NAME, or the semaphore NAME with `--limit`
 /// (or when the lease variables say so); without either, of the lock, or of
@@ -32,8 +55,7 @@ pub async fn history(args: HistoryArgs) -> Result<(), Failure> {
             if answer.status != 200 {
                 return Err(failure(&answer, &target));
             }
-            let page: HistoryBody = serde_json::from_value(answer.body.clone())
-                .map_err(|err| unreadable("history", &err))?;
+            let page: HistoryBody = answer.read("history")?;
             Ok((page, answer.body))
         }
     };

@@ -1,17 +1,112 @@
 //! `baton freeze`, `baton unfreeze` and `baton freezes`: making, deleting and
-//! listing freezes from a shell (making and deleting take an admin token);
-//! and what `baton run` says of a freeze while it waits.
+//! listing freezes from a shell (making and deleting take an admin token),
+//! and `baton freeze --check`, a deploy job's guard.
 
 use std::time::{Duration, SystemTime};
 
+use clap::Args;
 use reqwest::Method;
 
-use super::args::{FreezeArgs, FreezesArgs, Output, UnfreezeArgs};
-use super::exit::{Failure, NOT_ACQUIRED, NO_SUCH, REFUSED, UNAVAILABLE, USAGE};
-use super::http::{call, json, unreadable, Answer, Service, Target};
-use super::messages::show;
+use crate::cli::answer::freeze_failure as failure;
+use crate::cli::duration;
+use crate::cli::exit::{Failure, NOT_ACQUIRED, NO_SUCH};
+use crate::cli::http::{call, json, Service};
+use crate::cli::messages::show;
+use crate::cli::options::{Connection, Output};
 use crate::domain::{Kind, NamePattern};
 use crate::wire::{FreezeBody, FreezeList, FreezeRequest};
+
+/// `baton freeze`
+#[derive(Args, Debug, Clone)]
+pub struct FreezeArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// A one-off freeze of this long, from now (e.g. 2h, 3d is 72h)
+    #[arg(long = "for", value_name = "DURATION", value_parser = duration::parse,
+        conflicts_with_all = ["until", "start"])]
+    pub for_: Option<Duration>,
+
+    /// A one-off freeze until this time: RFC 3339 (2026-12-27T08:00:00Z), or
+    /// a date (2026-12-27: midnight UTC at the start of that day)
+    #[arg(long, value_name = "TIME", conflicts_with = "start", value_parser = moment)]
+    pub until: Option<String>,
+
+    /// With --until: from this time instead of now (RFC 3339, or a date:
+    /// midnight UTC at its start)
+    #[arg(long, value_name = "TIME", requires = "until", value_parser = moment)]
+    pub from: Option<String>,
+
+    /// A recurring freeze: a five-field cron expression for each start (e.g. '0 23 * * 5')
+    #[arg(long, value_name = "CRON", requires = "end")]
+    pub start: Option<String>,
+
+    /// A recurring freeze: a five-field cron expression for each end (e.g. '0 7 * * 1')
+    #[arg(long, value_name = "CRON", requires = "start")]
+    pub end: Option<String>,
+
+    /// The IANA time zone of --start and --end (default UTC)
+    #[arg(long, value_name = "ZONE", requires = "start")]
+    pub timezone: Option<String>,
+
+    /// Only locks, or only semaphores (default: both)
+    #[arg(long, value_parser = ["lock", "semaphore"])]
+    pub kind: Option<String>,
+
+    /// Why, shown to everyone it refuses
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+
+    /// How to print the freeze
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+
+    /// Make no freeze: check whether MATCH, a name, is frozen now (with
+    /// --kind, as that kind). Frozen: print the freezes that hold it, exit
+    /// 75; not frozen: exit 0. A deploy job's guard, like GitLab's
+    /// $CI_DEPLOY_FREEZE (any token that may read the name)
+    #[arg(long, conflicts_with_all = ["for_", "until", "from", "start", "end", "timezone", "reason"])]
+    pub check: bool,
+
+    /// The name to freeze, or a prefix ending in '*' (quote it: 'deploy-*');
+    /// with --check, the name to check
+    #[arg(value_name = "MATCH")]
+    pub pattern: String,
+}
+
+/// A moment of `--until` or `--from`: a date alone (`2026-12-06`) is
+/// midnight UTC at its start (`2026-12-06T00:00:00Z`); anything else goes to
+/// the service as it is, which reads RFC 3339 and names what it refuses.
+fn moment(raw: &str) -> Result<String, String> {
+    let raw = raw.trim();
+    if raw.len() == 10 && raw.as_bytes().get(4) == Some(&b'-') {
+        return chrono::NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+            .map(|date| format!("{date}T00:00:00Z"))
+            .map_err(|err| format!("not a date YYYY-MM-DD ({err})"));
+    }
+    Ok(raw.to_owned())
+}
+
+/// `baton unfreeze`
+#[derive(Args, Debug, Clone)]
+pub struct UnfreezeArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// The freeze's id, as `baton freeze` or `baton freezes` printed it
+    pub id: String,
+}
+
+/// `baton freezes`
+#[derive(Args, Debug, Clone)]
+pub struct FreezesArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// How to print the list
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+}
 
 /// `baton freeze`: makes the freeze and prints it.
 ///
@@ -56,7 +151,7 @@ pub async fn freeze(args: FreezeArgs) -> Result<(), Failure> {
     match args.output {
         Output::Json => show(format!("{}\n", answer.body)),
         Output::Text => {
-            let freeze: FreezeBody = read(&answer)?;
+            let freeze: FreezeBody = answer.read("freeze")?;
             show(format!("froze {}\n", describe(&freeze)))
         }
     }
@@ -99,7 +194,7 @@ async fn check(service: &Service, args: &FreezeArgs) -> Result<(), Failure> {
     if answer.status != 200 {
         return Err(failure(&answer));
     }
-    let list: FreezeList = read(&answer)?;
+    let list: FreezeList = answer.read("freeze")?;
     let holding: Vec<&FreezeBody> = list
         .freezes
         .iter()
@@ -111,7 +206,7 @@ async fn check(service: &Service, args: &FreezeArgs) -> Result<(), Failure> {
         None => format!("'{name}'"),
     };
     if holding.is_empty() {
-        super::messages::say(format!("{what} is not frozen now"));
+        crate::cli::messages::say(format!("{what} is not frozen now"));
         return match args.output {
             Output::Json => show("{\"freezes\":[]}\n"),
             Output::Text => Ok(()),
@@ -142,7 +237,7 @@ pub async fn list(args: FreezesArgs) -> Result<(), Failure> {
     match args.output {
         Output::Json => show(format!("{}\n", answer.body)),
         Output::Text => {
-            let list: FreezeList = read(&answer)?;
+            let list: FreezeList = answer.read("freeze")?;
             if list.freezes.is_empty() {
                 return show("no freezes\n");
             }
@@ -154,28 +249,6 @@ pub async fn list(args: FreezesArgs) -> Result<(), Failure> {
             show(lines)
         }
     }
-}
-
-/// What holds `target` now among the freezes the service lists, for people:
-/// `frozen until TIME (reason)`; `None` when none does (or the list cannot be
-/// read: a `baton run` waits on all the same).
-pub async fn frozen_now(service: &Service, target: &Target) -> Option<String> {
-    let answer = service
-        .call(Method::GET, "/freezes", None, Duration::from_secs(5))
-        .await
-        .ok()?;
-    let list: FreezeList = serde_json::from_value(answer.body).ok()?;
-    let name = target.name.to_string();
-    list.freezes
-        .iter()
-        .filter(|f| f.active && f.kind.is_none_or(|k| k == target.kind))
-        .filter(|f| NamePattern::parse(&f.pattern).is_ok_and(|p| p.matches(&name)))
-        .filter_map(|f| f.ends_at.as_ref().map(|until| (until, &f.reason)))
-        .max_by(|a, b| a.0.cmp(b.0))
-        .map(|(until, reason)| match reason {
-            Some(reason) => format!("frozen until {until} ({reason})"),
-            None => format!("frozen until {until}"),
-        })
 }
 
 /// One freeze, for people.
@@ -209,32 +282,6 @@ fn describe(freeze: &FreezeBody) -> String {
         "{} {}{kind} {window}{state}{reason}",
         freeze.id, freeze.pattern
     )
-}
-
-fn read<T: serde::de::DeserializeOwned>(answer: &Answer) -> Result<T, Failure> {
-    serde_json::from_value(answer.body.clone()).map_err(|err| unreadable("freeze", &err))
-}
-
-/// What an answer that is not a success means, as an exit status.
-fn failure(answer: &Answer) -> Failure {
-    let described = answer.describe();
-    match answer.status {
-        400 | 422 => Failure::new(
-            USAGE,
-            format!("the service rejected the freeze: {described}"),
-        ),
-        401 | 403 => Failure::new(
-            REFUSED,
-            format!(
-                "the service refused the request: {described} (freezes take an admin token: \
-                 check --token or BATON_TOKEN)"
-            ),
-        ),
-        _ => Failure::new(
-            UNAVAILABLE,
-            format!("unexpected answer: {described} (check --url or BATON_URL)"),
-        ),
-    }
 }
 
 #[cfg(test)]

@@ -31,11 +31,11 @@ use std::time::Duration;
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
-use super::args::Internal;
-use super::clock;
-use super::group;
-use super::http::Service;
-use super::messages::warn;
+use crate::cli::clock;
+use crate::cli::http::Service;
+use crate::cli::messages::warn;
+use crate::cli::run::group;
+use crate::cli::run::halves::Internal;
 
 /// What baton run tells its guard: one JSON object a line, written by
 /// [`Guard`] and read by [`watch`].
@@ -74,7 +74,7 @@ impl Guard {
     /// # Errors
     /// The guard could not be started, or told about the lease.
     pub fn start(lease: &Message) -> std::io::Result<Self> {
-        let (reader, writer) = super::launch::pipe()?;
+        let (reader, writer) = crate::cli::run::launch::pipe()?;
         let mut command = Command::new("/proc/self/exe");
         command
             .arg0("baton")

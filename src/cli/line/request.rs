@@ -1,14 +1,15 @@
 //! What to acquire: the [`Request`] that `baton run`, `acquire` and
 //! `enqueue` make of their options, and the body it is sent as. The line
-//! (`line.rs`) waits with it; its progress (`progress.rs`), tickets
-//! (`ticket.rs`) and a nested run's check (`nested.rs`) read it.
+//! (`wait.rs`) waits with it; its progress (`progress.rs`), tickets
+//! (`ticket.rs`) and a nested run's check (`run/nested.rs`) read it.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::duration::millis;
-use super::http::{json, Target};
+use crate::cli::duration::millis;
+use crate::cli::http::json;
+use crate::cli::target::Target;
 use crate::domain::Kind;
 use crate::wire::{AcquireFields, AcquireLock, AcquireSemaphore};
 
@@ -35,14 +36,23 @@ pub struct Request {
     pub override_reason: Option<String>,
     /// Ask the holders to yield when it has to wait (`--ask-yield`).
     pub ask_yield: bool,
+    /// Where the service POSTs a ticket's turn notice (`baton enqueue --notify`).
+    pub notify: Option<String>,
 }
 
 impl Request {
     /// The acquisition `options` ask for on `target`, with `ttl`; the owner
     /// is the one given, else the CI job's URL or user@host.
-    pub fn new(target: &Target, ttl: Duration, options: &super::args::LeaseOptions) -> Self {
-        let owner = super::owner::clean(&options.owner.clone().unwrap_or_else(|| {
-            super::owner::default_owner(|k| std::env::var(k).ok(), super::owner::host_name)
+    pub fn new(
+        target: &Target,
+        ttl: Duration,
+        options: &crate::cli::options::LeaseOptions,
+    ) -> Self {
+        let owner = crate::cli::owner::clean(&options.owner.clone().unwrap_or_else(|| {
+            crate::cli::owner::default_owner(
+                |k| std::env::var(k).ok(),
+                crate::cli::owner::host_name,
+            )
         }));
         Self {
             target: target.clone(),
@@ -58,6 +68,7 @@ impl Request {
             ticket: options.ticket.clone(),
             override_reason: options.override_reason.clone(),
             ask_yield: options.ask_yield,
+            notify: None,
         }
     }
 
@@ -65,7 +76,7 @@ impl Request {
     /// member whose default says the same.
     pub fn body(&self, wait: Duration, keep_place: Option<Duration>) -> Value {
         let fields = AcquireFields {
-            notify: None,
+            notify: self.notify.clone(),
             ttl_ms: Some(millis(self.ttl)),
             wait_ms: Some(millis(wait)),
             owner: Some(self.owner.clone()).filter(|owner| !owner.is_empty()),
@@ -92,7 +103,7 @@ impl Request {
 /// A request of `kind` on the name `line` for a minute, waiting a minute,
 /// with nothing else asked: what the client's unit tests start from.
 #[cfg(test)]
-pub(super) fn example(kind: Kind) -> Request {
+pub(crate) fn example(kind: Kind) -> Request {
     Request {
         target: Target::new(kind, "line").unwrap(),
         ttl: Duration::from_secs(60),
@@ -107,6 +118,7 @@ pub(super) fn example(kind: Kind) -> Request {
         ticket: None,
         override_reason: None,
         ask_yield: false,
+        notify: None,
     }
 }
 

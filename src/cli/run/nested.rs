@@ -6,12 +6,13 @@
 
 use reqwest::Method;
 
-use super::claim::CLAIM_ID;
-use super::exit::{Failure, REFUSED, UNAVAILABLE};
-use super::http::{unreadable, Answer, Service};
-use super::messages::say;
-use super::request::Request;
-use super::variables::{self, LeaseVariables};
+use crate::cli::answer::{refused, unexpected, unreadable, Answer, Outcome};
+use crate::cli::exit::Failure;
+use crate::cli::http::Service;
+use crate::cli::line::request::Request;
+use crate::cli::messages::say;
+use crate::cli::run::claim::CLAIM_ID;
+use crate::cli::variables::{self, LeaseVariables};
 use crate::domain::{ClaimId, LeaseId};
 use crate::wire::{ClaimBody, LeaseBody};
 
@@ -23,7 +24,7 @@ use crate::wire::{ClaimBody, LeaseBody};
 ///
 /// # Errors
 /// The service refused the token (77), or cannot be asked (69).
-pub(super) async fn covered(
+pub(crate) async fn covered(
     service: &Service,
     request: &Request,
     outer: &LeaseVariables,
@@ -33,7 +34,7 @@ pub(super) async fn covered(
         return not_covered(request, &format!("{} is not a lease id", variables::ID));
     }
     let path = target.lease_path(&outer.id);
-    let answer = super::http::call(service, Method::GET, &path, None).await?;
+    let answer = crate::cli::http::call(service, Method::GET, &path, None).await?;
     match answer.status {
         200 => {}
         404 => {
@@ -67,7 +68,7 @@ pub(super) async fn covered(
 ///
 /// # Errors
 /// The service refused the token (77), or cannot be asked (69).
-pub(super) async fn covered_by_claim(
+pub(crate) async fn covered_by_claim(
     service: &Service,
     request: &Request,
     claim_id: &str,
@@ -83,7 +84,7 @@ pub(super) async fn covered_by_claim(
         return not_held(&format!("{CLAIM_ID} is not a claim id"));
     };
     let path = format!("/claims/{}", id.expose());
-    let answer = super::http::call(service, Method::GET, &path, None).await?;
+    let answer = crate::cli::http::call(service, Method::GET, &path, None).await?;
     match answer.status {
         200 => {}
         404 => return not_held("that claim no longer holds any lease"),
@@ -145,21 +146,12 @@ fn not_covered(request: &Request, why: &str) -> Result<bool, Failure> {
 
 /// The failure of an answer that is neither yes nor no.
 fn unanswered(answer: &Answer) -> Failure {
-    if matches!(answer.status, 401 | 403) {
-        Failure::new(
-            REFUSED,
-            format!(
-                "the service refused the request: {} (check --token or BATON_TOKEN)",
-                answer.describe()
-            ),
-        )
-    } else {
-        Failure::new(
-            UNAVAILABLE,
-            format!(
-                "cannot check the lease of the baton run around this one: {} (check --url or BATON_URL)",
-                answer.describe()
-            ),
-        )
+    match answer.outcome() {
+        Outcome::Refused => refused("request", answer, false),
+        _ => unexpected(
+            "cannot check the lease of the baton run around this one",
+            answer,
+            "",
+        ),
     }
 }

@@ -1,11 +1,11 @@
 //! The times a `baton run` keeps to, from its ttl and grace: when SIGTERM
 //! and SIGKILL must go out for COMMAND to have ended before the lease can
-//! lapse (`run.rs` says why that holds).
+//! lapse (`supervisor.rs` says why that holds).
 
 use std::time::Duration;
 
-use super::duration::human;
-use super::exit::Failure;
+use crate::cli::duration::human;
+use crate::cli::exit::Failure;
 
 /// Between SIGTERM and SIGKILL, unless the ttl is too short for it.
 const DEFAULT_GRACE: Duration = Duration::from_secs(5);
@@ -53,12 +53,12 @@ impl Timing {
     }
 
     /// When SIGTERM must go out if the lease was last known good at `ok`.
-    pub(super) fn stop_at(self, ok: Duration) -> Duration {
+    pub(crate) fn stop_at(self, ok: Duration) -> Duration {
         ok + self.ttl - self.grace - self.rtt
     }
 
     /// When SIGKILL must have gone out if the lease was last known good at `ok`.
-    pub(super) fn kill_by(self, ok: Duration) -> Duration {
+    pub(crate) fn kill_by(self, ok: Duration) -> Duration {
         self.stop_at(ok) + self.grace
     }
 }
@@ -81,7 +81,7 @@ mod tests {
         let timing = |ttl: u64, grace: u64| {
             Timing::new(Duration::from_secs(ttl), Some(Duration::from_secs(grace)))
         };
-        assert_eq!(timing(3, 5).unwrap_err().status, super::super::exit::USAGE);
+        assert_eq!(timing(3, 5).unwrap_err().status, crate::cli::exit::USAGE);
         assert_eq!(timing(6, 1).unwrap().grace, Duration::from_secs(1));
         assert!(Timing::new(Duration::from_millis(500), None).is_err());
     }

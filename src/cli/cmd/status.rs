@@ -1,162 +1,39 @@
-//! `baton acquire`, `refresh`, `release`, `status` and `list`: one call each
-//! (retried while a failure may pass), for jobs that take a lock in one step
-//! and release it in a later one: the lease goes from step to step in the
-//! variables of [`super::variables`], a semaphore's as a lock's.
+//! `baton status`: who holds a lock or semaphore and who waits for it, as
+//! a sentence for people (also each entry of `baton list`) or the
+//! service's JSON.
 
 use std::time::Duration;
 
+use clap::Args;
 use reqwest::Method;
-use serde_json::Value;
 
-use super::args::{
-    AcquireArgs, KindOption, LeaseOutput, ListArgs, Output, RefreshArgs, ReleaseArgs, StatusArgs,
-};
-use super::duration::{human, millis};
-use super::exit::{signal_status, Failure, UNAVAILABLE};
-use super::http::{call, failure, json, unreadable, Service, Target};
-use super::line;
-use super::messages::{print, say, show, NotPrinted};
-use super::request::Request;
-use super::signals::Signals;
-use super::variables::LeaseVariables;
+use crate::cli::answer::{failure, unreadable};
+use crate::cli::duration::human;
+use crate::cli::exit::Failure;
+use crate::cli::http::{call, Service};
+use crate::cli::messages::show;
+use crate::cli::options::{kind_of, Connection, KindOption, Output};
+use crate::cli::target::Target;
 use crate::domain::Kind;
-use crate::wire::{LeaseBody, Listing, Mode, Refresh, StatusBody};
+use crate::wire::{Mode, StatusBody};
 
-/// What a call on `name` is about: the semaphore with `--limit`; else the
-/// kind that the variables of a lease give for that very name (`baton
-/// acquire --output env` of a semaphore, a `baton run` around this); else
-/// `None`: the lock, unless said otherwise.
-///
-/// # Errors
-/// Unreadable lease variables (64).
-pub(super) fn kind_of(option: &KindOption, name: &str) -> Result<Option<Kind>, Failure> {
-    if let Some(kind) = option.kind() {
-        return Ok(Some(kind));
-    }
-    Ok(LeaseVariables::from_env(name)?.map(|lease| lease.kind))
-}
+/// `baton status`
+#[derive(Args, Debug, Clone)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub connection: Connection,
 
-/// `baton acquire`: prints the lease.
-///
-/// # Errors
-/// As `baton run` before COMMAND; the lease could not be printed (it is
-/// released then: nobody has its id).
-pub async fn acquire(args: AcquireArgs) -> Result<(), Failure> {
-    let options = &args.lease;
-    let kind = options.kind();
-    let target = Target::new(kind, &args.name)?;
-    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let request = Request::new(&target, options.ttl, options);
-    let mut signals = Signals::catch()
-        .map_err(|err| Failure::new(UNAVAILABLE, format!("cannot catch signals: {err}")))?;
-    let lease = line::acquire(&service, &request, &mut signals).await?;
-    let token = lease.body.fencing_token();
-    let variables = LeaseVariables {
-        name: target.name.to_string(),
-        id: lease.body.id().to_owned(),
-        fencing_token: Some(token),
-        kind,
-        limit: options.limit,
-    };
-    let printed = match args.output {
-        LeaseOutput::Json => print(format!("{}\n", lease.json)),
-        LeaseOutput::Env => print(variables.env_lines()),
-        LeaseOutput::Shell => print(variables.shell_lines()),
-        LeaseOutput::Text => print(format!(
-            "acquired {target}: lease {}, fencing token {token}, expires at {}\n",
-            lease.body.id(),
-            lease.body.expires_at()
-        )),
-    };
-    if let Err(not_printed) = printed {
-        // Nobody got the lease id, so nobody could release it: do it now.
-        let path = target.lease_path(lease.body.id());
-        let released = matches!(
-            call(&service, Method::DELETE, &path, None).await,
-            Ok(answer) if answer.status == 204
-        );
-        let what = if released {
-            "released it"
-        } else {
-            "it frees itself when its ttl runs out"
-        };
-        return Err(match not_printed {
-            NotPrinted::Closed => Failure::new(
-                signal_status(libc::SIGPIPE),
-                format!("acquired {target}, but nobody read the lease (a closed pipe): {what}"),
-            ),
-            NotPrinted::Failed(err) => Failure::new(
-                super::exit::IO_ERROR,
-                format!("acquired {target}, but cannot write the lease ({err}): {what}"),
-            ),
-        });
-    }
-    say(format!(
-        "acquired {target} (fencing token {token}); it expires unless refreshed within {}",
-        human(options.ttl)
-    ));
-    Ok(())
-}
+    #[command(flatten)]
+    pub kind: KindOption,
 
-/// `baton refresh`
-///
-/// # Errors
-/// The lease is gone (76), or the call failed.
-pub async fn refresh(args: RefreshArgs) -> Result<(), Failure> {
-    let kind = kind_of(&args.kind, &args.name)?.unwrap_or(Kind::Lock);
-    let target = Target::new(kind, &args.name)?;
-    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let body = args.ttl.map(|ttl| {
-        json(&Refresh {
-            ttl_ms: Some(millis(ttl)),
-        })
-    });
-    let answer = call(
-        &service,
-        Method::PATCH,
-        &lease_path(&target, &args.id)?,
-        body.as_ref(),
-    )
-    .await?;
-    match answer.status {
-        200 => match args.output {
-            Output::Json => show(format!("{}\n", answer.body)),
-            Output::Text => {
-                let lease = LeaseBody::from_json(kind, &answer.body)
-                    .map_err(|err| unreadable("lease", &err))?;
-                show(format!(
-                    "refreshed {target}: expires at {}\n",
-                    lease.expires_at()
-                ))
-            }
-        },
-        _ => Err(failure(&answer, &target)),
-    }
-}
+    /// How to print the status
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
 
-/// `baton release`
-///
-/// # Errors
-/// The lease is gone (76), or the call failed.
-pub async fn release(args: ReleaseArgs) -> Result<(), Failure> {
-    super::messages::set_quiet(args.quiet);
-    let kind = kind_of(&args.kind, &args.name)?.unwrap_or(Kind::Lock);
-    let target = Target::new(kind, &args.name)?;
-    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let answer = call(
-        &service,
-        Method::DELETE,
-        &lease_path(&target, &args.id)?,
-        None,
-    )
-    .await?;
-    match answer.status {
-        204 => {
-            say(format!("released {target}"));
-            Ok(())
-        }
-        _ => Err(failure(&answer, &target)),
-    }
+    /// The lock or semaphore (without --limit: the semaphore when the lock
+    /// is not in use and the semaphore is)
+    #[arg(env = "BATON_LOCK_NAME")]
+    pub name: String,
 }
 
 /// `baton status`: of the lock NAME, or the semaphore NAME with `--limit` or
@@ -218,69 +95,8 @@ fn in_use(status: &StatusBody) -> bool {
     holders > 0 || status.waiting() > 0
 }
 
-/// `baton list`: every page.
-///
-/// # Errors
-/// The call failed.
-pub async fn list(args: ListArgs) -> Result<(), Failure> {
-    let kind = args.kind.kind().unwrap_or(Kind::Lock);
-    let service = Service::new(&args.connection.url, args.connection.token.as_deref())?;
-    let encode = |s: &str| {
-        percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
-    };
-    // As the service wrote them: `--output json` prints them so.
-    let mut entries: Vec<Value> = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut path = format!(
-            "/{}?limit=1000&prefix={}",
-            kind.plural(),
-            encode(&args.prefix)
-        );
-        if let Some(cursor) = &cursor {
-            path.push_str(&format!("&cursor={}", encode(cursor)));
-        }
-        let answer = call(&service, Method::GET, &path, None).await?;
-        if answer.status != 200 {
-            let target = Target::new(kind, "list").expect("a valid name");
-            return Err(failure(&answer, &target));
-        }
-        let page =
-            Listing::from_json(kind, &answer.body).map_err(|err| unreadable("listing", &err))?;
-        entries.extend(page.entries);
-        cursor = page.next_cursor;
-        if cursor.is_none() {
-            break;
-        }
-    }
-    let all = Listing {
-        kind,
-        entries,
-        next_cursor: None,
-    };
-    match args.output {
-        Output::Json => show(format!("{}\n", json(&all))),
-        Output::Text => {
-            let mut text = String::new();
-            for entry in &all.entries {
-                let status = StatusBody::from_json(kind, entry)
-                    .map_err(|err| unreadable("listing", &err))?;
-                text.push_str(&describe_status(&status, false));
-            }
-            show(text)
-        }
-    }
-}
-
-fn lease_path(target: &Target, id: &str) -> Result<String, Failure> {
-    crate::domain::LeaseId::parse(id).map_err(|_| {
-        Failure::usage("ID must be the lease id that `baton acquire` printed (a UUID)")
-    })?;
-    Ok(target.lease_path(id))
-}
-
 /// A status for people: one line, and with `detail` the holders and the line.
-fn describe_status(status: &StatusBody, detail: bool) -> String {
+pub(crate) fn describe_status(status: &StatusBody, detail: bool) -> String {
     let expires = |ms: Option<u64>| {
         ms.map(|ms| format!(", expires in {}", human(Duration::from_millis(ms))))
             .unwrap_or_default()
@@ -376,7 +192,7 @@ fn describe_status(status: &StatusBody, detail: bool) -> String {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     use super::*;
 

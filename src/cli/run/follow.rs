@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use futures_util::future::select_all;
 
-use super::acquired::Follow;
-use super::group;
-use super::http::Service;
-use super::messages::{signal_name, warn};
-use crate::wire::HolderEventBody;
+use crate::cli::answer::{outcome, Outcome};
+use crate::cli::http::Service;
+use crate::cli::messages::{signal_name, warn};
+use crate::cli::run::acquired::Follow;
+use crate::cli::run::group;
+use crate::wire::{HolderEventBody, Problem};
 
 /// How long the stream may take to answer, and the pause before it is
 /// opened again after it failed or ended.
@@ -83,32 +84,35 @@ pub async fn follow(
     let mut warned = false;
     loop {
         match service.open_stream(&path, ANSWER_WITHIN).await {
-            Ok(response) if response.status() == 404 => {
-                // The lease gone, or a service without holders' streams
-                // (its 404 names another problem): only the first is a loss.
-                let body: serde_json::Value = response.json().await.unwrap_or_default();
-                let problem = body["type"].as_str().unwrap_or_default();
-                if problem.ends_with("/lease-not-found") {
-                    return "the service no longer has it (404 lease-not-found)".to_owned();
-                }
-                warn("the service has no stream of its leases; relying on the refreshes");
-                return std::future::pending().await;
-            }
             Ok(response) if response.status() == 200 => {
                 if let Some(why) = read(response, pgid, on_yield).await {
                     return why;
                 }
             }
             Ok(response) => {
-                if !warned {
-                    warn(format!(
-                        "cannot follow the lease ({}); relying on the refreshes",
-                        response.status()
-                    ));
-                    warned = true;
-                }
-                if matches!(response.status().as_u16(), 401 | 403) {
-                    return std::future::pending().await;
+                let status = response.status();
+                let body: serde_json::Value = response.json().await.unwrap_or_default();
+                match outcome(status.as_u16(), Problem::from_json(&body)) {
+                    Outcome::LeaseGone => {
+                        return "the service no longer has it (404 lease-not-found)".to_owned();
+                    }
+                    // A service without holders' streams (its 404 names
+                    // another problem).
+                    Outcome::NotFound => {
+                        warn("the service has no stream of its leases; relying on the refreshes");
+                        return std::future::pending().await;
+                    }
+                    refused => {
+                        if !warned {
+                            warn(format!(
+                                "cannot follow the lease ({status}); relying on the refreshes"
+                            ));
+                            warned = true;
+                        }
+                        if refused == Outcome::Refused {
+                            return std::future::pending().await;
+                        }
+                    }
                 }
             }
             Err(_) => {}

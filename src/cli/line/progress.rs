@@ -8,16 +8,18 @@ use std::time::Duration;
 use reqwest::Method;
 use tokio::time::Instant;
 
-use super::duration::{human, millis};
-use super::http::Service;
-use super::request::Request;
-use super::waiting::{describe_holder, Echo};
-use crate::wire::StatusBody;
+use crate::cli::duration::{human, millis};
+use crate::cli::http::Service;
+use crate::cli::line::request::Request;
+use crate::cli::line::waiting::{describe_holder, Echo};
+use crate::cli::target::Target;
+use crate::domain::NamePattern;
+use crate::wire::{FreezeList, StatusBody};
 
 /// Every 5 s while the request waits (the first after 1 s): the place in line
 /// and the holder, from the status (or the ticket's place, waiting on one),
 /// through `echo`.
-pub(super) async fn progress(
+pub(crate) async fn progress(
     service: &Service,
     request: &Request,
     ticket: Option<&str>,
@@ -26,7 +28,7 @@ pub(super) async fn progress(
     echo: &mut Echo,
 ) {
     if let Some(at) = ticket {
-        return super::ticket::progress(service, request, at, started, echo).await;
+        return crate::cli::line::ticket::progress(service, request, at, started, echo).await;
     }
     let path = request.target.path();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -41,7 +43,7 @@ pub(super) async fn progress(
                 .flatten();
             if let Some(status) = status {
                 let now = Instant::now();
-                let frozen = super::freezes::frozen_now(service, &request.target).await;
+                let frozen = frozen_now(service, &request.target).await;
                 let line = format!(
                     "waiting for {}: {}{}; waited {} of {}",
                     request.target,
@@ -93,6 +95,28 @@ fn describe_line(status: &StatusBody, request: &Request, waited: Duration) -> St
     out
 }
 
+/// What holds `target` now among the freezes the service lists, for people:
+/// `frozen until TIME (reason)`; `None` when none does (or the list cannot be
+/// read: a `baton run` waits on all the same).
+pub async fn frozen_now(service: &Service, target: &Target) -> Option<String> {
+    let answer = service
+        .call(Method::GET, "/freezes", None, Duration::from_secs(5))
+        .await
+        .ok()?;
+    let list: FreezeList = answer.read("freeze").ok()?;
+    let name = target.name.to_string();
+    list.freezes
+        .iter()
+        .filter(|f| f.active && f.kind.is_none_or(|k| k == target.kind))
+        .filter(|f| NamePattern::parse(&f.pattern).is_ok_and(|p| p.matches(&name)))
+        .filter_map(|f| f.ends_at.as_ref().map(|until| (until, &f.reason)))
+        .max_by(|a, b| a.0.cmp(b.0))
+        .map(|(until, reason)| match reason {
+            Some(reason) => format!("frozen until {until} ({reason})"),
+            None => format!("frozen until {until}"),
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{json, Value};
@@ -101,7 +125,7 @@ mod tests {
     use crate::domain::Kind;
 
     fn request(kind: Kind) -> Request {
-        crate::cli::request::example(kind)
+        crate::cli::line::request::example(kind)
     }
 
     /// The status `body` of a `kind`, as the client reads it.

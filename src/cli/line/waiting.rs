@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::duration::human;
-use super::messages::say;
+use crate::cli::duration::human;
+use crate::cli::messages::say;
 use crate::wire::{Mode, StatusBody};
 
 /// How often a frozen wait repeats a waiting line that says nothing new.
@@ -20,13 +20,13 @@ const FROZEN_REPEAT: Duration = Duration::from_secs(300);
 /// [`FROZEN_REPEAT`] after the last, so that a weekend's freeze is not 12
 /// lines a minute; otherwise every time it is asked (every 5 s).
 #[derive(Debug, Default)]
-pub(super) struct Echo {
+pub(crate) struct Echo {
     last: Option<(String, Instant)>,
 }
 
 impl Echo {
     /// Prints `line` (of a `frozen` name or not), unless it repeats.
-    pub(super) fn say(&mut self, frozen: bool, line: String) {
+    pub(crate) fn say(&mut self, frozen: bool, line: String) {
         let now = Instant::now();
         let gist = gist(&line);
         if frozen {
@@ -61,7 +61,7 @@ fn gist(line: &str) -> String {
 
 /// `held by X (expires in 52s)`, `held shared by 2 (...)`, `3 of 4 permits
 /// used`, or `free`: who is in the way, from the name's status.
-pub(super) fn describe_holder(status: &StatusBody) -> String {
+pub(crate) fn describe_holder(status: &StatusBody) -> String {
     let expiring = |held: String, last: &str, ms: Option<u64>| match ms {
         Some(ms) => format!(
             "{held} ({last}expires in {})",

@@ -1,30 +1,31 @@
 //! `baton run --lock A --lock B --semaphore POOL:LIMIT`: one claim of
 //! several names (`POST /claims`), all of them held or none, waited for
-//! until `--wait` and retried while the service answers 5xx. Once held, the
+//! until `--wait` by the loop one lease waits in too (`attempts.rs`: steps
+//! of `max_wait_ms`, a pause after an early 409, a proxy's cut noticed, 5xx
+//! retried for up to 60 s). Once held, the
 //! claim is refreshed and released through `/claims/{id}` exactly as one
 //! lease is through its path, and each of its leases is followed on its own
 //! holder's stream, so that the loss of any stops COMMAND as the loss of one
-//! lease does (see [`super::run`]). A nested `baton run` of one of its
+//! lease does (see [`crate::cli::run`]). A nested `baton run` of one of its
 //! names finds the claim by [`CLAIM_ID`] (`nested.rs`).
 
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::json;
-use tokio::time::Instant;
 
-use super::acquired::{Acquired, Follow};
-use super::args::RunArgs;
-use super::duration::{human, millis};
-use super::exit::{signal_status, Failure, NOT_ACQUIRED, REFUSED, UNAVAILABLE, USAGE};
-use super::http::{json, unreadable, Service, Target};
-use super::messages::{say, signal_name, warn};
-use super::signals::Signals;
+use crate::cli::answer::{unexpected, unreachable, unreadable};
+use crate::cli::attempts::{Attempts, Retry};
+use crate::cli::duration::{human, millis};
+use crate::cli::exit::{Failure, NOT_ACQUIRED, UNAVAILABLE};
+use crate::cli::http::{json, Service};
+use crate::cli::messages::say;
+use crate::cli::run::acquired::{Acquired, Follow};
+use crate::cli::run::args::RunArgs;
+use crate::cli::signals::Signals;
+use crate::cli::target::Target;
 use crate::domain::{ClaimId, Kind, Limit, Name};
 use crate::wire::{ClaimBody, ClaimLock, ClaimRequest, ClaimSemaphore};
-
-/// How long 5xx answers or no answer are retried in a row.
-const RETRY_FOR: Duration = Duration::from_secs(60);
 
 /// The variable that holds the claim id (a secret) in COMMAND's environment.
 pub const CLAIM_ID: &str = "BATON_CLAIM_ID";
@@ -113,8 +114,11 @@ impl Claim {
                 Ok((name(raw_name)?, limit, permits))
             })
             .collect::<Result<_, Failure>>()?;
-        let owner = super::owner::clean(&args.lease.owner.clone().unwrap_or_else(|| {
-            super::owner::default_owner(|k| std::env::var(k).ok(), super::owner::host_name)
+        let owner = crate::cli::owner::clean(&args.lease.owner.clone().unwrap_or_else(|| {
+            crate::cli::owner::default_owner(
+                |k| std::env::var(k).ok(),
+                crate::cli::owner::host_name,
+            )
         }));
         Ok(Self {
             locks,
@@ -178,29 +182,30 @@ impl Claim {
         started: Duration,
     ) -> Result<Acquired, Failure> {
         let label = self.label();
-        let deadline = Instant::now() + self.wait;
-        let mut step: Option<Duration> = None;
-        let mut failing_since: Option<Instant> = None;
-        let mut backoff = Duration::from_secs(1);
+        let mut attempts = Attempts::new(label.clone(), self.wait, signals);
         if !self.wait.is_zero() {
             say(format!("claiming {label}: all of them, or none"));
         }
         loop {
-            let mut wait = deadline.saturating_duration_since(Instant::now());
-            if let Some(step) = step {
-                wait = wait.min(step);
-            }
+            let wait = attempts.next_wait();
             let body = self.body(wait);
-            let sent = super::clock::now();
+            let sent = crate::cli::clock::now();
+            attempts.sending(wait);
             let outcome = tokio::select! {
                 outcome = service.call(Method::POST, "/claims", Some(&body), wait + Duration::from_secs(30)) => outcome,
-                signal = signals.recv() => return Err(Failure::new(
-                    signal_status(signal),
-                    format!("got {} while waiting for {label}; giving up", signal_name(signal)),
-                )),
+                signal = attempts.signals().recv() => return Err(attempts.signalled(signal)),
             };
-            let why = match outcome {
-                Ok(answer) if answer.status == 201 => {
+            attempts.came();
+            let answer = match outcome {
+                Ok(answer) => answer,
+                Err(why) if service.is_not_there(&why) => return Err(unreachable(why)),
+                Err(why) => {
+                    attempts.failed(Retry::NoAnswer(why.why)).await?;
+                    continue;
+                }
+            };
+            match (answer.status, answer.outcome()) {
+                (201, _) => {
                     let claim = ClaimBody::from_json(&answer.body)
                         .map_err(|err| unreadable("claim", &err))?;
                     if ClaimId::parse(&claim.id).is_err() {
@@ -209,16 +214,18 @@ impl Claim {
                             "the service answered 201 without a claim id; is it a baton service?",
                         ));
                     }
-                    let received = super::clock::now();
+                    let received = crate::cli::clock::now();
                     say(format!(
                         "acquired {label} after {}",
                         human(received.saturating_sub(started))
                     ));
                     return Ok(self.acquired(&claim, sent, received));
                 }
-                Ok(answer) if answer.status == 409 => {
-                    failing_since = None;
-                    if Instant::now() < deadline {
+                (409, _) => {
+                    attempts.answered();
+                    // A wait cut short (a step of max_wait_ms, or a proxy): wait again.
+                    attempts.pause_if_early().await?;
+                    if !attempts.expired() {
                         continue;
                     }
                     let detail = answer.problem().map(|p| p.detail).unwrap_or_default();
@@ -230,63 +237,14 @@ impl Claim {
                         ),
                     ));
                 }
-                Ok(answer) if matches!(answer.status, 400 | 422) => {
-                    if let Some(max) = answer.problem().and_then(|p| p.max_wait_ms) {
-                        if max > 0 && max < millis(wait) {
-                            step = Some(Duration::from_millis(max));
-                            continue;
-                        }
-                    }
-                    return Err(Failure::new(
-                        USAGE,
-                        format!("the service rejected the claim: {}", answer.describe()),
-                    ));
+                _ => {
+                    let about = format!("unexpected answer from {}/claims", service.url());
+                    let hint = "is it a baton that takes claims? ";
+                    attempts
+                        .otherwise(answer, "claim", |answer| unexpected(&about, answer, hint))
+                        .await?;
                 }
-                Ok(answer) if matches!(answer.status, 401 | 403) => {
-                    return Err(Failure::new(
-                        REFUSED,
-                        format!(
-                            "the service refused the claim: {} (check --token or BATON_TOKEN)",
-                            answer.describe()
-                        ),
-                    ));
-                }
-                Ok(answer) if answer.status == 429 || answer.status >= 500 => answer.describe(),
-                Ok(answer) => {
-                    return Err(Failure::new(
-                        UNAVAILABLE,
-                        format!(
-                            "unexpected answer from {}/claims: {} (is it a baton that takes claims? check --url or BATON_URL)",
-                            service.url(),
-                            answer.describe()
-                        ),
-                    ));
-                }
-                Err(why) if service.is_not_there(&why) => {
-                    return Err(Failure::new(
-                        UNAVAILABLE,
-                        format!("{why} (check --url or BATON_URL)"),
-                    ));
-                }
-                Err(why) => why.why,
-            };
-            let now = Instant::now();
-            let since = *failing_since.get_or_insert(now);
-            if now >= deadline || now - since >= RETRY_FOR {
-                return Err(Failure::new(
-                    UNAVAILABLE,
-                    format!("{why}; gave up after {}", human(now - since)),
-                ));
             }
-            warn(format!("{why}; retrying in {}", human(backoff)));
-            tokio::select! {
-                () = tokio::time::sleep(backoff.min(deadline - now)) => {}
-                signal = signals.recv() => return Err(Failure::new(
-                    signal_status(signal),
-                    format!("got {} while waiting for {label}; giving up", signal_name(signal)),
-                )),
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(8));
         }
     }
 

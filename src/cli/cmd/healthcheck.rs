@@ -2,7 +2,16 @@
 
 use std::time::Duration;
 
+use clap::Args;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// `baton healthcheck`
+#[derive(Args, Debug, Clone)]
+pub struct HealthcheckArgs {
+    /// The address the service listens on (host:port)
+    #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+}
 
 /// Whether the service at `listen` answers `/healthz` with 200 within 3 s.
 pub async fn healthy(listen: &str) -> bool {
