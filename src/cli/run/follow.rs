@@ -14,7 +14,7 @@ use crate::cli::http::Service;
 use crate::cli::messages::{signal_name, warn};
 use crate::cli::run::acquired::Follow;
 use crate::cli::run::group;
-use crate::wire::{HolderEventBody, Problem};
+use crate::wire::{HolderEventBody, HolderEventName, Problem};
 
 /// How long the stream may take to answer, and the pause before it is
 /// opened again after it failed or ended.
@@ -131,13 +131,16 @@ async fn read(mut response: reqwest::Response, pgid: i32, on_yield: Option<i32>)
             let block: String = buffer.drain(..end + 2).collect();
             let (name, data) = parse_event(&block);
             let Some(body) = data else { continue };
-            match name.as_str() {
-                "lost" => {
-                    let reason = body.reason.unwrap_or_else(|| "lost".to_owned());
+            match HolderEventName::from_name(&name) {
+                Some(lost @ HolderEventName::Lost) => {
+                    let reason = body.reason.unwrap_or_else(|| lost.as_str().to_owned());
                     return Some(format!("the service no longer has it ({reason})"));
                 }
-                "released" => return Some("the service no longer has it (released)".to_owned()),
-                "yield-requested" => asked_to_yield(&body, pgid, on_yield),
+                Some(released @ HolderEventName::Released) => {
+                    let released = released.as_str();
+                    return Some(format!("the service no longer has it ({released})"));
+                }
+                Some(HolderEventName::YieldRequested) => asked_to_yield(&body, pgid, on_yield),
                 _ => {}
             }
         }
