@@ -138,7 +138,7 @@ fn cannot_serve_binary(cause: &str) -> Response {
 /// The bytes of an executable, as OpenAPI describes a file.
 #[derive(ToSchema)]
 #[schema(value_type = String, format = Binary)]
-pub struct Executable(#[allow(dead_code)] Vec<u8>);
+pub struct Executable(pub Vec<u8>);
 
 /// The baton binary
 ///

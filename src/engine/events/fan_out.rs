@@ -144,7 +144,9 @@ impl Events {
             });
         }
         crate::telemetry::record_event_stream(1.0);
-        Ok(StreamSlot(OpenWatch(self.open.clone())))
+        Ok(StreamSlot {
+            _open: OpenWatch(self.open.clone()),
+        })
     }
 
     /// Watches the changes to `name` (and names it is a prefix of) for a
@@ -181,7 +183,10 @@ impl Drop for Interest {
 struct OpenWatch(Arc<AtomicUsize>);
 
 /// A holder's stream, counted against the cap on streams while it lives.
-pub struct StreamSlot(#[allow(dead_code)] OpenWatch);
+pub struct StreamSlot {
+    /// Held only to be dropped with the slot.
+    _open: OpenWatch,
+}
 
 impl Drop for OpenWatch {
     fn drop(&mut self) {
