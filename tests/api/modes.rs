@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use baton::config::Settings;
 use serde_json::Value;
 
-use crate::helpers::{lease_path, problem, settings_for, token_of, unique_prefix, TestApp};
-use crate::topology::{
+use baton_testkit::topology::{
     cluster_settings, sentinel_settings, shared_cluster, shared_sentinels, RedisCluster,
     ReplicatedPair, SentinelSet,
 };
+use baton_testkit::{lease_path, problem, settings_for, token_of, unique_prefix, TestApp};
 
 /// Every lock call: acquire, held, status, check, refresh, list, release,
 /// force-release.
@@ -432,7 +432,7 @@ async fn sentinel_master_killed_baton_follows_the_failover_and_tokens_rise() {
 
 /// Waits until the replica has everything the master has.
 fn wait_until_replicated(set: &SentinelSet) {
-    let offset = |node: &crate::topology::Node, field: &str| -> Option<i64> {
+    let offset = |node: &baton_testkit::topology::Node, field: &str| -> Option<i64> {
         let info: String = redis::cmd("INFO")
             .arg("replication")
             .query(&mut node.conn().ok()?)

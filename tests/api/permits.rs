@@ -11,13 +11,12 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::helpers::{join_line, lease_path, problem, token_of, TestApp};
 use crate::shared::{answer_of, granted, status_of, two_instances};
+use baton_testkit::{join_line, problem, release, take, token_of, TestApp};
 
-async fn take(app: &TestApp, path: &str, body: &str) -> Value {
-    let response = app.post(path, body).await;
-    assert_eq!(response.status(), 201, "{path} {body}");
-    let lease: Value = response.json().await.unwrap();
+/// A semaphore lease, which must say its permits.
+async fn take_permits(app: &TestApp, path: &str, body: &str) -> Value {
+    let lease = take(app, path, body).await;
     assert!(
         lease["permits"].is_u64(),
         "a lease says its permits: {lease}"
@@ -25,22 +24,14 @@ async fn take(app: &TestApp, path: &str, body: &str) -> Value {
     lease
 }
 
-async fn release(app: &TestApp, lease: &Value) {
-    assert_eq!(
-        app.delete(&lease_path("semaphores", lease)).await.status(),
-        204,
-        "release {lease}"
-    );
-}
-
 /// Leases of 2 and 3 permits fill a limit of 5: status and the 409 count
 /// permits; releasing the 3 makes room for a 3, not for a 4.
 pub async fn permits_are_counted(a: &TestApp, b: &TestApp) {
     let path = "/semaphores/permits";
-    let two = take(a, path, r#"{"limit": 5, "permits": 2, "owner": "two"}"#).await;
+    let two = take_permits(a, path, r#"{"limit": 5, "permits": 2, "owner": "two"}"#).await;
     assert_eq!(two["permits"], 2, "{two}");
     assert_eq!(two["limit"], 5, "{two}");
-    let three = take(b, path, r#"{"limit": 5, "permits": 3, "owner": "three"}"#).await;
+    let three = take_permits(b, path, r#"{"limit": 5, "permits": 3, "owner": "three"}"#).await;
     assert_eq!(three["permits"], 3, "{three}");
     assert!(token_of(&three) > token_of(&two));
 
@@ -74,7 +65,7 @@ pub async fn permits_are_counted(a: &TestApp, b: &TestApp) {
     assert_eq!(body["limit"], 5, "{body}");
     assert_eq!(body["waiting"], 0, "{body}");
 
-    release(a, &three).await;
+    release(a, "semaphores", &three).await;
     let status = status_of(a, path).await;
     assert_eq!(status["holders"], 1, "{status}");
     assert_eq!(status["used"], 2, "{status}");
@@ -86,23 +77,23 @@ pub async fn permits_are_counted(a: &TestApp, b: &TestApp) {
     .await;
     assert_eq!(body["used"], 2, "2 + 4 > 5: {body}");
     assert_eq!(body["holders"], 1, "{body}");
-    let again = take(b, path, r#"{"limit": 5, "permits": 3}"#).await;
+    let again = take_permits(b, path, r#"{"limit": 5, "permits": 3}"#).await;
     assert_eq!(again["permits"], 3);
     let status = status_of(a, path).await;
     assert_eq!(status["used"], 5, "{status}");
     assert_eq!(status["holders"], 2, "{status}");
-    release(a, &again).await;
-    release(b, &two).await;
+    release(a, "semaphores", &again).await;
+    release(b, "semaphores", &two).await;
 
     // One permit unless asked (null too); a lease may take the whole limit.
     for body in [r#"{"limit": 5}"#, r#"{"limit": 5, "permits": null}"#] {
-        let one = take(b, path, body).await;
+        let one = take_permits(b, path, body).await;
         assert_eq!(one["permits"], 1, "{body}: {one}");
-        release(a, &one).await;
+        release(a, "semaphores", &one).await;
     }
-    let whole = take(a, path, r#"{"limit": 5, "permits": 5}"#).await;
+    let whole = take_permits(a, path, r#"{"limit": 5, "permits": 5}"#).await;
     problem(b.post(path, r#"{"limit": 5}"#).await, 409, "semaphore-full").await;
-    release(b, &whole).await;
+    release(b, "semaphores", &whole).await;
     let status = status_of(a, path).await;
     assert_eq!(status["holders"], 0, "{status}");
 }
@@ -111,7 +102,7 @@ pub async fn permits_are_counted(a: &TestApp, b: &TestApp) {
 /// fit beside the 3 at once, queue behind it; the 4 is admitted first.
 pub async fn a_large_request_is_not_overtaken(a: &TestApp, b: &TestApp) {
     let path = "/semaphores/big-first";
-    let held = take(a, path, r#"{"limit": 4, "permits": 3, "owner": "held"}"#).await;
+    let held = take_permits(a, path, r#"{"limit": 4, "permits": 3, "owner": "held"}"#).await;
     let big = join_line(
         b,
         path,
@@ -161,7 +152,7 @@ pub async fn a_large_request_is_not_overtaken(a: &TestApp, b: &TestApp) {
     );
 
     let held_left_at = Instant::now();
-    release(a, &held).await;
+    release(a, "semaphores", &held).await;
     let (at, big_lease) = granted(answer_of(big, "big").await, "the large request").await;
     assert!(at >= held_left_at);
     assert_eq!(big_lease["permits"], 4);
@@ -175,7 +166,7 @@ pub async fn a_large_request_is_not_overtaken(a: &TestApp, b: &TestApp) {
     );
 
     let big_left_at = Instant::now();
-    release(a, &big_lease).await;
+    release(a, "semaphores", &big_lease).await;
     let mut leases = Vec::new();
     for (i, waiter) in small.into_iter().enumerate() {
         let what = format!("small{i}");
@@ -189,7 +180,7 @@ pub async fn a_large_request_is_not_overtaken(a: &TestApp, b: &TestApp) {
     assert_eq!(status["used"], 3, "{status}");
     assert_eq!(status["holders"], 3, "{status}");
     for lease in &leases {
-        release(b, lease).await;
+        release(b, "semaphores", lease).await;
     }
 }
 
@@ -241,7 +232,7 @@ async fn permits_must_be_an_integer_from_1_to_the_limit() {
         "{refused}"
     );
 
-    let lease = take(&app, path, r#"{"limit": 5, "permits": 5}"#).await;
+    let lease = take_permits(&app, path, r#"{"limit": 5, "permits": 5}"#).await;
     assert_eq!(lease["permits"], 5);
 }
 
@@ -249,7 +240,7 @@ async fn permits_must_be_an_integer_from_1_to_the_limit() {
 /// smaller ones behind it that fit are admitted at once.
 pub async fn small_requests_behind_a_large_one_that_gives_up_move_up(a: &TestApp, b: &TestApp) {
     let path = "/semaphores/big-gave-up";
-    let held = take(a, path, r#"{"limit": 4, "permits": 2}"#).await;
+    let held = take_permits(a, path, r#"{"limit": 4, "permits": 2}"#).await;
     let big = join_line(
         b,
         path,
@@ -271,8 +262,8 @@ pub async fn small_requests_behind_a_large_one_that_gives_up_move_up(a: &TestApp
     let (_, lease) = granted(answer_of(small, "small").await, "small").await;
     let status = status_of(b, path).await;
     assert_eq!(status["used"], 4, "beside the 2 held: {status}");
-    release(a, &held).await;
-    release(b, &lease).await;
+    release(a, "semaphores", &held).await;
+    release(b, "semaphores", &lease).await;
 }
 
 #[tokio::test]

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use crate::helpers::{join_line, lease_path, problem, shared_redis, token_of, Answer, TestApp};
+use baton_testkit::{
+    join_line, lease_path, problem, release, shared_redis, token_of, Answer, TestApp,
+};
 
 /// Two instances over the shared Redis, with one key prefix.
 pub async fn two_instances() -> (TestApp, TestApp) {
@@ -53,14 +55,6 @@ async fn read(app: &TestApp, name: &str, owner: &str, ttl_ms: u64) -> Value {
         .await;
     assert_eq!(lease["shared"], true, "a shared lease says so: {lease}");
     lease
-}
-
-async fn release(app: &TestApp, lease: &Value) {
-    assert_eq!(
-        app.delete(&lease_path("locks", lease)).await.status(),
-        204,
-        "release {lease}"
-    );
 }
 
 /// The owners of a status's `waiters`, in order, each with its `shared`.
@@ -155,7 +149,7 @@ pub async fn readers_hold_the_lock_together(a: &TestApp, b: &TestApp) {
     assert_eq!(refreshed["ttl_ms"], 60000);
     assert_eq!(refreshed["shared"], true);
     assert_eq!(refreshed["fencing_token"], leases[0]["fencing_token"]);
-    release(b, &leases[1]).await;
+    release(b, "locks", &leases[1]).await;
     problem(
         a.get(&lease_path("locks", &leases[1])).await,
         404,
@@ -173,8 +167,8 @@ pub async fn readers_hold_the_lock_together(a: &TestApp, b: &TestApp) {
         .collect();
     left.sort_unstable();
     assert_eq!(left, [tokens[0], tokens[2]], "{status}");
-    release(a, &leases[0]).await;
-    release(b, &leases[2]).await;
+    release(a, "locks", &leases[0]).await;
+    release(b, "locks", &leases[2]).await;
 
     let status = status_of(b, path).await;
     assert_eq!(status["held"], false, "{status}");
@@ -198,7 +192,7 @@ pub async fn readers_hold_the_lock_together(a: &TestApp, b: &TestApp) {
     assert_eq!(body["mode"], "exclusive", "{body}");
     assert_eq!(body["holders"], 1, "{body}");
     assert_eq!(body["owner"], "w", "{body}");
-    release(b, &writer).await;
+    release(b, "locks", &writer).await;
 }
 
 /// A writer is refused while readers hold (409 naming the last lease in its
@@ -222,7 +216,7 @@ pub async fn a_writer_waits_for_the_last_reader(a: &TestApp, b: &TestApp) {
     assert_eq!(body["owner"], "late", "{body}");
 
     let writer = join_line(b, path, r#"{"wait_ms": 30000, "owner": "writer"}"#, a).await;
-    release(a, &early).await;
+    release(a, "locks", &early).await;
     // One reader still holds: the writer still waits.
     let status = status_of(b, path).await;
     assert_eq!(status["mode"], "shared", "{status}");
@@ -231,7 +225,7 @@ pub async fn a_writer_waits_for_the_last_reader(a: &TestApp, b: &TestApp) {
     assert!(!writer.is_finished(), "a writer admitted beside a reader");
 
     let last_left_at = Instant::now();
-    release(a, &late).await;
+    release(a, "locks", &late).await;
     let (at, lease) = granted(answer_of(writer, "writer").await, "the writer").await;
     assert!(
         at >= last_left_at,
@@ -243,7 +237,7 @@ pub async fn a_writer_waits_for_the_last_reader(a: &TestApp, b: &TestApp) {
     assert_eq!(status["mode"], "exclusive", "{status}");
     assert_eq!(status["owner"], "writer", "{status}");
     assert_eq!(status["waiting"], 0, "{status}");
-    release(b, &lease).await;
+    release(b, "locks", &lease).await;
 }
 
 /// Readers hold, a writer queues, and readers that come after it wait for
@@ -289,14 +283,14 @@ pub async fn a_reader_behind_a_queued_writer_waits(a: &TestApp, b: &TestApp) {
         "{status}"
     );
 
-    release(a, &first).await;
+    release(a, "locks", &first).await;
     let status = status_of(b, path).await;
     assert_eq!(status["mode"], "shared", "{status}");
     assert_eq!(status["holders"], 1, "{status}");
     assert_eq!(status["waiting"], 3, "nobody admitted yet: {status}");
 
     let readers_left_at = Instant::now();
-    release(a, &second).await;
+    release(a, "locks", &second).await;
     let (at, writer_lease) = granted(answer_of(writer, "writer").await, "the writer").await;
     assert!(at >= readers_left_at);
     assert_eq!(writer_lease["shared"], false);
@@ -318,7 +312,7 @@ pub async fn a_reader_behind_a_queued_writer_waits(a: &TestApp, b: &TestApp) {
     );
 
     let writer_left_at = Instant::now();
-    release(b, &writer_lease).await;
+    release(b, "locks", &writer_lease).await;
     let mut readers = Vec::new();
     for (reader, what) in [(late_b, "late-b"), (late_a, "late-a")] {
         let (at, lease) = granted(answer_of(reader, what).await, what).await;
@@ -337,8 +331,8 @@ pub async fn a_reader_behind_a_queued_writer_waits(a: &TestApp, b: &TestApp) {
     assert_eq!(status["mode"], "shared", "both together: {status}");
     assert_eq!(status["holders"], 2, "{status}");
     assert_eq!(status["waiting"], 0, "{status}");
-    release(a, &readers[0]).await;
-    release(b, &readers[1]).await;
+    release(a, "locks", &readers[0]).await;
+    release(b, "locks", &readers[1]).await;
 }
 
 /// One fencing sequence per name, whatever the mode and however a lease
@@ -353,18 +347,18 @@ pub async fn tokens_rise_across_modes(a: &TestApp, b: &TestApp) {
         tokens.push(("reader on a free name", token_of(&r1)));
         tokens.push(("reader beside a reader", token_of(&r2)));
         let writer = join_line(y, path, r#"{"wait_ms": 30000}"#, x).await;
-        release(x, &r1).await;
-        release(x, &r2).await;
+        release(x, "locks", &r1).await;
+        release(x, "locks", &r2).await;
         let (_, w) = granted(answer_of(writer, "writer").await, "writer").await;
         tokens.push(("writer from the line", token_of(&w)));
         let reader = join_line(x, path, r#"{"shared": true, "wait_ms": 30000}"#, y).await;
-        release(y, &w).await;
+        release(y, "locks", &w).await;
         let (_, r3) = granted(answer_of(reader, "reader").await, "reader").await;
         tokens.push(("reader from the line", token_of(&r3)));
-        release(x, &r3).await;
+        release(x, "locks", &r3).await;
         let alone = y.acquire_lock(name, "{}").await;
         tokens.push(("writer on a free name", token_of(&alone)));
-        release(x, &alone).await;
+        release(x, "locks", &alone).await;
     }
     for pair in tokens.windows(2) {
         assert!(
@@ -412,7 +406,7 @@ pub async fn force_release_ends_every_shared_lease(a: &TestApp, b: &TestApp) {
     assert_eq!(status["owner"], "writer", "{status}");
 
     // Readers alone, force-released: nothing is held any more.
-    release(a, &lease).await;
+    release(a, "locks", &lease).await;
     read(a, name, "r4", 60_000).await;
     read(b, name, "r5", 60_000).await;
     assert_eq!(b.delete(path).await.status(), 204);
@@ -487,7 +481,7 @@ async fn shared_must_be_a_boolean_and_is_a_lock_s_field_only() {
     for body in [r#"{"shared": false}"#, r#"{"shared": null}"#, "{}"] {
         let lease = app.acquire_lock("strict-shared", body).await;
         assert_eq!(lease["shared"], false, "{body}: {lease}");
-        release(&app, &lease).await;
+        release(&app, "locks", &lease).await;
     }
 }
 
@@ -519,8 +513,8 @@ pub async fn readers_behind_a_writer_that_gives_up_move_up(a: &TestApp, b: &Test
     );
     let status = status_of(b, path).await;
     assert_eq!(status["holders"], 2, "{status}");
-    release(a, &holder).await;
-    release(b, &lease).await;
+    release(a, "locks", &holder).await;
+    release(b, "locks", &lease).await;
 }
 
 /// Readers that expire: a waiting writer is admitted when the last of them
@@ -538,7 +532,7 @@ pub async fn a_writer_waits_for_the_last_reader_to_expire(a: &TestApp, b: &TestA
         at.duration_since(long_acquired_at)
     );
     assert!(token_of(&lease) > token_of(&long));
-    release(a, &lease).await;
+    release(a, "locks", &lease).await;
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{problem, settings_for, shared_redis, unique_prefix, TestApp};
+use baton_testkit::{problem, settings_for, shared_redis, unique_prefix, TestApp};
 
 /// A server-sent event stream read event by event.
 pub struct SseStream {
@@ -240,7 +240,7 @@ async fn events_show_changes_made_on_another_instance_within_a_second() {
     assert_eq!(queued.data["waiting"], 1);
 
     let refreshed = actor
-        .patch(&crate::helpers::lease_path("locks", &lease), "{}")
+        .patch(&baton_testkit::lease_path("locks", &lease), "{}")
         .await;
     assert_eq!(refreshed.status(), 200);
     expect_event(&mut stream, "refreshed", second, &ids).await;
@@ -248,7 +248,7 @@ async fn events_show_changes_made_on_another_instance_within_a_second() {
     let released = Instant::now();
     assert_eq!(
         actor
-            .delete(&crate::helpers::lease_path("locks", &lease))
+            .delete(&baton_testkit::lease_path("locks", &lease))
             .await
             .status(),
         204
@@ -278,7 +278,7 @@ async fn events_show_changes_made_on_another_instance_within_a_second() {
     assert_eq!(sem.data["holders"], 1);
     assert_eq!(
         actor
-            .delete(&crate::helpers::lease_path("semaphores", &slot))
+            .delete(&baton_testkit::lease_path("semaphores", &slot))
             .await
             .status(),
         204
@@ -322,7 +322,7 @@ async fn changes_are_published_only_while_an_instance_listens() {
     let mut heard = spy.on_message();
 
     let lease = other.acquire_lock("quiet", "{}").await;
-    let path = crate::helpers::lease_path("locks", &lease);
+    let path = baton_testkit::lease_path("locks", &lease);
     assert_eq!(other.delete(&path).await.status(), 204);
     let nothing = tokio::time::timeout(Duration::from_millis(300), heard.next()).await;
     assert!(nothing.is_err(), "published with nobody listening");
@@ -384,7 +384,7 @@ async fn waiting_with_progress_reports_the_line_as_it_moves_then_the_lease() {
     assert!(holders[0]["expires_in_ms"].as_u64().unwrap() > 50_000);
 
     assert_eq!(
-        app.delete(&crate::helpers::lease_path("locks", &first))
+        app.delete(&baton_testkit::lease_path("locks", &first))
             .await
             .status(),
         204
@@ -400,7 +400,7 @@ async fn waiting_with_progress_reports_the_line_as_it_moves_then_the_lease() {
     let second: Value = second.await.unwrap().response.json().await.unwrap();
 
     assert_eq!(
-        app.delete(&crate::helpers::lease_path("locks", &second))
+        app.delete(&baton_testkit::lease_path("locks", &second))
             .await
             .status(),
         204
@@ -418,7 +418,7 @@ async fn waiting_with_progress_reports_the_line_as_it_moves_then_the_lease() {
     assert!(stream.ends_within(Duration::from_secs(2)).await);
 
     // The lease is usable.
-    let path = crate::helpers::lease_path("locks", &lease);
+    let path = baton_testkit::lease_path("locks", &lease);
     assert_eq!(app.get(&path).await.status(), 200);
     assert_eq!(app.patch(&path, r#"{"ttl_ms": 5000}"#).await.status(), 200);
     assert_eq!(app.delete(&path).await.status(), 204);
@@ -474,7 +474,7 @@ async fn a_semaphore_waits_with_progress_too_and_a_free_slot_answers_at_once() {
     assert_eq!(queued.name, "queued");
     assert_eq!(queued.data["position"], 1);
     assert_eq!(
-        app.delete(&crate::helpers::lease_path("semaphores", &first.data))
+        app.delete(&baton_testkit::lease_path("semaphores", &first.data))
             .await
             .status(),
         204
@@ -515,7 +515,7 @@ async fn a_client_waiting_with_progress_that_disconnects_leaves_the_line() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(
-        app.delete(&crate::helpers::lease_path("locks", &holder))
+        app.delete(&baton_testkit::lease_path("locks", &holder))
             .await
             .status(),
         204
@@ -667,7 +667,7 @@ pub struct BatonProcess {
 impl BatonProcess {
     /// On the shared Redis, unless `extra` names another `BATON_REDIS_URL`.
     pub async fn start(prefix: &str, extra: &[(&str, &str)]) -> Self {
-        let port = crate::helpers::free_port();
+        let port = baton_testkit::free_port();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
             .env("BATON_LISTEN", format!("127.0.0.1:{port}"))
             .env("BATON_REDIS_URL", shared_redis().url())
@@ -796,7 +796,7 @@ async fn measure_event_streams() {
         }
         let sent = Instant::now();
         let response = app
-            .delete(&crate::helpers::lease_path("locks", &lease))
+            .delete(&baton_testkit::lease_path("locks", &lease))
             .await;
         assert_eq!(response.status(), 204);
         loop {

@@ -50,11 +50,22 @@ pub struct Service {
 }
 
 impl Service {
+    /// Starts `baton` on the shared Redis with a key prefix of its own.
+    pub async fn on_shared_redis() -> Self {
+        let redis = baton_testkit::shared_redis();
+        let prefix = baton_testkit::unique_prefix();
+        Self::start(&[
+            ("BATON_REDIS_URL", &redis.url()),
+            ("BATON_KEY_PREFIX", &prefix),
+        ])
+        .await
+    }
+
     /// Starts `baton` on a free port with `env` and waits until /healthz answers.
     pub async fn start(env: &[(&str, &str)]) -> Self {
         // reqwest's TLS (rustls) needs a crypto provider: ring, as baton's own.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let port = crate::helpers::free_port();
+        let port = baton_testkit::free_port();
         let listen = format!("127.0.0.1:{port}");
         let log =
             std::env::temp_dir().join(format!("baton-ops-test-{port}-{}.log", std::process::id()));
