@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use baton_testkit::chaos::{install_crypto, Instance};
-use baton_testkit::{unique_prefix, RedisServer};
+use baton_testkit::{lease_path, unique_prefix, RedisServer};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
@@ -118,14 +118,6 @@ struct Waited {
     status: u16,
     body: Value,
     at: Instant,
-}
-
-fn lease_path(kind: &str, lease: &Value) -> String {
-    format!(
-        "/{kind}/{}/{}",
-        lease["name"].as_str().expect("name"),
-        lease["id"].as_str().expect("id")
-    )
 }
 
 fn expires_at(lease: &Value) -> SystemTime {

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::priority::commands_per_cycle;
-use crate::shared::{answer_of, granted, two_instances};
+use baton_testkit::commands_per_cycle;
+use baton_testkit::{answer_of, granted, two_instances};
 use baton_testkit::{
     join_line, problem, release, settings_for, take, token_of, unique_prefix, RedisServer, TestApp,
 };

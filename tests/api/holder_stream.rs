@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::priority::commands_per_cycle;
-use crate::watching::{SseEvent, SseStream};
+use baton_testkit::commands_per_cycle;
+use baton_testkit::events::{SseEvent, SseStream};
 use baton_testkit::{lease_path, problem, shared_redis, TestApp};
 
 /// Generous: a shared, noisy machine; each event comes within about a second.
@@ -288,7 +288,7 @@ async fn measure_holder_streams() {
     let redis = baton_testkit::RedisServer::start();
     let prefix = baton_testkit::unique_prefix();
     let baton =
-        crate::watching::BatonProcess::start(&prefix, &[("BATON_REDIS_URL", redis.url().as_str())])
+        baton_testkit::BatonProcess::start(&prefix, &[("BATON_REDIS_URL", redis.url().as_str())])
             .await;
     let h2 = reqwest::Client::builder()
         .http2_prior_knowledge()

@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::watching::{open_events, SseStream};
+use baton_testkit::events::{open_events, SseStream};
 use baton_testkit::{problem, settings_for, shared_redis, unique_prefix, RedisServer, TestApp};
 
 const TEAM_A: &str = "team-a-token-5d1e";

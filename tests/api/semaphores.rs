@@ -168,7 +168,7 @@ async fn status_lists_owners_tokens_and_time_left_in_grant_order_without_ids() {
     );
     let a = take(
         &app,
-        "listed",
+        "/semaphores/listed",
         r#"{"limit": 3, "owner": "a", "ttl_ms": 20000}"#,
     )
     .await;

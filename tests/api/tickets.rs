@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::watching::BatonProcess;
+use baton_testkit::BatonProcess;
 use baton_testkit::{
     join_line, lease_path, problem, settings_for, shared_redis, token_of, unique_prefix,
     RedisServer, TestApp,

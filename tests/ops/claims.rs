@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{baton, run, Service};
+use baton_testkit::service::{baton, run, Service};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -450,7 +450,7 @@ async fn a_nested_run_of_a_name_the_claim_holds_runs_at_once_when_its_lease_cove
                 .args(["run", "--url", &service.base, "--wait", "20s"])
                 .args(outer.split_whitespace())
                 .args(["-c", script])
-                .env("BIN", crate::harness::BATON)
+                .env("BIN", baton_testkit::baton_binary())
                 .env("D", &dir)
                 .env("NESTED", &nested),
             LIMIT,

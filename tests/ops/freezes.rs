@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{baton, run, Service};
+use baton_testkit::service::{baton, run, Service};
 use baton_testkit::{shared_redis, unique_prefix};
 
 const LIMIT: Duration = Duration::from_secs(30);

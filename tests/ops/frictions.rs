@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{baton, run, Service};
+use baton_testkit::service::{baton, run, Service};
 use baton_testkit::shared_redis;
 
 const LIMIT: Duration = Duration::from_secs(30);

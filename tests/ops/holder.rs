@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{baton, Service};
+use baton_testkit::service::{baton, Service};
 
 fn scratch(what: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(

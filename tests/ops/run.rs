@@ -9,7 +9,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
-use crate::harness::{baton, run, Service, BATON};
+use baton_testkit::baton_binary;
+use baton_testkit::service::{baton, run, Service};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -110,7 +111,7 @@ async fn a_nested_run_goes_ahead_only_under_a_lease_that_covers_it() {
                 .args(["run", "--url", &service.base, "--wait", "20s"])
                 .args(outer.split_whitespace())
                 .args([&name, "-c", script])
-                .env("BIN", BATON)
+                .env("BIN", baton_binary())
                 .env("D", &dir)
                 .env("NAME", &name)
                 // The nested run finds the service from the outer one's --url.

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::Client;
 
-use crate::harness::Service;
+use baton_testkit::service::Service;
 use baton_testkit::{free_port, unique_prefix};
 
 const PASSWORD: &str = "pw-5ec4e7-do-not-log";

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{baton, run, Service, BATON};
+use baton_testkit::baton_binary;
 use baton_testkit::free_port;
+use baton_testkit::service::{baton, run, Service};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -297,7 +298,7 @@ async fn output_shell_is_safe_to_eval_whatever_the_name() {
     let out = run(
         Command::new("sh")
             .args(["-c", script])
-            .env("BIN", BATON)
+            .env("BIN", baton_binary())
             .env("NAME", name)
             .env("D", &status_file)
             .env("BATON_URL", &service.base)

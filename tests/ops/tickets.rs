@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::harness::{baton, run, Service};
+use baton_testkit::service::{baton, run, Service};
 use baton_testkit::{shared_redis, unique_prefix};
 
 #[tokio::test]

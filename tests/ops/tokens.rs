@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::Client;
 
-use crate::harness::{baton, run, Service};
+use baton_testkit::service::{baton, run, Service};
 use baton_testkit::{free_port, shared_redis, unique_prefix};
 
 const OLD: &str = "old-token-8c2d1f";

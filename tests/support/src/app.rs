@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::redis_server::shared_redis;
+use crate::redis_server::{shared_redis, RedisServer};
 
 /// A baton service for one test, on a free port, with its own key prefix.
 pub struct TestApp {
@@ -228,4 +228,49 @@ pub async fn release(app: &TestApp, kind: &str, lease: &Value) {
         204,
         "release {lease}"
     );
+}
+
+/// Two instances over the shared Redis, with one key prefix.
+pub async fn two_instances() -> (TestApp, TestApp) {
+    let a = TestApp::spawn().await;
+    let b = a.sibling_of(&shared_redis().url()).await;
+    (a, b)
+}
+
+pub async fn status_of(app: &TestApp, path: &str) -> Value {
+    let response = app.get(path).await;
+    assert_eq!(response.status(), 200, "status of {path}");
+    response.json().await.expect("status json")
+}
+
+/// The answer to a request sent in the background; its `wait_ms` bounds it,
+/// and this bound only turns a hang into a failure.
+pub async fn answer_of(request: JoinHandle<Answer>, what: &str) -> Answer {
+    tokio::time::timeout(Duration::from_secs(60), request)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no answer in 60 s"))
+        .expect("request task")
+}
+
+/// The lease of a 201 answer.
+pub async fn granted(answer: Answer, what: &str) -> (Instant, Value) {
+    assert_eq!(answer.response.status(), 201, "{what}");
+    let lease: Value = answer.response.json().await.expect("lease json");
+    (answer.at, lease)
+}
+
+/// The commands Redis runs for the fewest of five acquire+release cycles of
+/// `body` on a free name (a keep-alive or a listener count may fall into one).
+pub async fn commands_per_cycle(redis: &RedisServer, app: &TestApp, path: &str, body: &str) -> u64 {
+    // The first cycle makes the name's keys.
+    let lease = take(app, path, body).await;
+    release(app, path.split('/').nth(1).expect("kind"), &lease).await;
+    let mut fewest = u64::MAX;
+    for _ in 0..5 {
+        let before = redis.commands().0;
+        let lease = take(app, path, body).await;
+        release(app, path.split('/').nth(1).expect("kind"), &lease).await;
+        fewest = fewest.min(redis.commands().0 - before);
+    }
+    fewest
 }

@@ -17,25 +17,13 @@ use crate::history::{Acquire, Answer, Ask, Call, Followed, History, Op, StreamEv
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use crate::baton_process::baton_binary;
 use crate::redis_server::free_port;
 
 /// reqwest's TLS (rustls) needs a crypto provider: ring, as baton's own. A
 /// test process builds its clients before any baton starts in it.
 pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// The baton binary of this build: the one Cargo names to the test binary
-/// that runs (`CARGO_BIN_EXE_baton`), or else the `baton` beside the test
-/// binary's folder (`target/debug/deps/..`), where Cargo builds it for an
-/// integration test of baton.
-pub fn baton_binary() -> std::path::PathBuf {
-    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_baton") {
-        return path.into();
-    }
-    let test = std::env::current_exe().expect("the test binary's path");
-    let deps = test.parent().expect("the test binary's folder");
-    deps.parent().unwrap_or(deps).join("baton")
 }
 
 /// One baton process on a fixed port, so a restart comes back where it was.
