@@ -7,7 +7,9 @@ FROM rust:1-slim-bookworm AS chef
 RUN cargo install cargo-chef --locked --version 0.1.78
 WORKDIR /src
 
-# The recipe: Cargo.toml, Cargo.lock and the crate layout, nothing else.
+# The recipe: Cargo.toml, Cargo.lock and the crate layout, nothing else. The
+# workspace's other member, tests/support (the tests' shared crate), is only
+# read, for the workspace: the builds below build baton alone.
 FROM chef AS planner
 COPY . .
 RUN cargo chef prepare --recipe-path recipe.json

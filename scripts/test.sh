@@ -52,8 +52,10 @@ close() {
 
 step "redis-server installed" ensure_redis
 command -v curl >/dev/null || step "curl installed" ensure_packages curl
-step "cargo fmt --check" cargo fmt --check
-step "cargo clippy --all-targets -- -D warnings" cargo clippy --all-targets --quiet -- -D warnings
+step "cargo fmt --all --check" cargo fmt --all --check
+# --workspace: baton and the tests' shared crate (tests/support, baton-testkit).
+step "cargo clippy --workspace --all-targets -- -D warnings" \
+  cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The docs, private items too: the crate documents its internals (module
 # maps, long-lived state, the invariants beside the code that keeps them),
 # and rustdoc checks the links of only the items it documents. Nothing is
@@ -65,7 +67,7 @@ command -v shellcheck >/dev/null || ensure_packages shellcheck
 step "shellcheck" shellcheck scripts/*.sh scripts/with-lock tests/*/*.sh actions/lib/*.sh
 step "actions, GitLab component and Kubernetes manifests against their schemas" scripts/check-ci-files.sh
 echo "== cargo build"
-if ! cargo build --quiet --all-targets; then
+if ! cargo build --workspace --quiet --all-targets; then
   failure "cargo build (nothing else can run)"
   close
 fi
@@ -73,9 +75,10 @@ fi
 # The Rust tests: every test binary runs (--no-fail-fast), and its "test
 # result" line is counted. A binary that failed without one (it crashed, or
 # the build of a test failed) counts as 1 failed, as does a run that failed
-# with no failure counted at all (a timeout).
+# with no failure counted at all (a timeout). --workspace: the tests' shared
+# crate's own tests too (the chaos checker's rules).
 echo "== cargo test"
-timeout --kill-after=30s 45m cargo test --quiet --no-fail-fast 2>&1 | tee "$out/cargo.log"
+timeout --kill-after=30s 45m cargo test --workspace --quiet --no-fail-fast 2>&1 | tee "$out/cargo.log"
 rc=${PIPESTATUS[0]}
 read -r p f i failed_results failed_targets < <(awk '
   /^test result: / {

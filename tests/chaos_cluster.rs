@@ -16,24 +16,14 @@
 //! see at least one violation, asserted, or the run proves nothing about
 //! `WAIT`.
 
-#[allow(dead_code)]
-#[path = "api/helpers.rs"]
-mod helpers;
-#[allow(dead_code)] // the fault tests use the rest
-#[path = "support/chaos.rs"]
-mod support;
-#[allow(dead_code)]
-#[path = "api/topology.rs"]
-mod topology;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use support::checker::{judge, Path, Rules, Verdict};
-use support::history::{Fault, FaultKind, History, Target};
-use support::{client_loop, redis_ahead_ms, Asks, Instance, Rng, Run, Workload};
+use baton_testkit::chaos::{client_loop, redis_ahead_ms, Asks, Instance, Rng, Run, Workload};
+use baton_testkit::checker::{judge, Path, Rules, Verdict};
+use baton_testkit::history::{Fault, FaultKind, History, Target};
+use baton_testkit::topology::RedisCluster;
 use tokio::sync::watch;
-use topology::RedisCluster;
 
 const CHAOS_FOR: Duration = Duration::from_secs(20);
 const LOCKS: [&str; 6] = [
@@ -92,7 +82,7 @@ fn lagging_failover(cluster: &mut RedisCluster, key: &str, lag: Duration) {
 /// lagging shards (without `WAIT`, until the checker sees a violation, up
 /// to [`MOST_FAILOVERS`]); returns the cluster back and the history.
 async fn run(cluster: RedisCluster, wait_replicas: u32) -> (RedisCluster, History) {
-    let prefix = helpers::unique_prefix();
+    let prefix = baton_testkit::unique_prefix();
     let (seeds, wait) = (cluster.seeds(), wait_replicas.to_string());
     let env = [
         ("BATON_REDIS_MODE", "cluster"),
@@ -102,7 +92,7 @@ async fn run(cluster: RedisCluster, wait_replicas: u32) -> (RedisCluster, Histor
     ];
     let instances = [Instance::start(&env), Instance::start(&env)];
     let bases: Vec<String> = instances.iter().map(Instance::base).collect();
-    support::warm_up(&bases).await;
+    baton_testkit::chaos::warm_up(&bases).await;
     let mut history = History::new(SystemTime::now());
     history.redis_ahead_ms = redis_ahead_ms(&mut cluster.any_conn());
     let record = Arc::new(Mutex::new(history));

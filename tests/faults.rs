@@ -6,18 +6,11 @@
 //! Redis holds it until the expiry it sends, or that leaves a waiter waiting
 //! on a free name.
 
-#[allow(dead_code)]
-#[path = "api/helpers.rs"]
-mod helpers;
-#[allow(dead_code)]
-#[path = "support/chaos.rs"]
-mod support;
-
 use std::time::{Duration, Instant, SystemTime};
 
-use helpers::{unique_prefix, RedisServer};
+use baton_testkit::chaos::{install_crypto, Instance};
+use baton_testkit::{lease_path, unique_prefix, RedisServer};
 use serde_json::Value;
-use support::Instance;
 use tokio::task::JoinHandle;
 
 /// Two baton processes (A and B) on one private Redis, under one prefix.
@@ -43,7 +36,7 @@ impl Pair {
             ("BATON_KEY_PREFIX", prefix.as_str()),
         ];
         env.extend_from_slice(extra);
-        support::install_crypto();
+        install_crypto();
         let a = Instance::start(&env);
         let b = Instance::start(&env);
         Self {
@@ -125,14 +118,6 @@ struct Waited {
     status: u16,
     body: Value,
     at: Instant,
-}
-
-fn lease_path(kind: &str, lease: &Value) -> String {
-    format!(
-        "/{kind}/{}/{}",
-        lease["name"].as_str().expect("name"),
-        lease["id"].as_str().expect("id")
-    )
 }
 
 fn expires_at(lease: &Value) -> SystemTime {
@@ -1135,7 +1120,7 @@ async fn an_instance_started_while_redis_is_down_never_grants_a_frozen_name() {
         ("BATON_REDIS_URL", url.as_str()),
         ("BATON_KEY_PREFIX", prefix.as_str()),
     ];
-    support::install_crypto();
+    install_crypto();
     let http = reqwest::Client::new();
     let first = Instance::start(&env);
     let until = SystemTime::now() + Duration::from_secs(60);

@@ -2,14 +2,10 @@
 //! made in the test, checked against a JWKS the test serves on a local port
 //! (or a file), mapped by `[[issuer.rule]]`s to scopes and to `by`.
 
-#[allow(dead_code)]
-#[path = "api/helpers.rs"]
-mod helpers;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use helpers::{settings_for, shared_redis, unique_prefix, TestApp};
+use baton_testkit::{settings_for, shared_redis, unique_prefix, TestApp};
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 
 use reqwest::Method;
 
-use crate::helpers::{problem, settings_for, shared_redis, unique_prefix, TestApp};
+use baton_testkit::{problem, settings_for, shared_redis, unique_prefix, TestApp};
 
 async fn guarded_app() -> TestApp {
     let mut settings = settings_for(&shared_redis().url(), &unique_prefix());

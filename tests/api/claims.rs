@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 use baton::config::Settings;
 use serde_json::{json, Value};
 
-use crate::helpers::{lease_path, problem, settings_for, unique_prefix, RedisServer, TestApp};
-use crate::shared::{answer_of, status_of, two_instances};
-use crate::topology::{cluster_settings, sentinel_settings, shared_cluster, shared_sentinels};
+use baton_testkit::topology::{
+    cluster_settings, sentinel_settings, shared_cluster, shared_sentinels,
+};
+use baton_testkit::{answer_of, status_of, two_instances};
+use baton_testkit::{lease_path, problem, settings_for, unique_prefix, RedisServer, TestApp};
 
 /// Commands per uncontended claim of two names, taken and released.
 const CLAIM_OF_TWO_COMMANDS: u64 = 25;

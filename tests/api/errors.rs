@@ -2,7 +2,7 @@
 
 use reqwest::Method;
 
-use crate::helpers::{lease_path, problem, settings_for, shared_redis, unique_prefix, TestApp};
+use baton_testkit::{lease_path, problem, settings_for, shared_redis, unique_prefix, TestApp};
 
 #[tokio::test]
 async fn bad_bodies_are_400_and_name_the_field() {

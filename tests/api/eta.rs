@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use std::time::Instant;
 
-use crate::helpers::{join_line, lease_path, TestApp};
+use baton_testkit::{join_line, lease_path, TestApp};
 
 /// Every hold of the workload.
 const HOLD: Duration = Duration::from_millis(1200);

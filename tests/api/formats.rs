@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::helpers::{settings_for, shared_redis, unique_prefix, TestApp};
+use baton_testkit::{settings_for, shared_redis, unique_prefix, TestApp};
 
 /// Redis's clock, in ms and µs.
 fn redis_now(conn: &mut redis::Connection) -> (u64, u64) {

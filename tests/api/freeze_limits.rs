@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::helpers::{problem, settings_for, shared_redis, unique_prefix, RedisServer, TestApp};
+use baton_testkit::{problem, settings_for, shared_redis, unique_prefix, RedisServer, TestApp};
 
 /// Milliseconds since the Unix epoch (the test and the services share a clock).
 fn now_ms() -> i64 {

@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::helpers::{
+use baton_testkit::{
     join_line, lease_path, problem, settings_for, shared_redis, token_of, unique_prefix, waiting,
     RedisServer, TestApp,
 };

@@ -9,27 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{
-    join_line, lease_path, problem, settings_for, token_of, unique_prefix, RedisServer, TestApp,
+use baton_testkit::commands_per_cycle;
+use baton_testkit::{answer_of, granted, two_instances};
+use baton_testkit::{
+    join_line, problem, release, settings_for, take, token_of, unique_prefix, RedisServer, TestApp,
 };
-use crate::priority::commands_per_cycle;
-use crate::shared::{answer_of, granted, two_instances};
-
-async fn take(app: &TestApp, path: &str, body: &str) -> Value {
-    let response = app.post(path, body).await;
-    let status = response.status();
-    let lease: Value = response.json().await.expect("lease json");
-    assert_eq!(status, 201, "{path} {body}: {lease}");
-    lease
-}
-
-async fn release(app: &TestApp, kind: &str, lease: &Value) {
-    assert_eq!(
-        app.delete(&lease_path(kind, lease)).await.status(),
-        204,
-        "release {lease}"
-    );
-}
 
 /// `GET path` as JSON, after checking it is 200; and its raw text.
 async fn history(app: &TestApp, path: &str) -> (Value, String) {

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::helpers::{lease_path, problem, shared_redis, TestApp};
-use crate::priority::commands_per_cycle;
-use crate::watching::{SseEvent, SseStream};
+use baton_testkit::commands_per_cycle;
+use baton_testkit::events::{SseEvent, SseStream};
+use baton_testkit::{lease_path, problem, shared_redis, TestApp};
 
 /// Generous: a shared, noisy machine; each event comes within about a second.
 const SOON: Duration = Duration::from_secs(10);
@@ -207,10 +207,10 @@ async fn a_lease_not_held_has_no_stream() {
 /// (here: before the stall) moves the expiry instead.
 #[tokio::test]
 async fn an_expiry_during_a_redis_stall_is_said_only_once_redis_confirms_it() {
-    let redis = crate::helpers::RedisServer::start();
-    let a = TestApp::spawn_with(crate::helpers::settings_for(
+    let redis = baton_testkit::RedisServer::start();
+    let a = TestApp::spawn_with(baton_testkit::settings_for(
         &redis.url(),
-        &crate::helpers::unique_prefix(),
+        &baton_testkit::unique_prefix(),
     ))
     .await;
     let b = a.sibling_of(&redis.url()).await;
@@ -253,8 +253,8 @@ async fn an_expiry_during_a_redis_stall_is_said_only_once_redis_confirms_it() {
 /// another name (a stream marks only its own name followed).
 #[tokio::test]
 async fn a_stream_on_one_name_costs_the_cycles_of_another_nothing() {
-    let redis = crate::helpers::RedisServer::start();
-    let mut settings = crate::helpers::settings_for(&redis.url(), &crate::helpers::unique_prefix());
+    let redis = baton_testkit::RedisServer::start();
+    let mut settings = baton_testkit::settings_for(&redis.url(), &baton_testkit::unique_prefix());
     // (History's one command is counted in history.rs.)
     settings.history_max = 0;
     let app = TestApp::spawn_with(settings).await;
@@ -285,10 +285,10 @@ async fn measure_holder_streams() {
     use futures_util::StreamExt;
 
     const STREAMS: usize = 10_000;
-    let redis = crate::helpers::RedisServer::start();
-    let prefix = crate::helpers::unique_prefix();
+    let redis = baton_testkit::RedisServer::start();
+    let prefix = baton_testkit::unique_prefix();
     let baton =
-        crate::watching::BatonProcess::start(&prefix, &[("BATON_REDIS_URL", redis.url().as_str())])
+        baton_testkit::BatonProcess::start(&prefix, &[("BATON_REDIS_URL", redis.url().as_str())])
             .await;
     let h2 = reqwest::Client::builder()
         .http2_prior_knowledge()

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::helpers::{problem, settings_for, shared_redis, unique_prefix, RedisServer, TestApp};
+use baton_testkit::{problem, settings_for, shared_redis, unique_prefix, RedisServer, TestApp};
 
 /// Every page of `path` (which has a `?`), following `next_cursor`; the pages.
 async fn pages(app: &TestApp, path: &str, key: &str) -> Vec<Vec<String>> {
@@ -204,7 +204,7 @@ async fn listings_show_shared_holders_and_permits_as_the_status_does() {
         );
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while crate::helpers::waiting(&app, "/locks/mixed%2Fdocs").await == 0 {
+    while baton_testkit::waiting(&app, "/locks/mixed%2Fdocs").await == 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "the writer never queued"
@@ -344,7 +344,7 @@ async fn force_releasing_a_semaphore_frees_every_slot_and_wakes_a_waiter() {
 #[tokio::test]
 async fn force_releasing_a_semaphore_needs_an_admin_token_when_tokens_are_set() {
     let mut settings =
-        crate::helpers::settings_for(&shared_redis().url(), &crate::helpers::unique_prefix());
+        baton_testkit::settings_for(&shared_redis().url(), &baton_testkit::unique_prefix());
     settings.api_tokens = vec!["user-token".into()];
     settings.admin_tokens = vec!["admin-token".into()];
     let app = TestApp::spawn_with(settings).await;
@@ -445,9 +445,9 @@ async fn the_service_serves_its_own_binary_and_its_sha256() {
         .collect();
     assert_eq!(sum, format!("{hex}  baton\n"));
     // Open to everyone, like /with-lock: no token is needed.
-    let mut settings = crate::helpers::settings_for(
-        &crate::helpers::shared_redis().url(),
-        &crate::helpers::unique_prefix(),
+    let mut settings = baton_testkit::settings_for(
+        &baton_testkit::shared_redis().url(),
+        &baton_testkit::unique_prefix(),
     );
     settings.api_tokens = vec!["api-token".into()];
     let guarded = TestApp::spawn_with(settings).await;
@@ -457,7 +457,8 @@ async fn the_service_serves_its_own_binary_and_its_sha256() {
 
 #[tokio::test]
 async fn on_a_cluster_the_pages_walk_every_master_and_list_each_lock_once() {
-    let settings = crate::topology::cluster_settings(crate::topology::shared_cluster());
+    let settings =
+        baton_testkit::topology::cluster_settings(baton_testkit::topology::shared_cluster());
     let app = TestApp::spawn_with(settings).await;
     let mut expected = HashSet::new();
     for i in 0..60 {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::helpers::{lease_path, problem, shared_redis, token_of, TestApp};
+use baton_testkit::{lease_path, problem, shared_redis, token_of, TestApp};
 
 #[tokio::test]
 async fn acquiring_a_free_lock_returns_201_a_lease_and_its_location() {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{
+use baton_testkit::{
     join_line, lease_path, problem, settings_for, unique_prefix, waiting, RedisServer, TestApp,
 };
 
@@ -171,7 +171,7 @@ fn waiter(permits: u64, wait_ms: u64, newest_wins: bool) -> String {
 #[tokio::test]
 async fn the_line_s_sums_stay_those_of_the_line_through_every_way_in_and_out() {
     let app = TestApp::spawn().await;
-    let redis = crate::helpers::shared_redis();
+    let redis = baton_testkit::shared_redis();
     let path = "/semaphores/sums";
     let check = |step: &str| {
         let (kept, line) = redis.line_sums(&app.prefix, "sem:sums");

@@ -1,7 +1,5 @@
 //! API tests against real redis-servers that the harness starts on free ports.
 
-mod helpers;
-
 mod auth;
 mod claims;
 mod errors;
@@ -25,7 +23,6 @@ mod semaphores;
 mod service;
 mod shared;
 mod tickets;
-mod topology;
 mod transport;
 mod waiting;
 mod watching;

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 use baton::config::Settings;
 use serde_json::Value;
 
-use crate::helpers::{lease_path, problem, settings_for, token_of, unique_prefix, TestApp};
-use crate::topology::{
+use baton_testkit::scenarios::{permits, shared};
+use baton_testkit::topology::{
     cluster_settings, sentinel_settings, shared_cluster, shared_sentinels, RedisCluster,
     ReplicatedPair, SentinelSet,
 };
+use baton_testkit::{lease_path, problem, settings_for, token_of, unique_prefix, TestApp};
 
 /// Every lock call: acquire, held, status, check, refresh, list, release,
 /// force-release.
@@ -175,16 +176,16 @@ async fn waiting_core(settings: Settings) {
 async fn shared_and_permits_core(settings: Settings) {
     let a = TestApp::spawn_with(settings.clone()).await;
     let b = TestApp::spawn_with(settings).await;
-    crate::shared::readers_hold_the_lock_together(&a, &b).await;
-    crate::shared::a_writer_waits_for_the_last_reader(&a, &b).await;
-    crate::shared::a_reader_behind_a_queued_writer_waits(&a, &b).await;
-    crate::shared::tokens_rise_across_modes(&a, &b).await;
-    crate::shared::force_release_ends_every_shared_lease(&a, &b).await;
-    crate::shared::readers_behind_a_writer_that_gives_up_move_up(&a, &b).await;
-    crate::shared::a_writer_waits_for_the_last_reader_to_expire(&a, &b).await;
-    crate::permits::permits_are_counted(&a, &b).await;
-    crate::permits::a_large_request_is_not_overtaken(&a, &b).await;
-    crate::permits::small_requests_behind_a_large_one_that_gives_up_move_up(&a, &b).await;
+    shared::readers_hold_the_lock_together(&a, &b).await;
+    shared::a_writer_waits_for_the_last_reader(&a, &b).await;
+    shared::a_reader_behind_a_queued_writer_waits(&a, &b).await;
+    shared::tokens_rise_across_modes(&a, &b).await;
+    shared::force_release_ends_every_shared_lease(&a, &b).await;
+    shared::readers_behind_a_writer_that_gives_up_move_up(&a, &b).await;
+    shared::a_writer_waits_for_the_last_reader_to_expire(&a, &b).await;
+    permits::permits_are_counted(&a, &b).await;
+    permits::a_large_request_is_not_overtaken(&a, &b).await;
+    permits::small_requests_behind_a_large_one_that_gives_up_move_up(&a, &b).await;
 }
 
 /// The service endpoints see the deployment.
@@ -432,7 +433,7 @@ async fn sentinel_master_killed_baton_follows_the_failover_and_tokens_rise() {
 
 /// Waits until the replica has everything the master has.
 fn wait_until_replicated(set: &SentinelSet) {
-    let offset = |node: &crate::topology::Node, field: &str| -> Option<i64> {
+    let offset = |node: &baton_testkit::topology::Node, field: &str| -> Option<i64> {
         let info: String = redis::cmd("INFO")
             .arg("replication")
             .query(&mut node.conn().ok()?)

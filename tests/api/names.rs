@@ -6,7 +6,7 @@ use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::helpers::{problem, TestApp};
+use baton_testkit::{problem, TestApp};
 
 fn encoded(name: &str) -> String {
     utf8_percent_encode(name, NON_ALPHANUMERIC).to_string()

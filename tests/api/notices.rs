@@ -16,7 +16,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 
-use crate::helpers::{problem, settings_for, shared_redis, unique_prefix, TestApp};
+use baton_testkit::{problem, settings_for, shared_redis, unique_prefix, TestApp};
 
 const SECRET: &str = "a secret for the tests";
 

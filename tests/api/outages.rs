@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{
+use baton_testkit::{
     join_line, lease_path, problem, settings_for, unique_prefix, RedisServer, TestApp,
 };
 
@@ -210,7 +210,7 @@ async fn a_semaphore_waiter_whose_client_disconnects_leaves_the_queue() {
 
 #[tokio::test]
 async fn beyond_the_cap_on_waiters_a_waiter_gets_503_with_retry_after() {
-    let mut settings = settings_for(&crate::helpers::shared_redis().url(), &unique_prefix());
+    let mut settings = settings_for(&baton_testkit::shared_redis().url(), &unique_prefix());
     settings.max_waiters = 2;
     let app = TestApp::spawn_with(settings).await;
     let held = app.acquire_lock("capped", r#"{"ttl_ms": 60000}"#).await;

@@ -9,26 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{
-    join_line, lease_path, problem, settings_for, token_of, unique_prefix, RedisServer, TestApp,
+use baton_testkit::{answer_of, commands_per_cycle, granted, status_of, two_instances};
+use baton_testkit::{
+    join_line, problem, release, settings_for, take, token_of, unique_prefix, RedisServer, TestApp,
 };
-use crate::shared::{answer_of, granted, status_of, two_instances};
-
-async fn take(app: &TestApp, path: &str, body: &str) -> Value {
-    let response = app.post(path, body).await;
-    let status = response.status();
-    let lease: Value = response.json().await.expect("lease json");
-    assert_eq!(status, 201, "{path} {body}: {lease}");
-    lease
-}
-
-async fn release(app: &TestApp, kind: &str, lease: &Value) {
-    assert_eq!(
-        app.delete(&lease_path(kind, lease)).await.status(),
-        204,
-        "release {lease}"
-    );
-}
 
 /// The waiters of a status as (owner, priority), in order.
 fn line_of(status: &Value) -> Vec<(String, Option<u64>)> {
@@ -351,22 +335,6 @@ async fn a_bad_priority_is_refused_naming_it() {
     }
     let lease = take(&app, "/locks/prio-bad", r#"{"priority": 0}"#).await;
     release(&app, "locks", &lease).await;
-}
-
-/// The commands Redis runs for the fewest of five acquire+release cycles of
-/// `body` on a free name (a keep-alive or a listener count may fall into one).
-pub async fn commands_per_cycle(redis: &RedisServer, app: &TestApp, path: &str, body: &str) -> u64 {
-    // The first cycle makes the name's keys.
-    let lease = take(app, path, body).await;
-    release(app, path.split('/').nth(1).expect("kind"), &lease).await;
-    let mut fewest = u64::MAX;
-    for _ in 0..5 {
-        let before = redis.commands().0;
-        let lease = take(app, path, body).await;
-        release(app, path.split('/').nth(1).expect("kind"), &lease).await;
-        fewest = fewest.min(redis.commands().0 - before);
-    }
-    fewest
 }
 
 /// Priority costs a request nothing when nobody waits: an uncontended

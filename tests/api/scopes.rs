@@ -8,8 +8,8 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::helpers::{problem, settings_for, shared_redis, unique_prefix, RedisServer, TestApp};
-use crate::watching::{open_events, SseStream};
+use baton_testkit::events::{open_events, SseStream};
+use baton_testkit::{problem, settings_for, shared_redis, unique_prefix, RedisServer, TestApp};
 
 const TEAM_A: &str = "team-a-token-5d1e";
 const READER: &str = "reader-token-c07b";

@@ -7,16 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{
-    join_line, lease_path, problem, settings_for, token_of, unique_prefix, waiting, RedisServer,
-    TestApp,
+use baton_testkit::{
+    join_line, lease_path, problem, settings_for, take, token_of, unique_prefix, waiting,
+    RedisServer, TestApp,
 };
-
-async fn take(app: &TestApp, name: &str, body: &str) -> Value {
-    let response = app.post(&format!("/semaphores/{name}"), body).await;
-    assert_eq!(response.status(), 201, "acquire {name}");
-    response.json().await.unwrap()
-}
 
 #[tokio::test]
 async fn slots_are_granted_up_to_the_limit_then_409_with_holders_and_limit() {
@@ -31,7 +25,7 @@ async fn slots_are_granted_up_to_the_limit_then_409_with_holders_and_limit() {
     assert_eq!(first["limit"], 2);
     assert_eq!(first["owner"], "a");
     assert_eq!(first["ttl_ms"], 30_000);
-    let second = take(&app, "pool", r#"{"limit": 2}"#).await;
+    let second = take(&app, "/semaphores/pool", r#"{"limit": 2}"#).await;
     assert!(
         token_of(&second) > token_of(&first),
         "{second} after {first}"
@@ -63,16 +57,21 @@ async fn limit_is_required_and_bounded() {
             "{body}: {problem}"
         );
     }
-    take(&app, "bounded", r#"{"limit": 100000}"#).await;
+    take(&app, "/semaphores/bounded", r#"{"limit": 100000}"#).await;
 }
 
 #[tokio::test]
 async fn expired_leases_are_dropped_and_free_their_slots() {
     let app = TestApp::spawn().await;
-    let short = take(&app, "lapsing", r#"{"limit": 1, "ttl_ms": 100}"#).await;
+    let short = take(
+        &app,
+        "/semaphores/lapsing",
+        r#"{"limit": 1, "ttl_ms": 100}"#,
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(250)).await;
 
-    let next = take(&app, "lapsing", r#"{"limit": 1}"#).await;
+    let next = take(&app, "/semaphores/lapsing", r#"{"limit": 1}"#).await;
 
     assert!(token_of(&next) > token_of(&short), "{next} after {short}");
     let status: Value = app.get("/semaphores/lapsing").await.json().await.unwrap();
@@ -88,7 +87,7 @@ async fn expired_leases_are_dropped_and_free_their_slots() {
 #[tokio::test]
 async fn a_refresh_in_time_keeps_the_lease() {
     let app = TestApp::spawn().await;
-    let lease = take(&app, "kept", r#"{"limit": 1, "ttl_ms": 500}"#).await;
+    let lease = take(&app, "/semaphores/kept", r#"{"limit": 1, "ttl_ms": 500}"#).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let response = app
@@ -118,7 +117,7 @@ async fn a_refresh_in_time_keeps_the_lease() {
 #[tokio::test]
 async fn a_refresh_too_late_is_refused_and_does_not_bring_the_lease_back() {
     let app = TestApp::spawn().await;
-    let lease = take(&app, "late", r#"{"limit": 1, "ttl_ms": 100}"#).await;
+    let lease = take(&app, "/semaphores/late", r#"{"limit": 1, "ttl_ms": 100}"#).await;
     tokio::time::sleep(Duration::from_millis(250)).await;
 
     let response = app
@@ -128,13 +127,13 @@ async fn a_refresh_too_late_is_refused_and_does_not_bring_the_lease_back() {
     problem(response, 404, "lease-not-found").await;
     let status: Value = app.get("/semaphores/late").await.json().await.unwrap();
     assert_eq!(status["holders"], 0);
-    take(&app, "late", r#"{"limit": 1}"#).await;
+    take(&app, "/semaphores/late", r#"{"limit": 1}"#).await;
 }
 
 #[tokio::test]
 async fn releasing_twice_returns_404_and_a_foreign_id_changes_nothing() {
     let app = TestApp::spawn().await;
-    let lease = take(&app, "twice", r#"{"limit": 3}"#).await;
+    let lease = take(&app, "/semaphores/twice", r#"{"limit": 3}"#).await;
     problem(
         app.delete(&format!("/semaphores/twice/{}", uuid::Uuid::new_v4()))
             .await,
@@ -169,11 +168,16 @@ async fn status_lists_owners_tokens_and_time_left_in_grant_order_without_ids() {
     );
     let a = take(
         &app,
-        "listed",
+        "/semaphores/listed",
         r#"{"limit": 3, "owner": "a", "ttl_ms": 20000}"#,
     )
     .await;
-    let b = take(&app, "listed", r#"{"limit": 3, "ttl_ms": 10000}"#).await;
+    let b = take(
+        &app,
+        "/semaphores/listed",
+        r#"{"limit": 3, "ttl_ms": 10000}"#,
+    )
+    .await;
 
     let response = app.get("/semaphores/listed").await;
 
@@ -198,8 +202,8 @@ async fn status_lists_owners_tokens_and_time_left_in_grant_order_without_ids() {
 #[tokio::test]
 async fn each_acquisition_is_judged_against_its_own_limit() {
     let app = TestApp::spawn().await;
-    take(&app, "mixed", r#"{"limit": 2}"#).await;
-    take(&app, "mixed", r#"{"limit": 2}"#).await;
+    take(&app, "/semaphores/mixed", r#"{"limit": 2}"#).await;
+    take(&app, "/semaphores/mixed", r#"{"limit": 2}"#).await;
 
     problem(
         app.post("/semaphores/mixed", r#"{"limit": 2}"#).await,
@@ -207,7 +211,7 @@ async fn each_acquisition_is_judged_against_its_own_limit() {
         "semaphore-full",
     )
     .await;
-    take(&app, "mixed", r#"{"limit": 3}"#).await;
+    take(&app, "/semaphores/mixed", r#"{"limit": 3}"#).await;
 
     let status: Value = app.get("/semaphores/mixed").await.json().await.unwrap();
     assert_eq!(status["holders"], 3);
@@ -221,14 +225,19 @@ async fn each_acquisition_is_judged_against_its_own_limit() {
 async fn one_acquisition_costs_one_script_call_free_or_full() {
     let redis = RedisServer::start();
     let app = TestApp::spawn_with(settings_for(&redis.url(), &unique_prefix())).await;
-    take(&app, "counted", r#"{"limit": 1}"#).await;
+    take(&app, "/semaphores/counted", r#"{"limit": 1}"#).await;
 
     // The fewest of a few tries: a call of the instance's own in the
     // background (its freeze list is reloaded every 5 s) only adds.
     let mut free = u64::MAX;
     for i in 0..3 {
         let before = redis.script_calls();
-        take(&app, &format!("counted-free-{i}"), r#"{"limit": 1}"#).await;
+        take(
+            &app,
+            &format!("/semaphores/counted-free-{i}"),
+            r#"{"limit": 1}"#,
+        )
+        .await;
         free = free.min(redis.script_calls() - before);
     }
 
@@ -263,7 +272,7 @@ async fn many_waiting_clients_never_hold_more_than_the_limit_and_all_get_through
     const LIMIT: usize = 3;
     const CLIENTS: usize = 12;
     const ROUNDS: usize = 3;
-    let redis = crate::helpers::shared_redis();
+    let redis = baton_testkit::shared_redis();
     let first = TestApp::spawn().await;
     let second = first.sibling_of(&redis.url()).await;
     let holding = Arc::new(AtomicUsize::new(0));
@@ -315,7 +324,7 @@ async fn many_waiting_clients_never_hold_more_than_the_limit_and_all_get_through
 #[tokio::test]
 async fn queued_waiters_are_admitted_in_the_order_they_started_waiting() {
     let app = TestApp::spawn().await;
-    let holder = take(&app, "fair", r#"{"limit": 1, "ttl_ms": 30000}"#).await;
+    let holder = take(&app, "/semaphores/fair", r#"{"limit": 1, "ttl_ms": 30000}"#).await;
     let admitted = Arc::new(Mutex::new(Vec::new()));
 
     let mut waiters = Vec::new();
@@ -381,7 +390,12 @@ async fn queued_waiters_are_admitted_in_the_order_they_started_waiting() {
 async fn a_waiter_that_gives_up_leaves_the_queue_for_those_behind_it() {
     let app = TestApp::spawn().await;
     let path = "/semaphores/impatient";
-    let holder = take(&app, "impatient", r#"{"limit": 1, "ttl_ms": 30000}"#).await;
+    let holder = take(
+        &app,
+        "/semaphores/impatient",
+        r#"{"limit": 1, "ttl_ms": 30000}"#,
+    )
+    .await;
     let quitter = join_line(
         &app,
         path,
@@ -430,7 +444,7 @@ async fn a_waiter_that_gives_up_leaves_the_queue_for_those_behind_it() {
 async fn a_waiter_of_a_larger_limit_past_the_first_hundred_is_admitted_when_it_fits() {
     let app = TestApp::spawn().await;
     let path = "/semaphores/deep-mixed";
-    let holder = take(&app, "deep-mixed", r#"{"limit": 1}"#).await;
+    let holder = take(&app, "/semaphores/deep-mixed", r#"{"limit": 1}"#).await;
     let small: Vec<_> = (0..150)
         .map(|_| app.post_in_background(path, r#"{"limit": 1, "wait_ms": 60000}"#))
         .collect();

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::helpers::{free_port, problem, settings_for, unique_prefix, TestApp};
+use baton_testkit::{free_port, problem, settings_for, unique_prefix, TestApp};
 
 #[tokio::test]
 async fn healthz_and_readyz_answer_200_with_redis_up() {
@@ -56,7 +56,7 @@ async fn the_committed_openapi_document_is_what_the_code_generates() {
 async fn the_service_serves_the_openapi_document() {
     // The committed document is served with turn notices on for
     // ci.example.com (so that it documents `notify`).
-    let mut settings = settings_for(&crate::helpers::shared_redis().url(), &unique_prefix());
+    let mut settings = settings_for(&baton_testkit::shared_redis().url(), &unique_prefix());
     settings.webhook_hosts = vec!["ci.example.com".into()];
     settings.webhook_secret = "a secret for the test".into();
     let app = TestApp::spawn_with(settings).await;
@@ -105,7 +105,7 @@ async fn the_service_serves_the_openapi_document() {
 
 #[tokio::test]
 async fn the_served_document_states_the_configured_maximum_wait() {
-    let mut settings = settings_for(&crate::helpers::shared_redis().url(), &unique_prefix());
+    let mut settings = settings_for(&baton_testkit::shared_redis().url(), &unique_prefix());
     settings.max_wait_ms = 5000;
     let app = TestApp::spawn_with(settings).await;
 

@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{
+use baton_testkit::BatonProcess;
+use baton_testkit::{
     join_line, lease_path, problem, settings_for, shared_redis, token_of, unique_prefix,
     RedisServer, TestApp,
 };
-use crate::watching::BatonProcess;
 
 /// Takes a ticket on `path` (wait 0, the name busy): the 202's body, after
 /// checking its `Location`.

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::{lease_path, problem, settings_for, shared_redis, unique_prefix, TestApp};
+use baton_testkit::{lease_path, problem, settings_for, shared_redis, unique_prefix, TestApp};
 
 /// One HTTP/2 connection (prior knowledge) made with the `h2` crate, so that
 /// every request on it is a stream of that one TCP connection.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{
+use baton_testkit::{
     join_line, lease_path, problem, settings_for, unique_prefix, waiting, RedisServer, TestApp,
 };
 
@@ -80,7 +80,7 @@ async fn a_waiter_gives_up_after_wait_ms_with_409() {
 
 #[tokio::test]
 async fn a_waiter_on_one_instance_is_woken_by_a_release_on_another() {
-    let redis = crate::helpers::shared_redis();
+    let redis = baton_testkit::shared_redis();
     let first = TestApp::spawn().await;
     let second = first.sibling_of(&redis.url()).await;
     let held = first.acquire_lock("shared", r#"{"ttl_ms": 30000}"#).await;
@@ -141,7 +141,7 @@ async fn waiting_requests_cost_redis_one_keep_alive_a_second_however_many_wait()
 async fn contenders_never_overlap_all_get_their_turn_and_tokens_follow_the_turns() {
     const CLIENTS: usize = 12;
     const ROUNDS: usize = 5;
-    let redis = crate::helpers::shared_redis();
+    let redis = baton_testkit::shared_redis();
     let first = TestApp::spawn().await;
     let second = first.sibling_of(&redis.url()).await;
     let inside = Arc::new(AtomicBool::new(false));
@@ -215,7 +215,7 @@ async fn shutdown_answers_waiters_at_once_with_503() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_on_three_instances_are_served_in_joining_order_and_status_shows_the_line() {
-    let redis = crate::helpers::shared_redis();
+    let redis = baton_testkit::shared_redis();
     let first = TestApp::spawn().await;
     let second = first.sibling_of(&redis.url()).await;
     let third = first.sibling_of(&redis.url()).await;
@@ -304,7 +304,7 @@ struct Process {
 
 impl Process {
     fn start(redis_url: &str, prefix: &str) -> Self {
-        let port = crate::helpers::free_port();
+        let port = baton_testkit::free_port();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
             .env("BATON_LISTEN", format!("127.0.0.1:{port}"))
             .env("BATON_REDIS_URL", redis_url)
@@ -335,7 +335,7 @@ impl Drop for Process {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_behind_those_of_a_killed_instance_are_served_within_5_s_of_the_release() {
-    let redis = crate::helpers::shared_redis();
+    let redis = baton_testkit::shared_redis();
     let app = TestApp::spawn().await;
     let mut doomed = Process::start(&redis.url(), &app.prefix);
     let client = reqwest::Client::new();
@@ -485,7 +485,7 @@ async fn with_mixed_limits_a_waiter_that_fits_is_served_past_one_that_does_not()
 /// Lock "deploy" held for 30 s, and "v1" waiting for it with `newest_wins`.
 async fn held_with_newest_wins_waiter(
     app: &TestApp,
-) -> (Value, tokio::task::JoinHandle<crate::helpers::Answer>) {
+) -> (Value, tokio::task::JoinHandle<baton_testkit::Answer>) {
     let held = app.acquire_lock("deploy", r#"{"ttl_ms": 30000}"#).await;
     let v1 = join_line(
         app,
@@ -659,7 +659,7 @@ async fn every_key_baton_writes_has_a_ttl() {
 
 #[tokio::test]
 async fn a_fencing_counter_that_cannot_grow_exactly_is_refused_not_wrapped() {
-    let redis = crate::helpers::shared_redis();
+    let redis = baton_testkit::shared_redis();
     let app = TestApp::spawn().await;
     redis::cmd("HSET")
         .arg(format!("{}{{lock:exhausted}}:owners", app.prefix))
@@ -728,7 +728,7 @@ async fn a_waiter_asks_again_after_a_redis_restart_and_gets_the_lock_freed_meanw
 /// What is published on `name`'s channel (the messages about its waiters),
 /// heard through a pattern subscription of the tests' own.
 async fn spy_on_channel(app: &TestApp, name: &str) -> redis::aio::PubSub {
-    let client = redis::Client::open(crate::helpers::shared_redis().url()).unwrap();
+    let client = redis::Client::open(baton_testkit::shared_redis().url()).unwrap();
     let mut spy = client.get_async_pubsub().await.unwrap();
     spy.psubscribe(format!("{}{{lock:{name}}}:events", app.prefix))
         .await
@@ -742,7 +742,7 @@ async fn spy_on_channel(app: &TestApp, name: &str) -> redis::aio::PubSub {
 #[tokio::test]
 async fn a_hand_off_to_a_waiter_of_the_same_instance_is_told_in_the_reply_not_on_the_channel() {
     use futures_util::StreamExt;
-    let redis = crate::helpers::shared_redis();
+    let redis = baton_testkit::shared_redis();
     let first = TestApp::spawn().await;
     let second = first.sibling_of(&redis.url()).await;
     let mut spy = spy_on_channel(&first, "handed").await;

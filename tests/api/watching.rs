@@ -5,98 +5,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{problem, settings_for, shared_redis, unique_prefix, TestApp};
-
-/// A server-sent event stream read event by event.
-pub struct SseStream {
-    response: reqwest::Response,
-    buffer: String,
-    /// Comment lines seen so far (keep-alives).
-    pub comments: usize,
-}
-
-/// One server-sent event: its name and its data, parsed as JSON.
-#[derive(Debug, Clone)]
-pub struct SseEvent {
-    pub name: String,
-    pub data: Value,
-    /// The data as sent, for checks on the raw text.
-    pub raw: String,
-}
-
-impl SseStream {
-    /// Wraps a response after checking that it is a 200 event stream.
-    pub fn new(response: reqwest::Response) -> Self {
-        assert_eq!(response.status(), 200, "an event stream answers 200");
-        assert_eq!(
-            response
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok()),
-            Some("text/event-stream"),
-        );
-        Self {
-            response,
-            buffer: String::new(),
-            comments: 0,
-        }
-    }
-
-    /// The next event within `limit`; `None` when none came or the stream ended.
-    pub async fn next_within(&mut self, limit: Duration) -> Option<SseEvent> {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let mut name = String::from("message");
-                let mut data = Vec::new();
-                for line in block.lines() {
-                    if line.starts_with(':') {
-                        self.comments += 1;
-                    } else if let Some(v) = line.strip_prefix("event:") {
-                        name = v.trim_start().to_owned();
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
-                    }
-                }
-                if data.is_empty() {
-                    continue;
-                }
-                let raw = data.join("\n");
-                let data = serde_json::from_str(&raw).expect("event data is JSON");
-                return Some(SseEvent { name, data, raw });
-            }
-            match tokio::time::timeout_at(deadline, self.response.chunk()).await {
-                Ok(Ok(Some(chunk))) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
-                Ok(Ok(None) | Err(_)) | Err(_) => return None,
-            }
-        }
-    }
-
-    /// Whether the stream ends (cleanly) within `limit`.
-    pub async fn ends_within(&mut self, limit: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            match tokio::time::timeout_at(deadline, self.response.chunk()).await {
-                Ok(Ok(Some(chunk))) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
-                Ok(Ok(None)) => return true,
-                Ok(Err(_)) | Err(_) => return false,
-            }
-        }
-    }
-}
-
-/// Opens `GET /events?prefix=` on `app`, with a token if given.
-pub async fn open_events(app: &TestApp, prefix: &str, token: Option<&str>) -> reqwest::Response {
-    let mut req = app
-        .client
-        .get(format!("{}/events?prefix={prefix}", app.base))
-        .header("accept", "text/event-stream");
-    if let Some(token) = token {
-        req = req.bearer_auth(token);
-    }
-    req.send().await.expect("request sent")
-}
+use baton_testkit::events::{open_events, SseEvent, SseStream};
+use baton_testkit::{problem, settings_for, shared_redis, unique_prefix, BatonProcess, TestApp};
 
 /// Publishes `event` on the app's events channel, as a script would.
 fn publish(app: &TestApp, event: &Value) {
@@ -240,7 +150,7 @@ async fn events_show_changes_made_on_another_instance_within_a_second() {
     assert_eq!(queued.data["waiting"], 1);
 
     let refreshed = actor
-        .patch(&crate::helpers::lease_path("locks", &lease), "{}")
+        .patch(&baton_testkit::lease_path("locks", &lease), "{}")
         .await;
     assert_eq!(refreshed.status(), 200);
     expect_event(&mut stream, "refreshed", second, &ids).await;
@@ -248,7 +158,7 @@ async fn events_show_changes_made_on_another_instance_within_a_second() {
     let released = Instant::now();
     assert_eq!(
         actor
-            .delete(&crate::helpers::lease_path("locks", &lease))
+            .delete(&baton_testkit::lease_path("locks", &lease))
             .await
             .status(),
         204
@@ -278,7 +188,7 @@ async fn events_show_changes_made_on_another_instance_within_a_second() {
     assert_eq!(sem.data["holders"], 1);
     assert_eq!(
         actor
-            .delete(&crate::helpers::lease_path("semaphores", &slot))
+            .delete(&baton_testkit::lease_path("semaphores", &slot))
             .await
             .status(),
         204
@@ -322,7 +232,7 @@ async fn changes_are_published_only_while_an_instance_listens() {
     let mut heard = spy.on_message();
 
     let lease = other.acquire_lock("quiet", "{}").await;
-    let path = crate::helpers::lease_path("locks", &lease);
+    let path = baton_testkit::lease_path("locks", &lease);
     assert_eq!(other.delete(&path).await.status(), 204);
     let nothing = tokio::time::timeout(Duration::from_millis(300), heard.next()).await;
     assert!(nothing.is_err(), "published with nobody listening");
@@ -384,7 +294,7 @@ async fn waiting_with_progress_reports_the_line_as_it_moves_then_the_lease() {
     assert!(holders[0]["expires_in_ms"].as_u64().unwrap() > 50_000);
 
     assert_eq!(
-        app.delete(&crate::helpers::lease_path("locks", &first))
+        app.delete(&baton_testkit::lease_path("locks", &first))
             .await
             .status(),
         204
@@ -400,7 +310,7 @@ async fn waiting_with_progress_reports_the_line_as_it_moves_then_the_lease() {
     let second: Value = second.await.unwrap().response.json().await.unwrap();
 
     assert_eq!(
-        app.delete(&crate::helpers::lease_path("locks", &second))
+        app.delete(&baton_testkit::lease_path("locks", &second))
             .await
             .status(),
         204
@@ -418,7 +328,7 @@ async fn waiting_with_progress_reports_the_line_as_it_moves_then_the_lease() {
     assert!(stream.ends_within(Duration::from_secs(2)).await);
 
     // The lease is usable.
-    let path = crate::helpers::lease_path("locks", &lease);
+    let path = baton_testkit::lease_path("locks", &lease);
     assert_eq!(app.get(&path).await.status(), 200);
     assert_eq!(app.patch(&path, r#"{"ttl_ms": 5000}"#).await.status(), 200);
     assert_eq!(app.delete(&path).await.status(), 204);
@@ -474,7 +384,7 @@ async fn a_semaphore_waits_with_progress_too_and_a_free_slot_answers_at_once() {
     assert_eq!(queued.name, "queued");
     assert_eq!(queued.data["position"], 1);
     assert_eq!(
-        app.delete(&crate::helpers::lease_path("semaphores", &first.data))
+        app.delete(&baton_testkit::lease_path("semaphores", &first.data))
             .await
             .status(),
         204
@@ -515,7 +425,7 @@ async fn a_client_waiting_with_progress_that_disconnects_leaves_the_line() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(
-        app.delete(&crate::helpers::lease_path("locks", &holder))
+        app.delete(&baton_testkit::lease_path("locks", &holder))
             .await
             .status(),
         204
@@ -658,62 +568,6 @@ async fn the_dashboard_is_served_by_the_service_alone() {
     assert!(doc["paths"]["/events"]["get"].is_object());
 }
 
-/// A baton process of its own (for measuring its memory), killed when dropped.
-pub struct BatonProcess {
-    child: std::process::Child,
-    pub base: String,
-}
-
-impl BatonProcess {
-    /// On the shared Redis, unless `extra` names another `BATON_REDIS_URL`.
-    pub async fn start(prefix: &str, extra: &[(&str, &str)]) -> Self {
-        let port = crate::helpers::free_port();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
-            .env("BATON_LISTEN", format!("127.0.0.1:{port}"))
-            .env("BATON_REDIS_URL", shared_redis().url())
-            .env("BATON_KEY_PREFIX", prefix)
-            .env("RUST_LOG", "warn")
-            .envs(extra.iter().copied())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("baton starts");
-        let base = format!("http://127.0.0.1:{port}");
-        // reqwest's TLS (rustls) needs a crypto provider: ring, as baton's own.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .map_or(true, |r| r.status() != 200)
-        {
-            assert!(Instant::now() < deadline, "baton answers /readyz");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Self { child, base }
-    }
-
-    /// Resident memory of the process, in KiB.
-    pub fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("/proc status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS")
-    }
-}
-
-impl Drop for BatonProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
@@ -796,7 +650,7 @@ async fn measure_event_streams() {
         }
         let sent = Instant::now();
         let response = app
-            .delete(&crate::helpers::lease_path("locks", &lease))
+            .delete(&baton_testkit::lease_path("locks", &lease))
             .await;
         assert_eq!(response.status(), 204);
         loop {

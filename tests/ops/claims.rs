@@ -9,20 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{baton, run, Service};
-use crate::helpers::{shared_redis, unique_prefix};
+use baton_testkit::service::{baton, run, Service};
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-async fn service() -> Service {
-    let redis = shared_redis();
-    let prefix = unique_prefix();
-    Service::start(&[
-        ("BATON_REDIS_URL", &redis.url()),
-        ("BATON_KEY_PREFIX", &prefix),
-    ])
-    .await
-}
 
 fn scratch() -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -101,7 +90,7 @@ async fn exit_of(child: &mut Child) -> Option<i32> {
 
 #[tokio::test]
 async fn baton_run_runs_command_under_one_claim_and_releases_it() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let dir = scratch();
     let names = [
         "--lock",
@@ -140,7 +129,7 @@ async fn baton_run_runs_command_under_one_claim_and_releases_it() {
 
 #[tokio::test]
 async fn a_claim_not_had_within_wait_does_not_run_command() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let (status, _) = call(
         reqwest::Method::POST,
         &format!("{}/locks/busy", service.base),
@@ -166,7 +155,7 @@ async fn a_claim_not_had_within_wait_does_not_run_command() {
 
 #[tokio::test]
 async fn a_lease_of_the_claim_lost_stops_command_with_76() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let dir = scratch();
     let (mut child, _claim) = start(&service, &dir, &["--lock", "l1", "--lock", "l2"], "3s").await;
     // An administrator force-releases one of its names.
@@ -189,7 +178,7 @@ async fn a_lease_of_the_claim_lost_stops_command_with_76() {
 
 #[tokio::test]
 async fn sigkill_of_baton_run_releases_the_whole_claim() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let dir = scratch();
     let (mut child, claim) = start(
         &service,
@@ -218,7 +207,7 @@ async fn sigkill_of_baton_run_releases_the_whole_claim() {
 /// semaphore named `NAME:LIMIT`), and a claim of one name runs like any other.
 #[tokio::test]
 async fn a_claim_takes_permits_and_may_have_one_name() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let dir = scratch();
     let (mut child, claim) = start(&service, &dir, &["--semaphore", "test-envs:3:2"], "30s").await;
     let (status, body) = call(reqwest::Method::GET, &claim, "").await;
@@ -295,7 +284,7 @@ async fn exit_within(child: &mut Child, limit: Duration) -> (Option<i32>, String
 /// claim's next refresh, and the rest of the claim is given back.
 #[tokio::test]
 async fn a_force_release_of_one_name_stops_command_long_before_the_claim_s_next_refresh() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let dir = scratch();
     let started = dir.join("started");
     // A ttl of 5 minutes: the claim's first refresh is due 100 s after the
@@ -344,7 +333,7 @@ async fn a_force_release_of_one_name_stops_command_long_before_the_claim_s_next_
 /// sends TERM to COMMAND.
 #[tokio::test]
 async fn on_yield_passes_a_yield_request_on_any_name_of_the_claim_to_command() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let dir = scratch();
     let (started, yielded) = (dir.join("started"), dir.join("yielded"));
     let mut child = run_claim_in_background(
@@ -402,7 +391,7 @@ enum Nested {
 /// cover the nested ask, waits in line like any other.
 #[tokio::test]
 async fn a_nested_run_of_a_name_the_claim_holds_runs_at_once_when_its_lease_covers_it() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     // Someone else holds `other`, which no claim below names.
     let (status, _) = call(
         reqwest::Method::POST,
@@ -461,7 +450,7 @@ async fn a_nested_run_of_a_name_the_claim_holds_runs_at_once_when_its_lease_cove
                 .args(["run", "--url", &service.base, "--wait", "20s"])
                 .args(outer.split_whitespace())
                 .args(["-c", script])
-                .env("BIN", crate::harness::BATON)
+                .env("BIN", baton_testkit::baton_binary())
                 .env("D", &dir)
                 .env("NESTED", &nested),
             LIMIT,

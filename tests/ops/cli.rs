@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{baton, run, Service};
-use crate::helpers::{free_port, shared_redis, unique_prefix};
+use baton_testkit::service::{baton, run, Service};
+use baton_testkit::{free_port, shared_redis, unique_prefix};
 
 const LIMIT: Duration = Duration::from_secs(10);
 

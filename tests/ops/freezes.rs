@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::harness::{baton, run, Service};
-use crate::helpers::{shared_redis, unique_prefix};
+use baton_testkit::service::{baton, run, Service};
+use baton_testkit::{shared_redis, unique_prefix};
 
 const LIMIT: Duration = Duration::from_secs(30);
 

@@ -11,20 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{baton, run, Service};
-use crate::helpers::{shared_redis, unique_prefix};
+use baton_testkit::service::{baton, run, Service};
+use baton_testkit::shared_redis;
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-async fn service() -> Service {
-    let redis = shared_redis();
-    let prefix = unique_prefix();
-    Service::start(&[
-        ("BATON_REDIS_URL", &redis.url()),
-        ("BATON_KEY_PREFIX", &prefix),
-    ])
-    .await
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -49,7 +39,7 @@ fn from_now(ahead: Duration) -> String {
 
 #[tokio::test]
 async fn override_takes_a_frozen_name_and_the_history_keeps_the_reason() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     freeze(
         &service,
         serde_json::json!({"match": "deploy", "until": from_now(Duration::from_secs(3600)),
@@ -86,7 +76,7 @@ async fn override_takes_a_frozen_name_and_the_history_keeps_the_reason() {
 /// and each lease's history entry keeps the reason.
 #[tokio::test]
 async fn a_claim_takes_override_and_its_leases_keep_the_reason() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     freeze(
         &service,
         serde_json::json!({"match": "claim-deploy-*", "until": from_now(Duration::from_secs(3600)),
@@ -128,7 +118,7 @@ async fn a_claim_takes_override_and_its_leases_keep_the_reason() {
 
 #[tokio::test]
 async fn ask_yield_asks_the_holder_when_the_request_has_to_wait() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let client = reqwest::Client::new();
     let lease: Value = client
         .post(format!("{}/locks/busy", service.base))
@@ -195,7 +185,7 @@ async fn ask_yield_asks_the_holder_when_the_request_has_to_wait() {
 
 #[tokio::test]
 async fn history_and_yield_of_a_semaphore_need_no_limit() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let client = reqwest::Client::new();
     let url = format!("{}/semaphores/pool", service.base);
     let take = || async {
@@ -292,7 +282,7 @@ fn a_url_that_does_not_speak_http_fails_at_once() {
 
 #[tokio::test]
 async fn a_frozen_wait_says_its_waiting_line_once_while_it_does_not_change() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     freeze(
         &service,
         serde_json::json!({"match": "frozen-name", "until": from_now(Duration::from_secs(14)),
@@ -374,7 +364,7 @@ fn help_pages_list_only_the_exit_statuses_their_command_can_return() {
 
 #[tokio::test]
 async fn unfreeze_of_an_unknown_id_exits_66_not_64() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let out = run(
         baton().args([
             "unfreeze",
@@ -396,7 +386,7 @@ async fn unfreeze_of_an_unknown_id_exits_66_not_64() {
 
 #[tokio::test]
 async fn until_takes_a_date_as_midnight_utc_at_its_start() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let day = (chrono::Utc::now() + chrono::Duration::days(3))
         .format("%Y-%m-%d")
         .to_string();
@@ -434,7 +424,7 @@ async fn until_takes_a_date_as_midnight_utc_at_its_start() {
 
 #[tokio::test]
 async fn freeze_check_exits_75_while_the_name_is_frozen_and_0_when_not() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let check = |extra: &[&str]| {
         let mut cmd = baton();
         cmd.args(["freeze", "--url", &service.base, "--check"])

@@ -6,18 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{baton, Service};
-use crate::helpers::{shared_redis, unique_prefix};
-
-async fn service() -> Service {
-    let redis = shared_redis();
-    let prefix = unique_prefix();
-    Service::start(&[
-        ("BATON_REDIS_URL", &redis.url()),
-        ("BATON_KEY_PREFIX", &prefix),
-    ])
-    .await
-}
+use baton_testkit::service::{baton, Service};
 
 fn scratch(what: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -76,7 +65,7 @@ async fn exit_within(child: &mut Child, limit: Duration) -> (Option<i32>, String
 
 #[tokio::test]
 async fn a_force_release_stops_baton_run_with_76_long_before_its_next_refresh() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let dir = scratch("forced");
     let started = dir.join("started");
     // A ttl of 5 minutes: the first refresh is due 100 s after the grant,
@@ -112,7 +101,7 @@ async fn a_force_release_stops_baton_run_with_76_long_before_its_next_refresh() 
 
 #[tokio::test]
 async fn on_yield_term_delivers_term_to_command_when_baton_yield_asks() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let dir = scratch("yield");
     let (started, yielded) = (dir.join("started"), dir.join("yielded"));
     let mut run = run_in_background(

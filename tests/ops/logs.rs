@@ -7,8 +7,8 @@ use std::time::Duration;
 use reqwest::Client;
 use serde_json::Value;
 
-use crate::harness::Service;
-use crate::helpers::{shared_redis, unique_prefix, RedisServer};
+use baton_testkit::service::Service;
+use baton_testkit::{shared_redis, unique_prefix, RedisServer};
 
 const API_TOKEN: &str = "api-token-3f9c1d";
 const ADMIN_TOKEN: &str = "admin-token-7b2e4a";

@@ -3,12 +3,6 @@
 //! Redis outages logged once, no secret in any log line, and exact metrics
 //! of a process of the test's own.
 
-#[allow(dead_code)]
-#[path = "../api/helpers.rs"]
-mod helpers;
-
-mod harness;
-
 mod claims;
 mod cli;
 mod freezes;

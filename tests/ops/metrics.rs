@@ -7,8 +7,8 @@ use std::time::Duration;
 use reqwest::Client;
 use serde_json::Value;
 
-use crate::harness::Service;
-use crate::helpers::{shared_redis, unique_prefix};
+use baton_testkit::service::Service;
+use baton_testkit::{shared_redis, unique_prefix};
 
 /// A baton process on the shared Redis with a key prefix of its own.
 async fn own_service() -> Service {

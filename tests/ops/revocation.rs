@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use reqwest::{Client, Response};
 use serde_json::{json, Value};
 
-use crate::harness::Service;
-use crate::helpers::{shared_redis, unique_prefix};
+use baton_testkit::service::Service;
+use baton_testkit::{shared_redis, unique_prefix};
 
 const HOLDER: &str = "holder-token-9b1c04e2";
 const REVOKED: &str = "revoked-token-5f3a7d18";

@@ -9,21 +9,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
-use crate::harness::{baton, run, Service, BATON};
-use crate::helpers::{shared_redis, unique_prefix};
+use baton_testkit::baton_binary;
+use baton_testkit::service::{baton, run, Service};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// A service of the test's own: the shared Redis, a fresh key prefix.
-async fn service() -> Service {
-    let redis = shared_redis();
-    let prefix = unique_prefix();
-    Service::start(&[
-        ("BATON_REDIS_URL", &redis.url()),
-        ("BATON_KEY_PREFIX", &prefix),
-    ])
-    .await
-}
 
 /// A fresh directory for one test's files.
 fn scratch(what: &str) -> PathBuf {
@@ -73,7 +62,7 @@ type Third = Option<(&'static str, &'static str)>;
 
 #[tokio::test]
 async fn a_nested_run_goes_ahead_only_under_a_lease_that_covers_it() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     // (outer options, nested options, held by a third party, what the nested run does)
     let cases: [(&str, &str, Third, Nested); 9] = [
         ("", "", None, Nested::AtOnce),
@@ -122,7 +111,7 @@ async fn a_nested_run_goes_ahead_only_under_a_lease_that_covers_it() {
                 .args(["run", "--url", &service.base, "--wait", "20s"])
                 .args(outer.split_whitespace())
                 .args([&name, "-c", script])
-                .env("BIN", BATON)
+                .env("BIN", baton_binary())
                 .env("D", &dir)
                 .env("NAME", &name)
                 // The nested run finds the service from the outer one's --url.
@@ -176,7 +165,7 @@ async fn a_nested_run_goes_ahead_only_under_a_lease_that_covers_it() {
 
 #[tokio::test]
 async fn a_lease_left_in_the_environment_that_is_no_longer_held_does_not_skip_the_line() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     // An earlier step took the lock and wrote its lease as variables...
     let acquired = run(
         baton().args([
@@ -348,7 +337,7 @@ impl Drop for Holding {
 
 #[tokio::test]
 async fn sigkill_of_baton_run_s_group_stops_command_s_group_before_the_lease_can_lapse() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let holding = Holding::start(&service, "killed", "30s").await;
     // The runner's hard timeout: SIGKILL to baton run's whole group.
     holding.signal(libc::SIGKILL);
@@ -366,7 +355,7 @@ async fn sigkill_of_baton_run_s_group_stops_command_s_group_before_the_lease_can
 
 #[tokio::test]
 async fn a_stopped_baton_run_does_not_let_command_outlive_its_lease() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let holding = Holding::start(&service, "stopped", "6s").await;
     // Ctrl-Z or SIGSTOP: baton run stops refreshing, COMMAND (in its own
     // group) goes on.

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::Client;
 
-use crate::harness::Service;
-use crate::helpers::{free_port, unique_prefix};
+use baton_testkit::service::Service;
+use baton_testkit::{free_port, unique_prefix};
 
 const PASSWORD: &str = "pw-5ec4e7-do-not-log";
 

@@ -13,20 +13,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{baton, run, Service, BATON};
-use crate::helpers::{free_port, shared_redis, unique_prefix};
+use baton_testkit::baton_binary;
+use baton_testkit::free_port;
+use baton_testkit::service::{baton, run, Service};
 
 const LIMIT: Duration = Duration::from_secs(20);
-
-async fn service() -> Service {
-    let redis = shared_redis();
-    let prefix = unique_prefix();
-    Service::start(&[
-        ("BATON_REDIS_URL", &redis.url()),
-        ("BATON_KEY_PREFIX", &prefix),
-    ])
-    .await
-}
 
 /// `KEY=value` lines as variables.
 fn variables(stdout: &[u8]) -> Vec<(String, String)> {
@@ -43,7 +34,7 @@ async fn status_of(url: &str) -> Value {
 
 #[tokio::test]
 async fn a_semaphore_taken_in_one_step_is_shown_refreshed_and_released_from_the_variables() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let acquired = run(
         baton().args([
             "acquire",
@@ -97,7 +88,7 @@ async fn a_semaphore_taken_in_one_step_is_shown_refreshed_and_released_from_the_
 
 #[tokio::test]
 async fn status_of_a_name_without_kind_shows_the_semaphore_in_use() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     for _ in 0..2 {
         let out = run(
             baton().args([
@@ -139,7 +130,7 @@ async fn status_of_a_name_without_kind_shows_the_semaphore_in_use() {
 /// at that priority and the history says so.
 #[tokio::test]
 async fn history_shows_who_held_a_name_newest_first() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     for (owner, priority) in [("first", "0"), ("second", "7")] {
         let out = run(
             baton().args([
@@ -202,7 +193,7 @@ async fn history_shows_who_held_a_name_newest_first() {
 
 #[tokio::test]
 async fn quiet_prints_nothing_when_the_lock_is_simply_not_had() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let url = format!("{}/locks/cron", service.base);
     let held = reqwest::Client::new()
         .post(&url)
@@ -254,7 +245,7 @@ fn into_a_closed_pipe(args: &[&str], url: &str) -> std::process::Output {
 
 #[tokio::test]
 async fn output_cut_short_by_a_closed_pipe_ends_quietly() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     for args in [
         &["--help"][..],
         &["--version"],
@@ -297,7 +288,7 @@ fn the_names_dot_and_dot_dot_are_bad_usage() {
 
 #[tokio::test]
 async fn output_shell_is_safe_to_eval_whatever_the_name() {
-    let service = service().await;
+    let service = Service::on_shared_redis().await;
     let name = r#"it's "deploy" $HOME `id` prod"#;
     let script = r#"eval "$("$BIN" acquire --output shell "$NAME")" || exit 1
         [ "$BATON_LOCK_NAME" = "$NAME" ] || exit 2
@@ -307,7 +298,7 @@ async fn output_shell_is_safe_to_eval_whatever_the_name() {
     let out = run(
         Command::new("sh")
             .args(["-c", script])
-            .env("BIN", BATON)
+            .env("BIN", baton_binary())
             .env("NAME", name)
             .env("D", &status_file)
             .env("BATON_URL", &service.base)

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::harness::{baton, run, Service};
-use crate::helpers::{shared_redis, unique_prefix};
+use baton_testkit::service::{baton, run, Service};
+use baton_testkit::{shared_redis, unique_prefix};
 
 #[tokio::test]
 async fn runs_wait_through_a_freeze_longer_than_the_longest_wait_in_line_order() {

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::Client;
 
-use crate::harness::{baton, run, Service};
-use crate::helpers::{free_port, shared_redis, unique_prefix};
+use baton_testkit::service::{baton, run, Service};
+use baton_testkit::{free_port, shared_redis, unique_prefix};
 
 const OLD: &str = "old-token-8c2d1f";
 const NEW: &str = "new-token-5e7a90";

@@ -2,28 +2,23 @@
 //! acquire, refresh, hold and release (and force-release) while recording
 //! every call and its answer into a [`History`], and a seeded random
 //! source. What the run must show is judged from the history alone, by
-//! `checker.rs`.
+//! [`crate::checker`]. The clients of claims, freezes and tickets are in
+//! the files of this folder.
 
-#[path = "checker.rs"]
-pub mod checker;
-#[path = "claims.rs"]
 pub mod claims;
-#[path = "freezes.rs"]
 pub mod freezes;
-#[path = "history.rs"]
-pub mod history;
-#[path = "tickets.rs"]
 pub mod tickets;
 
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use history::{Acquire, Answer, Ask, Call, Followed, History, Op, StreamEvent};
+use crate::history::{Acquire, Answer, Ask, Call, Followed, History, Op, StreamEvent};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::helpers::free_port;
+use crate::baton_process::baton_binary;
+use crate::redis_server::free_port;
 
 /// reqwest's TLS (rustls) needs a crypto provider: ring, as baton's own. A
 /// test process builds its clients before any baton starts in it.
@@ -67,7 +62,7 @@ impl Instance {
 
     /// Starts it again, on the same port.
     pub fn launch(&mut self) {
-        let child = Command::new(env!("CARGO_BIN_EXE_baton"))
+        let child = Command::new(baton_binary())
             .env("BATON_LISTEN", format!("127.0.0.1:{}", self.port))
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "error")
@@ -103,7 +98,6 @@ impl Instance {
 
     /// The last lines it wrote to standard error, for a test that finds it
     /// died unasked.
-    #[allow(dead_code)] // not every test binary checks
     pub fn last_words(&self) -> String {
         let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -121,7 +115,6 @@ impl Instance {
 
     /// Whether the process runs (a paused one runs): `false` once it exited
     /// or was killed, which the test must have meant.
-    #[allow(dead_code)] // not every test binary checks
     pub fn alive(&mut self) -> bool {
         self.child
             .as_mut()
@@ -153,19 +146,16 @@ impl Instance {
 
     /// SIGSTOP: the process is frozen (a VM freeze, CPU throttling) until
     /// [`Self::resume`].
-    #[allow(dead_code)] // not every test binary pauses
     pub fn pause(&self) {
         self.signal(libc::SIGSTOP);
     }
 
     /// SIGCONT after [`Self::pause`].
-    #[allow(dead_code)]
     pub fn resume(&self) {
         self.signal(libc::SIGCONT);
     }
 
     /// SIGTERM, as an orchestrator stopping it; waits for the exit status.
-    #[allow(dead_code)] // not every test binary stops instances
     pub fn terminate(&mut self) -> Option<ExitStatus> {
         let mut child = self.child.take()?;
         // SAFETY: sending a signal to our own child process.
@@ -199,10 +189,10 @@ impl Asks {
     fn pick(self, rng: &mut Rng) -> Ask {
         match self {
             Self::SharedOrExclusive => Ask::Lock {
-                shared: rng.next().is_multiple_of(2),
+                shared: rng.next_u64().is_multiple_of(2),
             },
             Self::Permits { limit } => Ask::Permits {
-                permits: 1 + (rng.next() % u64::from(limit)) as u32,
+                permits: 1 + (rng.next_u64() % u64::from(limit)) as u32,
                 limit,
             },
         }
@@ -220,7 +210,7 @@ impl Asks {
 /// Adds what `ask` asks for to an acquire body. The defaults (exclusive, one
 /// permit) are sent as often as not left out.
 fn add_ask(ask: Ask, body: &mut Value, rng: &mut Rng) {
-    let explicit = rng.next().is_multiple_of(2);
+    let explicit = rng.next_u64().is_multiple_of(2);
     match ask {
         Ask::Lock { shared } => {
             if shared || explicit {
@@ -349,7 +339,8 @@ impl Rng {
             })
     }
 
-    pub fn next(&mut self) -> u64 {
+    /// The next number of the sequence (xorshift64).
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -360,7 +351,7 @@ impl Rng {
 
     /// A duration from `low` to `high` (milliseconds).
     pub fn ms(&mut self, low: u64, high: u64) -> Duration {
-        Duration::from_millis(low + self.next() % (high - low + 1))
+        Duration::from_millis(low + self.next_u64() % (high - low + 1))
     }
 }
 
@@ -472,13 +463,13 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
         turn += 1;
         let instance = turn % bases.len();
         let ask = work.asks.pick(&mut rng);
-        let wait_ms = work.waits[(rng.next() % work.waits.len() as u64) as usize];
+        let wait_ms = work.waits[(rng.next_u64() % work.waits.len() as u64) as usize];
         let owner = format!("client-{id}");
         let mut body = json!({"ttl_ms": work.ttl_ms, "wait_ms": wait_ms, "owner": owner});
         if work.newest_wins {
             body["newest_wins"] = true.into();
         }
-        let priority = work.priorities[(rng.next() % work.priorities.len() as u64) as usize];
+        let priority = work.priorities[(rng.next_u64() % work.priorities.len() as u64) as usize];
         if priority > 0 {
             body["priority"] = priority.into();
         }
@@ -516,8 +507,8 @@ pub async fn client_loop(id: usize, work: Workload, run: Run) {
         let mut hold_up_to = work.hold_up_to.as_millis() as u64;
         tokio::time::sleep(rng.ms(0, hold_up_to / 2)).await;
         let mut rest = rng.ms(0, hold_up_to / 2);
-        if work.refreshes && rng.next().is_multiple_of(3) {
-            let extend = rng.next().is_multiple_of(2);
+        if work.refreshes && rng.next_u64().is_multiple_of(3) {
+            let extend = rng.next_u64().is_multiple_of(2);
             let ttl_ms = if extend {
                 rng.ms(work.ttl_ms + 1000, 2 * work.ttl_ms).as_millis() as u64
             } else {

@@ -1,7 +1,7 @@
 //! What a chaos run recorded, as plain data: every call a client made (what
 //! it asked, through which instance, when it was sent and answered, and the
 //! answer), every fault the test injected, and what the run was. The checker
-//! (`checker.rs`) judges a [`History`] alone, so a synthetic one tests it.
+//! ([`crate::checker`]) judges a [`History`] alone, so a synthetic one tests it.
 
 use std::time::{Duration, SystemTime};
 

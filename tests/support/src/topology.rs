@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use baton::config::{RedisMode, Settings};
 
-use crate::helpers::{free_port, settings_for, spawn_dying_with_parent, unique_prefix};
+use crate::app::{settings_for, unique_prefix};
+use crate::redis_server::{free_port, spawn_dying_with_parent};
 
 /// One redis-server (data node or sentinel) of a deployment.
 pub struct Node {
@@ -361,7 +362,6 @@ impl RedisCluster {
     }
 
     /// The port of a live replica of the master on `master`.
-    #[allow(dead_code)] // the cluster chaos test uses it
     pub fn replica_of(&self, master: u16) -> Option<u16> {
         self.topology()
             .into_iter()

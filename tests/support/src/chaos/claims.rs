@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::history::{Acquire, Answer, Ask, Call, Claim, ClaimRun, Op, CLAIM_RELEASED};
 use super::{Rng, Run};
+use crate::history::{Acquire, Answer, Ask, Call, Claim, ClaimRun, Op, CLAIM_RELEASED};
 
 /// What one claim client does, over and over.
 #[derive(Debug, Clone)]
@@ -163,22 +163,22 @@ pub async fn claim_loop(id: usize, work: ClaimWork, run: Run) {
         let instance = turn % bases.len();
         // Two or three of the names, each asking at random.
         let mut pool = work.names.clone();
-        let count = 2 + (rng.next() % 2) as usize;
+        let count = 2 + (rng.next_u64() % 2) as usize;
         let mut names: Vec<(String, Ask)> = Vec::new();
         while names.len() < count.min(work.names.len()) {
-            let (name, ask) = pool.remove((rng.next() % pool.len() as u64) as usize);
+            let (name, ask) = pool.remove((rng.next_u64() % pool.len() as u64) as usize);
             let ask = match ask {
                 Ask::Lock { .. } => Ask::Lock {
-                    shared: rng.next().is_multiple_of(2),
+                    shared: rng.next_u64().is_multiple_of(2),
                 },
                 Ask::Permits { limit, .. } => Ask::Permits {
-                    permits: 1 + (rng.next() % u64::from(limit)) as u32,
+                    permits: 1 + (rng.next_u64() % u64::from(limit)) as u32,
                     limit,
                 },
             };
             names.push((name, ask));
         }
-        let wait_ms = work.waits[(rng.next() % work.waits.len() as u64) as usize];
+        let wait_ms = work.waits[(rng.next_u64() % work.waits.len() as u64) as usize];
         let (mut locks, mut semaphores) = (Vec::new(), Vec::new());
         for (name, ask) in &names {
             match ask {
@@ -271,7 +271,7 @@ pub async fn claim_loop(id: usize, work: ClaimWork, run: Run) {
             Some(at) = lost_rx.recv() => lost_heard = Some(at),
         }
         // A third are extended mid-hold (every lease, to a longer ttl).
-        if !work.runs && rng.next().is_multiple_of(3) {
+        if !work.runs && rng.next_u64().is_multiple_of(3) {
             let ttl_ms = rng.ms(work.ttl_ms + 1000, 2 * work.ttl_ms).as_millis() as u64;
             let instance = (turn + 1) % bases.len();
             let sent = SystemTime::now();

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub const BATON: &str = env!("CARGO_BIN_EXE_baton");
+use crate::baton_process::baton_binary;
 
 /// `baton` with none of the caller's `BATON_*` or `RUST_LOG` variables.
 pub fn baton() -> Command {
-    let mut cmd = Command::new(BATON);
+    let mut cmd = Command::new(baton_binary());
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy().into_owned();
         if name.starts_with("BATON_") || name == "RUST_LOG" {
@@ -50,11 +50,22 @@ pub struct Service {
 }
 
 impl Service {
+    /// Starts `baton` on the shared Redis with a key prefix of its own.
+    pub async fn on_shared_redis() -> Self {
+        let redis = crate::shared_redis();
+        let prefix = crate::unique_prefix();
+        Self::start(&[
+            ("BATON_REDIS_URL", &redis.url()),
+            ("BATON_KEY_PREFIX", &prefix),
+        ])
+        .await
+    }
+
     /// Starts `baton` on a free port with `env` and waits until /healthz answers.
     pub async fn start(env: &[(&str, &str)]) -> Self {
         // reqwest's TLS (rustls) needs a crypto provider: ring, as baton's own.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let port = crate::helpers::free_port();
+        let port = crate::free_port();
         let listen = format!("127.0.0.1:{port}");
         let log =
             std::env::temp_dir().join(format!("baton-ops-test-{port}-{}.log", std::process::id()));

@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::history::Freeze;
 use super::Run;
+use crate::history::Freeze;
 
 /// Freezes `name` after `after` for `hold` (the freeze's own `until` is
 /// `hold` and a few seconds more), through the instances in turn, unless

@@ -3,15 +3,15 @@
 //! tickets (202), and then collects the ticket (`POST .../tickets/{id}`,
 //! again until granted), leaves it (`DELETE`), or never comes back for it
 //! (granted, its lease is held until `pickup_by`, then ends `not-collected`).
-//! Every call is recorded in the history's tickets, judged by
-//! `ticket_rules.rs`.
+//! Every call is recorded in the history's tickets, judged by the
+//! checker's `rules/tickets.rs`.
 
 use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::history::{Ticket, TicketCall, TicketOp};
 use super::{Rng, Run};
+use crate::history::{Ticket, TicketCall, TicketOp};
 
 /// How long a ticket keeps its place past each call.
 pub const KEEP_PLACE_MS: u64 = 8000;
@@ -75,8 +75,8 @@ pub async fn ticket_loop(id: usize, name: String, run: Run) {
     while !*run.stop.borrow() {
         turn += 1;
         let instance = turn % bases;
-        let priority = (rng.next() % 3) as u8;
-        let wait_ms = [0, 200, 500][(rng.next() % 3) as usize];
+        let priority = (rng.next_u64() % 3) as u8;
+        let wait_ms = [0, 200, 500][(rng.next_u64() % 3) as usize];
         let body = json!({"ttl_ms": 3000, "wait_ms": wait_ms, "priority": priority,
             "keep_place_ms": KEEP_PLACE_MS, "owner": format!("ticket-{id}")});
         let request = run
@@ -95,7 +95,7 @@ pub async fn ticket_loop(id: usize, name: String, run: Run) {
         match (take.status, handle) {
             (201, Some(lease)) => hold(&run, &mut rng, instance, &name, &lease).await,
             (202, Some(handle)) => {
-                let dice = rng.next() % 4;
+                let dice = rng.next_u64() % 4;
                 ticket.abandoned = dice == 3;
                 if !ticket.abandoned {
                     follow_up(&run, &mut rng, turn, &name, &handle, dice == 2, &mut ticket).await;
