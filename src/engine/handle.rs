@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::channel::{Listener, NameChannels};
 use super::connection::{Store, StoreConfig};
 use super::error::Error;
 use super::events::{Audience, Events};
@@ -138,14 +139,20 @@ impl Engine {
             })?;
             (Some(notices), Some(due))
         };
+        let (channels, channel_notices) =
+            NameChannels::open(invoker.store(), shutdown.clone(), tasks.clone());
         let waiters = Registry::start(
             invoker.clone(),
+            channels.clone(),
             settings.max_waiters,
             shutdown.clone(),
             tasks.clone(),
             notices_due,
         );
-        let followers = Followers::start(invoker.clone(), shutdown.clone(), &tasks);
+        let followers =
+            Followers::start(invoker.clone(), channels.clone(), shutdown.clone(), &tasks);
+        let listeners: Vec<Arc<dyn Listener>> = vec![waiters.clone(), followers.clone()];
+        tasks.spawn(channels.hear(channel_notices, listeners, shutdown.clone()));
         let engine = Self(Arc::new(EngineState {
             invoker,
             followers,

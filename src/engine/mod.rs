@@ -11,6 +11,9 @@
 //!   for the window it carries.
 //! - `connection/`: the connection to Redis in each deployment, its calls and
 //!   its subscriptions.
+//! - `channel/`: the names' channels as this instance hears them: one
+//!   subscription per channel, one decoder for every message the library
+//!   writes, handed to the waiters and the holders' streams, its listeners.
 //! - [`events`]: change events, fanned out to this instance's watchers, and
 //!   whether anyone listens (so that calls publish only then).
 //! - `functions/`: baton's library, the lease core (`core/*.lua`) and one
@@ -29,6 +32,7 @@
 //! - `claims/`: several names held together ([`Claims`]), taken one by one
 //!   in one global order through the names' own lines.
 
+mod channel;
 mod claims;
 mod connection;
 mod error;

@@ -8,9 +8,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::event::{HolderEvent, LostReason};
-use super::followers::{Followers, Slot};
-use super::notice::{Heard, HolderMessage};
+use super::followers::{Followers, Heard, Slot};
 use crate::domain::{Kind, LeaseId, Name};
+use crate::engine::channel::HolderMessage;
 use crate::engine::error::Error;
 use crate::engine::functions::follow::{Ended, Follow, Followed, Following};
 

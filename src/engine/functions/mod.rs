@@ -5,8 +5,8 @@
 //! core every function shares, in parts by concern that [`library`] joins
 //! (`core/state.lua` lists them); [`invoker`] makes every call, with what
 //! every call passes; [`tail`] decodes what every serving function's reply
-//! ends with, [`message`] the messages about a waiter, and [`waiter`] is how
-//! the line keeps a waiter. Nothing outside `engine/` sees the wire format.
+//! ends with (its messages about waiters by `channel/message.rs`), and
+//! [`waiter`] is how the line keeps a waiter. Nothing outside `engine/` sees the wire format.
 
 pub(super) mod acquire;
 pub(super) mod ask_yield;
@@ -19,7 +19,6 @@ pub(super) mod history;
 pub(super) mod invoker;
 pub(super) mod keep_alive;
 pub(super) mod library;
-pub(super) mod message;
 pub(super) mod notice;
 pub(super) mod place;
 pub(super) mod refresh;
