@@ -15,8 +15,7 @@ use super::connection::{Store, StoreConfig};
 use super::error::Error;
 use super::events::{Audience, Events};
 use super::following::Followers;
-use super::freeze_book::FreezeBook;
-use super::freezes::{follow, Freezes};
+use super::freezes::{follow, FreezeBook, Freezes};
 use super::functions::invoker::Invoker;
 use super::functions::library::{history_terms, LIBRARY};
 use super::keys::Keys;
@@ -35,6 +34,9 @@ struct EngineState {
     /// How this instance calls the library (the connection and the key
     /// layout among it).
     invoker: Arc<Invoker>,
+    /// The freezes, as this instance holds them (its calls carry them
+    /// through the invoker).
+    book: Arc<FreezeBook>,
     /// This instance's waiters.
     waiters: Arc<Registry>,
     /// Cancelled by [`Engine::shutdown`]: every waiter gives up at once and
@@ -108,11 +110,12 @@ impl Engine {
             keys,
             audience,
             history_terms(settings.history_max, settings.history_days),
-            book,
+            book.clone(),
         ));
         tasks.spawn(follow(
             Freezes {
                 invoker: invoker.clone(),
+                book: book.clone(),
             },
             freeze_pubsub,
             freeze_notices,
@@ -143,6 +146,7 @@ impl Engine {
             NameChannels::open(invoker.store(), shutdown.clone(), tasks.clone());
         let waiters = Registry::start(
             invoker.clone(),
+            book.clone(),
             channels.clone(),
             settings.max_waiters,
             shutdown.clone(),
@@ -155,6 +159,7 @@ impl Engine {
         tasks.spawn(channels.hear(channel_notices, listeners, shutdown.clone()));
         let engine = Self(Arc::new(EngineState {
             invoker,
+            book,
             followers,
             waiters,
             shutdown,
@@ -181,6 +186,7 @@ impl Engine {
     pub fn freezes(&self) -> Freezes {
         Freezes {
             invoker: self.0.invoker.clone(),
+            book: self.0.book.clone(),
         }
     }
 
@@ -227,6 +233,11 @@ impl Engine {
 
     pub(in crate::engine) fn invoker(&self) -> &Invoker {
         &self.0.invoker
+    }
+
+    /// The freezes, as this instance holds them.
+    pub(in crate::engine) fn book(&self) -> &Arc<FreezeBook> {
+        &self.0.book
     }
 
     pub(in crate::engine) fn store(&self) -> &Store {

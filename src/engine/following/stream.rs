@@ -25,7 +25,7 @@ const EXPIRING_BEFORE: Duration = Duration::from_secs(10);
 /// Now, ms since the epoch, as `expires_at` is given (Redis's clock, which
 /// is this host's or close to it).
 fn wall_clock_ms() -> u64 {
-    u64::try_from(crate::engine::freeze_book::wall_clock_ms()).unwrap_or(0)
+    u64::try_from(crate::engine::freezes::wall_clock_ms()).unwrap_or(0)
 }
 
 /// What woke a stream.

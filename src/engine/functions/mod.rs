@@ -14,7 +14,6 @@ pub(super) mod check;
 pub(super) mod cursor;
 pub(super) mod follow;
 pub(super) mod force_release;
-pub(super) mod freezes;
 pub(super) mod history;
 pub(super) mod invoker;
 pub(super) mod keep_alive;

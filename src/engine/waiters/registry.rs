@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::mailbox::{Mailbox, WaiterNotice};
 use crate::domain::{Kind, Name};
 use crate::engine::channel::{LineMessage, NameChannels, Subscription};
+use crate::engine::freezes::FreezeBook;
 use crate::engine::functions::invoker::Invoker;
 use crate::engine::functions::tail::Tail;
 
@@ -47,6 +48,9 @@ pub(super) struct NameWaiters {
 pub(crate) struct Registry {
     /// How this instance calls the library (and its id in Redis's lines).
     pub(super) invoker: Arc<Invoker>,
+    /// The freezes, as this instance holds them: a freeze's end serves the
+    /// line.
+    pub(super) book: Arc<FreezeBook>,
     names: Mutex<HashMap<Arc<str>, NameWaiters>>,
     pub(super) count: AtomicUsize,
     pub(super) max: usize,
@@ -70,6 +74,7 @@ impl Registry {
     /// channels as one of their listeners.
     pub(crate) fn start(
         invoker: Arc<Invoker>,
+        book: Arc<FreezeBook>,
         channels: Arc<NameChannels>,
         max: usize,
         shutdown: CancellationToken,
@@ -78,6 +83,7 @@ impl Registry {
     ) -> Arc<Self> {
         let registry = Arc::new(Self {
             invoker,
+            book,
             names: Mutex::default(),
             closed: std::sync::atomic::AtomicBool::new(false),
             count: AtomicUsize::new(0),

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::registry::Registry;
 use crate::engine::channel::{Listener, NameMessage};
-use crate::engine::freeze_book::{wall_clock_ms, FRESH_WAIT};
+use crate::engine::freezes::{wall_clock_ms, FRESH_WAIT};
 use crate::engine::functions::keep_alive::KeepAlive;
 
 /// How often an instance tells Redis that its waiters on a name are alive.
@@ -107,7 +107,7 @@ impl Registry {
                     let stale = beat.held_back && !again && self.thaw_in(kind, &name).is_none();
                     again = stale;
                     if stale {
-                        self.invoker.book().ready(FRESH_WAIT).await;
+                        self.book.ready(FRESH_WAIT).await;
                         next_tick = Instant::now();
                     }
                     if let Some(expires_in) = beat.next_expiry_in {
@@ -136,8 +136,7 @@ impl Registry {
     fn thaw_in(&self, kind: crate::domain::Kind, name: &crate::domain::Name) -> Option<Duration> {
         let now = wall_clock_ms();
         let freeze = self
-            .invoker
-            .book()
+            .book
             .for_name(kind, name.as_str(), now)
             .filter(|f| f.holds(now))?;
         // A little after, for the clocks of this instance and Redis.
