@@ -57,10 +57,8 @@ pub use freezes::{
 pub use functions::library::{call_context, function_name, history_terms, library_code};
 pub use handle::{Engine, JOINS_AT_ONCE, READS_AT_ONCE};
 pub use keys::Keys;
-pub use leases::{
-    Acquiring, InLine, Leases, Page, PageCursor, PageLimit, Shown, TicketWait, Waiting,
-};
+pub use leases::{Acquiring, InLine, Leases, PageCursor, PageLimit, Shown, TicketWait, Waiting};
 pub use model::{
     Busy, FrozenBy, History, HistoryCursor, HistoryEntry, HistoryLimit, Holder, Lease, LeaseEnd,
-    NoticeState, Place, Refusal, Status, TicketPlace, Waiter,
+    NoticeState, Page, PageSize, Place, Refusal, Status, TicketPlace, Waiter,
 };
