@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+#[cfg(doc)]
+use super::book::FreezeBook;
+
 /// Milliseconds since the Unix epoch on this instance's clock: freezes are
 /// windows of wall-clock time (their windows are judged again by Redis).
 pub fn wall_clock_ms() -> i64 {

@@ -60,7 +60,8 @@ impl Op {
         Self::Notice,
     ];
 
-    /// The operation's name, and its file in `functions/`.
+    /// The operation's name, and its file in `functions/` (`freezes/` for
+    /// the freezes').
     const fn name(self) -> &'static str {
         match self {
             Self::Acquire => "acquire",

@@ -1,7 +1,9 @@
 //! baton's Redis Functions library, one function a pair of files: its Lua
 //! (`NAME.lua`, whose header lists its `ARGV` and replies) and its typed Rust
 //! side (`NAME.rs`: a request that owns its arguments, a reply decoded by a
-//! [`cursor::Cursor`] that rejects what is left over). `core/` is the lease
+//! [`cursor::Cursor`] that rejects what is left over); the freezes' pair
+//! (`freezes.lua`, `function.rs`) lives in their own room, `freezes/`, and
+//! is joined here like the others. `core/` is the lease
 //! core every function shares, in parts by concern that [`library`] joins
 //! (`core/state.lua` lists them); [`invoker`] makes every call, with what
 //! every call passes; [`tail`] decodes what every serving function's reply
