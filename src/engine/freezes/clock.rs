@@ -4,9 +4,6 @@
 
 use std::time::Duration;
 
-#[cfg(doc)]
-use super::book::FreezeBook;
-
 /// Milliseconds since the Unix epoch on this instance's clock: freezes are
 /// windows of wall-clock time (their windows are judged again by Redis).
 pub fn wall_clock_ms() -> i64 {
@@ -20,12 +17,12 @@ pub fn wall_clock_ms() -> i64 {
 pub const FRESH_FOR: Duration = Duration::from_secs(1);
 
 /// A call that may grant, built with a list older than this, has the list
-/// checked in the background ([`FreezeBook::ready`]): under steady traffic
+/// checked in the background (`FreezeBook::ready`): under steady traffic
 /// the list stays fresh without a call ever waiting for it.
 pub const CHECK_AFTER: Duration = Duration::from_millis(500);
 
 /// A call that may grant, built with a list older than this, waits for a
-/// check first ([`FreezeBook::ready`]): the first call after a quiet spell
+/// check first (`FreezeBook::ready`): the first call after a quiet spell
 /// pays one round trip.
 pub const WAIT_AFTER: Duration = Duration::from_millis(800);
 

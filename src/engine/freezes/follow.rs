@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::admin::Freezes;
 use super::clock::wall_clock_ms;
 #[cfg(doc)]
 use super::clock::FRESH_FOR;
-use super::Freezes;
 use crate::engine::connection::{PubSub, PubSubNotice, PubSubNotices};
 
 /// How often the list is read again though nobody said it changed.
