@@ -10,12 +10,12 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::channel::{Listener, NameChannels};
 use super::connection::{Store, StoreConfig};
 use super::error::Error;
 use super::events::{Audience, Events};
 use super::following::Followers;
-use super::freeze_book::FreezeBook;
-use super::freezes::{follow, Freezes};
+use super::freezes::{follow, FreezeBook, Freezes};
 use super::functions::invoker::Invoker;
 use super::functions::library::{history_terms, LIBRARY};
 use super::keys::Keys;
@@ -34,6 +34,9 @@ struct EngineState {
     /// How this instance calls the library (the connection and the key
     /// layout among it).
     invoker: Arc<Invoker>,
+    /// The freezes, as this instance holds them (its calls carry them
+    /// through the invoker).
+    book: Arc<FreezeBook>,
     /// This instance's waiters.
     waiters: Arc<Registry>,
     /// Cancelled by [`Engine::shutdown`]: every waiter gives up at once and
@@ -107,11 +110,12 @@ impl Engine {
             keys,
             audience,
             history_terms(settings.history_max, settings.history_days),
-            book,
+            book.clone(),
         ));
         tasks.spawn(follow(
             Freezes {
                 invoker: invoker.clone(),
+                book: book.clone(),
             },
             freeze_pubsub,
             freeze_notices,
@@ -138,16 +142,24 @@ impl Engine {
             })?;
             (Some(notices), Some(due))
         };
+        let (channels, channel_notices) =
+            NameChannels::open(invoker.store(), shutdown.clone(), tasks.clone());
         let waiters = Registry::start(
             invoker.clone(),
+            book.clone(),
+            channels.clone(),
             settings.max_waiters,
             shutdown.clone(),
             tasks.clone(),
             notices_due,
         );
-        let followers = Followers::start(invoker.clone(), shutdown.clone(), &tasks);
+        let followers =
+            Followers::start(invoker.clone(), channels.clone(), shutdown.clone(), &tasks);
+        let listeners: Vec<Arc<dyn Listener>> = vec![waiters.clone(), followers.clone()];
+        tasks.spawn(channels.hear(channel_notices, listeners, shutdown.clone()));
         let engine = Self(Arc::new(EngineState {
             invoker,
+            book,
             followers,
             waiters,
             shutdown,
@@ -174,6 +186,7 @@ impl Engine {
     pub fn freezes(&self) -> Freezes {
         Freezes {
             invoker: self.0.invoker.clone(),
+            book: self.0.book.clone(),
         }
     }
 
@@ -220,6 +233,11 @@ impl Engine {
 
     pub(in crate::engine) fn invoker(&self) -> &Invoker {
         &self.0.invoker
+    }
+
+    /// The freezes, as this instance holds them.
+    pub(in crate::engine) fn book(&self) -> &Arc<FreezeBook> {
+        &self.0.book
     }
 
     pub(in crate::engine) fn store(&self) -> &Store {

@@ -14,7 +14,7 @@ use utoipa_axum::router::OpenApiRouter;
 use super::kind_doc::{add_schemas, name_parameter, operation};
 use super::lease::NamePath;
 use super::{AppError, AppState, Caller, Json};
-use crate::domain::{Demand, Kind, Scope};
+use crate::domain::{Demand, Kind, Name, Scope};
 use crate::engine::{History, HistoryCursor, HistoryEntry, HistoryLimit, LeaseEnd};
 use crate::wire::rfc3339_ms;
 use crate::wire::{HistoryBody, HistoryEntryBody, LeaseEndBody, ProblemType};
@@ -113,13 +113,13 @@ async fn history(
         .leases(kind)
         .history(&name, limit, before.as_ref())
         .await?;
-    Ok(Json(history_body(kind, page)))
+    Ok(Json(history_body(kind, &name, page)))
 }
 
 /// A page of history as the wire shows it.
-fn history_body(kind: Kind, page: History) -> HistoryBody {
+fn history_body(kind: Kind, name: &Name, page: History) -> HistoryBody {
     HistoryBody {
-        name: page.name.to_string(),
+        name: name.to_string(),
         entries: page
             .entries
             .into_iter()

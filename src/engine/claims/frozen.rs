@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::Claims;
 use crate::domain::{ClaimParts, Kind, Name};
-use crate::engine::freeze_book::wall_clock_ms;
+use crate::engine::freezes::wall_clock_ms;
 use crate::engine::model::FrozenBy;
 
 /// A name of a claim that a freeze holds, and the freeze.
@@ -27,7 +27,7 @@ impl Claims {
     /// The first name of `parts` that a freeze holds now, as this instance
     /// knows it.
     pub(super) fn frozen_part(&self, parts: &ClaimParts) -> Option<FrozenPart> {
-        let book = self.engine.invoker().book();
+        let book = self.engine.book();
         let now = wall_clock_ms();
         parts.iter().find_map(|part| {
             let freeze = book
@@ -49,7 +49,7 @@ impl Claims {
     /// whenever the list of freezes changes and when the next window of any
     /// of them opens.
     pub(super) async fn until_frozen(&self, parts: &ClaimParts) -> FrozenPart {
-        let book = self.engine.invoker().book();
+        let book = self.engine.book();
         let mut changes = book.changes();
         loop {
             changes.mark_unchanged();
@@ -87,7 +87,7 @@ impl Claims {
     /// `deadline`, whichever comes first; `false` when the service began
     /// shutting down meanwhile.
     pub(super) async fn thaw(&self, until_ms: i64, deadline: Instant) -> bool {
-        let mut changes = self.engine.invoker().book().changes();
+        let mut changes = self.engine.book().changes();
         changes.mark_unchanged();
         // A little after the end: Redis judges the window on its own clock.
         let ends = millis_after(wall_clock_ms(), until_ms) + Duration::from_millis(20);

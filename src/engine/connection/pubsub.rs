@@ -108,21 +108,18 @@ impl PubSub {
         self.send(true, ChannelKind::Broadcast, channel).await
     }
 
-    /// Subscribes to a per-name channel (sharded on a cluster), as
-    /// [`Self::subscribe`] does.
-    pub async fn subscribe_shard(&self, channel: &str) -> bool {
-        self.send(true, ChannelKind::Shard, channel).await
-    }
-
     pub async fn unsubscribe(&self, channel: &str) -> bool {
         self.send(false, ChannelKind::Broadcast, channel).await
     }
 
-    pub async fn unsubscribe_shard(&self, channel: &str) -> bool {
-        self.send(false, ChannelKind::Shard, channel).await
+    /// Asks for a per-name channel (sharded on a cluster) to be subscribed
+    /// (`subscribe`) or let go of, at once and in the order asked; the answer says whether Redis
+    /// confirmed it, as [`Self::subscribe`] does (an error: the task stopped).
+    pub fn ask_shard(&self, subscribe: bool, channel: &str) -> oneshot::Receiver<bool> {
+        self.ask(subscribe, ChannelKind::Shard, channel)
     }
 
-    async fn send(&self, subscribe: bool, kind: ChannelKind, channel: &str) -> bool {
+    fn ask(&self, subscribe: bool, kind: ChannelKind, channel: &str) -> oneshot::Receiver<bool> {
         let (done, confirmed) = oneshot::channel();
         let control = Control {
             subscribe,
@@ -130,8 +127,14 @@ impl PubSub {
             channel: channel.to_owned(),
             done,
         };
-        // An error means the task stopped: nothing will be heard anyway.
-        self.control.send(control).is_ok() && confirmed.await.unwrap_or(false)
+        // An error means the task stopped: nothing will be heard anyway, and
+        // the dropped sender answers the receiver with an error.
+        let _ = self.control.send(control);
+        confirmed
+    }
+
+    async fn send(&self, subscribe: bool, kind: ChannelKind, channel: &str) -> bool {
+        self.ask(subscribe, kind, channel).await.unwrap_or(false)
     }
 }
 

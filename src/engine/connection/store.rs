@@ -318,7 +318,7 @@ impl Store {
 
     /// The command a script uses to announce an event on a per-name channel:
     /// `SPUBLISH` on a cluster (only the channel's shard hears it), `PUBLISH`
-    /// elsewhere; [`PubSub::subscribe_shard`] listens with the matching one.
+    /// elsewhere; [`PubSub::ask_shard`] listens with the matching one.
     pub fn shard_publish_command(&self) -> &'static str {
         match self.0.backend {
             Backend::Cluster { .. } => "SPUBLISH",

@@ -1,7 +1,7 @@
-//! This instance's holders' streams, by name: one subscription connection
-//! of their own (a name's channel subscribed while a stream is open on the
-//! name), the dispatch of what the channel says to each stream's mailbox,
-//! and the renewal of the names' "followed" mark in Redis.
+//! This instance's holders' streams, by name: a name's channel joined while
+//! a stream is open on the name, the dispatch of what the channel says to
+//! each stream's mailbox (as one of the channels' listeners), and the
+//! renewal of the names' "followed" mark in Redis.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,13 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::notice::{Heard, HolderMessage};
 use crate::domain::{Kind, Name};
-use crate::engine::connection::{PubSub, PubSubNotice, PubSubNotices};
+use crate::engine::channel::{HolderMessage, Listener, NameChannels, NameMessage, Subscription};
 use crate::engine::functions::follow::KeepFollowing;
 use crate::engine::functions::invoker::Invoker;
 
@@ -27,6 +26,14 @@ pub(super) const RENEW_EVERY: Duration = Duration::from_secs(10);
 const RENEWALS_AT_ONCE: usize = 16;
 /// Words a stream may fall behind before it is told to ask Redis instead.
 const MAILBOX_MAX: usize = 16;
+
+/// What a stream's mailbox holds.
+#[derive(Debug, Clone)]
+pub(super) enum Heard {
+    Message(HolderMessage),
+    /// Messages may have been missed: ask Redis.
+    Resync,
+}
 
 /// A stream's mailbox: what its name's channel said about its lease.
 #[derive(Default)]
@@ -69,39 +76,38 @@ struct NameFollowers {
     kind: Kind,
     name: Name,
     streams: HashMap<u64, Arc<Mailbox>>,
-    /// Whether the name's channel is subscribed.
-    subscribed: watch::Sender<bool>,
+    /// Where the subscription of the name's channel stands.
+    subscribed: watch::Receiver<Subscription>,
 }
 
 /// This instance's holders' streams, by name channel.
 pub(crate) struct Followers {
     pub(super) invoker: Arc<Invoker>,
     names: Mutex<HashMap<Arc<str>, NameFollowers>>,
-    /// The channels to subscribe, to the task that owns the subscriptions.
-    subscribe: mpsc::UnboundedSender<Arc<str>>,
+    /// The names' channels, joined while a stream is open on the name.
+    channels: Arc<NameChannels>,
     next_key: AtomicU64,
     pub(super) shutdown: CancellationToken,
 }
 
 impl Followers {
-    /// Starts the streams' subscription connection and its tasks; all stop
-    /// on `shutdown`.
+    /// Starts the task that renews the names' marks; it stops on
+    /// `shutdown`. The streams hear the names' channels as one of their
+    /// listeners.
     pub(crate) fn start(
         invoker: Arc<Invoker>,
+        channels: Arc<NameChannels>,
         shutdown: CancellationToken,
         tasks: &TaskTracker,
     ) -> Arc<Self> {
-        let (pubsub, notices) = invoker.store().pubsub(shutdown.clone());
-        let (subscribe, requests) = mpsc::unbounded_channel();
         let followers = Arc::new(Self {
             invoker,
             names: Mutex::default(),
-            subscribe,
+            channels,
             next_key: AtomicU64::new(1),
             shutdown,
         });
-        tasks.spawn(followers.clone().hear(notices));
-        tasks.spawn(followers.clone().keep(pubsub, requests, tasks.clone()));
+        tasks.spawn(followers.clone().keep(tasks.clone()));
         followers
     }
 
@@ -110,7 +116,7 @@ impl Followers {
         self.names.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a stream on `name`, subscribing its channel if it is the
+    /// Registers a stream on `name`, joining its channel if it is the
     /// first.
     pub(super) fn register(self: &Arc<Self>, kind: Kind, name: &Name) -> Slot {
         let channel = self.invoker.keys().name_channel(kind, name);
@@ -127,16 +133,15 @@ impl Followers {
                         kind,
                         name: name.clone(),
                         streams: HashMap::new(),
-                        subscribed: watch::Sender::new(false),
+                        subscribed: self.channels.join(&channel),
                     },
                 );
-                let _ = self.subscribe.send(channel.clone());
                 channel
             }
         };
         let subscribed = names.get_mut(&channel).map(|entry| {
             entry.streams.insert(key, mailbox.clone());
-            entry.subscribed.subscribe()
+            entry.subscribed.clone()
         });
         drop(names);
         Slot {
@@ -148,74 +153,17 @@ impl Followers {
         }
     }
 
-    /// Hands each word of the names' channels to the streams of its name;
-    /// after the connection was made again, every stream asks Redis.
-    async fn hear(self: Arc<Self>, mut notices: PubSubNotices) {
-        loop {
-            let notice = tokio::select! {
-                () = self.shutdown.cancelled() => return,
-                notice = notices.recv() => notice,
-            };
-            match notice {
-                Some(PubSubNotice::Message { channel, payload }) => {
-                    let Some(message) = std::str::from_utf8(&payload)
-                        .ok()
-                        .and_then(HolderMessage::decode)
-                    else {
-                        continue;
-                    };
-                    if let Some(entry) = self.names().get(channel.as_str()) {
-                        for mailbox in entry.streams.values() {
-                            mailbox.post(Heard::Message(message.clone()));
-                        }
-                    }
-                }
-                Some(PubSubNotice::Lost) => {}
-                Some(PubSubNotice::Subscribed) => {
-                    for entry in self.names().values() {
-                        entry.subscribed.send_replace(true);
-                        for mailbox in entry.streams.values() {
-                            mailbox.post(Heard::Resync);
-                        }
-                    }
-                }
-                None => return,
-            }
-        }
-    }
-
-    /// Owns the subscriptions: subscribes each new name's channel, in the
-    /// order asked; every [`RENEW_EVERY`] lets go of the names without
-    /// streams and renews the others' mark in Redis. One task, so a channel
-    /// let go of and subscribed again are done in that order.
-    async fn keep(
-        self: Arc<Self>,
-        pubsub: PubSub,
-        mut requests: mpsc::UnboundedReceiver<Arc<str>>,
-        tasks: TaskTracker,
-    ) {
+    /// Every [`RENEW_EVERY`] lets go of the names without streams and
+    /// renews the others' mark in Redis.
+    async fn keep(self: Arc<Self>, tasks: TaskTracker) {
         let mut renew = tokio::time::interval(RENEW_EVERY);
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         renew.tick().await;
         loop {
             tokio::select! {
                 () = self.shutdown.cancelled() => return,
-                channel = requests.recv() => {
-                    let Some(channel) = channel else { return };
-                    if !self.names().contains_key(&channel) {
-                        continue;
-                    }
-                    if pubsub.subscribe_shard(&channel).await {
-                        if let Some(entry) = self.names().get(&channel) {
-                            entry.subscribed.send_replace(true);
-                        }
-                    }
-                }
                 _ = renew.tick() => {
-                    let (idle, followed) = self.sort_names();
-                    for channel in idle {
-                        pubsub.unsubscribe_shard(&channel).await;
-                    }
+                    let followed = self.sort_names();
                     if !followed.is_empty() {
                         tasks.spawn(renew_all(self.invoker.clone(), followed));
                     }
@@ -224,23 +172,21 @@ impl Followers {
         }
     }
 
-    /// Takes the names without streams out (their channels, to let go of),
-    /// and lists the others (to renew).
-    fn sort_names(&self) -> (Vec<Arc<str>>, Vec<(Kind, Name)>) {
+    /// Takes the names without streams out (leaving their channels), and
+    /// lists the others (to renew).
+    fn sort_names(&self) -> Vec<(Kind, Name)> {
         let mut names = self.names();
-        let idle: Vec<Arc<str>> = names
-            .iter()
-            .filter(|(_, entry)| entry.streams.is_empty())
-            .map(|(channel, _)| channel.clone())
-            .collect();
-        for channel in &idle {
-            names.remove(channel);
-        }
-        let followed = names
+        names.retain(|channel, entry| {
+            let open = !entry.streams.is_empty();
+            if !open {
+                self.channels.leave(channel);
+            }
+            open
+        });
+        names
             .values()
             .map(|entry| (entry.kind, entry.name.clone()))
-            .collect();
-        (idle, followed)
+            .collect()
     }
 }
 
@@ -265,7 +211,7 @@ pub(super) struct Slot {
     channel: Arc<str>,
     key: u64,
     pub(super) mailbox: Arc<Mailbox>,
-    subscribed: Option<watch::Receiver<bool>>,
+    subscribed: Option<watch::Receiver<Subscription>>,
 }
 
 impl Slot {
@@ -273,7 +219,8 @@ impl Slot {
     /// (Redis is slow: a resync follows the subscription).
     pub(super) async fn subscribed(&mut self, at_most: Duration) {
         if let Some(mut subscribed) = self.subscribed.take() {
-            let _ = tokio::time::timeout(at_most, subscribed.wait_for(|up| *up)).await;
+            let confirmed = subscribed.wait_for(|s| *s == Subscription::Confirmed);
+            let _ = tokio::time::timeout(at_most, confirmed).await;
         }
     }
 
@@ -286,6 +233,29 @@ impl Drop for Slot {
     fn drop(&mut self) {
         if let Some(entry) = self.followers.names().get_mut(&self.channel) {
             entry.streams.remove(&self.key);
+        }
+    }
+}
+
+impl Listener for Followers {
+    /// A word about a followed lease goes to every stream on its name here.
+    fn heard(&self, channel: &str, message: &NameMessage) {
+        let NameMessage::Holder(message) = message else {
+            return;
+        };
+        if let Some(entry) = self.names().get(channel) {
+            for mailbox in entry.streams.values() {
+                mailbox.post(Heard::Message(message.clone()));
+            }
+        }
+    }
+
+    /// Words may have been missed: every stream asks Redis.
+    fn resubscribed(&self) {
+        for entry in self.names().values() {
+            for mailbox in entry.streams.values() {
+                mailbox.post(Heard::Resync);
+            }
         }
     }
 }

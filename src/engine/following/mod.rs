@@ -9,16 +9,16 @@
 //! hash with a time limit, renewed every 10 s while a
 //! stream is open on the name), and only then do the calls that change a
 //! lease publish a word about it on the name's channel (`r`, `l`, `f`, `y`:
-//! `notice.rs` decodes them); each instance hears them on one subscription
-//! connection of its own, subscribed to a name's channel while it has a
-//! stream there (`followers.rs`), and hands them to the streams' mailboxes.
+//! `channel/message.rs` decodes them); each instance hears them on its one
+//! subscription to the names' channels (`channel/`), joined to a name's
+//! channel while it has a stream there (`followers.rs`), and hands them to
+//! the streams' mailboxes.
 //! An expiry is nobody's call: each stream keeps a timer at its lease's
 //! expiry and asks Redis then (`stream.rs`), and says `lost` only once Redis
 //! confirms that the lease is gone.
 
 mod event;
 mod followers;
-mod notice;
 mod stream;
 
 pub use event::{HolderEvent, LostReason};

@@ -8,9 +8,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::event::{HolderEvent, LostReason};
-use super::followers::{Followers, Slot};
-use super::notice::{Heard, HolderMessage};
+use super::followers::{Followers, Heard, Slot};
 use crate::domain::{Kind, LeaseId, Name};
+use crate::engine::channel::HolderMessage;
 use crate::engine::error::Error;
 use crate::engine::functions::follow::{Ended, Follow, Followed, Following};
 
@@ -25,7 +25,7 @@ const EXPIRING_BEFORE: Duration = Duration::from_secs(10);
 /// Now, ms since the epoch, as `expires_at` is given (Redis's clock, which
 /// is this host's or close to it).
 fn wall_clock_ms() -> u64 {
-    u64::try_from(crate::engine::freeze_book::wall_clock_ms()).unwrap_or(0)
+    u64::try_from(crate::engine::freezes::wall_clock_ms()).unwrap_or(0)
 }
 
 /// What woke a stream.

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::book::FreezeBook;
+use super::clock::wall_clock_ms;
+use super::function::{read_stored, ChangeFreezes, Changed, FreezesVersion, ListFreezes};
+use super::timeline::{Read, Timeline};
 use crate::domain::{Freeze, FreezeId};
 use crate::engine::error::Error;
-use crate::engine::freeze_book::{wall_clock_ms, FreezeBook, Read, Timeline};
-use crate::engine::functions::freezes::{
-    read_stored, ChangeFreezes, Changed, FreezesVersion, ListFreezes,
-};
 use crate::engine::functions::invoker::Invoker;
 
 /// How many freezes in force one token name may keep, so that no team can
@@ -21,6 +21,8 @@ pub const MAX_FREEZES_PER_NAME: usize = 100;
 #[derive(Clone)]
 pub struct Freezes {
     pub(in crate::engine) invoker: Arc<Invoker>,
+    /// This instance's copy of the list.
+    pub(in crate::engine) book: Arc<FreezeBook>,
 }
 
 /// What making a freeze came to.
@@ -39,7 +41,7 @@ pub enum Put {
 impl Freezes {
     /// This instance's copy of the list.
     pub fn book(&self) -> &Arc<FreezeBook> {
-        self.invoker.book()
+        &self.book
     }
 
     /// Every freeze `shown` lets through, as Redis has them now (this

@@ -3,7 +3,7 @@
 //! when its subscription is made again (a message may have been missed),
 //! and every [`RELOAD_EVERY`] as a safety net; and it checks the list's
 //! version when a call that may grant finds it getting old
-//! (`FreezeBook::ready`), so that the list is fresh (`freeze_book.rs`)
+//! (`FreezeBook::ready`), so that the list is fresh (`book.rs`)
 //! whenever a call needs it, and costs Redis nothing while nobody calls: a
 //! list not found to be Redis's for [`FRESH_FOR`] grants nothing.
 //! Each turn it also works out again the windows of freezes whose window
@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::Freezes;
-use crate::engine::connection::{PubSub, PubSubNotice, PubSubNotices};
-use crate::engine::freeze_book::wall_clock_ms;
+use super::admin::Freezes;
+use super::clock::wall_clock_ms;
 #[cfg(doc)]
-use crate::engine::freeze_book::FRESH_FOR;
+use super::clock::FRESH_FOR;
+use crate::engine::connection::{PubSub, PubSubNotice, PubSubNotices};
 
 /// How often the list is read again though nobody said it changed.
 const RELOAD_EVERY: Duration = Duration::from_secs(5);

@@ -15,8 +15,15 @@ use crate::domain::{Kind, Name};
 use crate::engine::connection::Store;
 use crate::engine::error::Error;
 use crate::engine::events::Audience;
-use crate::engine::freeze_book::FreezeBook;
 use crate::engine::keys::Keys;
+
+/// What a call carries of the freezes: the freeze field of its context
+/// (`core/state.lua`), from this instance's list of them (the freezes'
+/// book, `freezes/book.rs`, which lives above the library).
+pub(in crate::engine) trait FreezeField: Send + Sync {
+    /// The freeze field of a call on the `kind` named `name` made now.
+    fn context_field(&self, kind: Kind, name: &str) -> String;
+}
 
 /// Who calls the library and how: the connection, the key layout, this
 /// instance's id in Redis's lines, and whether anyone listens to change
@@ -30,7 +37,7 @@ pub(in crate::engine) struct Invoker {
     audience: Arc<Audience>,
     /// The freezes, as this instance holds them: a call that may grant
     /// carries the name's (in its context).
-    book: Arc<FreezeBook>,
+    freezes: Arc<dyn FreezeField>,
     /// The history's terms every call carries in its context.
     history: String,
 }
@@ -43,7 +50,7 @@ impl Invoker {
         keys: Keys,
         audience: Arc<Audience>,
         history: String,
-        book: Arc<FreezeBook>,
+        freezes: Arc<dyn FreezeField>,
     ) -> Self {
         Self {
             store,
@@ -51,13 +58,8 @@ impl Invoker {
             instance: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned(),
             audience,
             history,
-            book,
+            freezes,
         }
-    }
-
-    /// The freezes as this instance holds them.
-    pub(in crate::engine) fn book(&self) -> &Arc<FreezeBook> {
-        &self.book
     }
 
     pub(in crate::engine) fn store(&self) -> &Store {
@@ -109,7 +111,7 @@ impl Invoker {
             // `FreezeBook::ready`: at most about twice a second per instance
             // under traffic, never while it is quiet, not per request).
             .arg(call_context(
-                &self.book.context_field(kind, name.as_str()),
+                &self.freezes.context_field(kind, name.as_str()),
                 kind,
                 self.store.shard_publish_command(),
                 &self.instance,

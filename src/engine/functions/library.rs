@@ -60,7 +60,8 @@ impl Op {
         Self::Notice,
     ];
 
-    /// The operation's name, and its file in `functions/`.
+    /// The operation's name, and its file in `functions/` (`freezes/` for
+    /// the freezes').
     const fn name(self) -> &'static str {
         match self {
             Self::Acquire => "acquire",
@@ -90,7 +91,7 @@ impl Op {
             Self::ForceRelease => include_str!("force_release.lua"),
             Self::KeepAlive => include_str!("keep_alive.lua"),
             Self::Place => include_str!("place.lua"),
-            Self::Freezes => include_str!("freezes.lua"),
+            Self::Freezes => include_str!("../freezes/freezes.lua"),
             Self::Follow => include_str!("follow.lua"),
             Self::AskYield => include_str!("ask_yield.lua"),
             Self::History => include_str!("history.lua"),
@@ -321,14 +322,15 @@ mod tests {
 
     /// The Lua files' comments name parts and files that exist: each part of
     /// the core says its place in [`CORE`], and every `x.lua` named (a
-    /// function's, or a core part's) is a file here, and a function named
-    /// with its file (`serve_line(), admission.lua`) is defined in it.
+    /// function's, or a core part's) is a file here (or the freezes' own, in
+    /// `freezes/`), and a function named with its file
+    /// (`serve_line(), admission.lua`) is defined in it.
     #[test]
     fn every_lua_header_names_its_part_and_files_that_exist() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine/functions");
         let read = |path: &std::path::Path| std::fs::read_to_string(path).expect("a Lua file");
         let mut files = Vec::new();
-        for sub in ["", "core"] {
+        for sub in ["", "core", "../freezes"] {
             for entry in std::fs::read_dir(dir.join(sub)).expect("the Lua files") {
                 let path = entry.expect("an entry").path();
                 if path.extension().is_some_and(|e| e == "lua") {
@@ -336,9 +338,16 @@ mod tests {
                 }
             }
         }
-        let exists = |name: &str| {
-            let name = name.trim_start_matches("core/");
-            dir.join(name).exists() || dir.join("core").join(name).exists()
+        // Where a named file lives: a part of the core, the freezes' own,
+        // or a function's here.
+        let home = |name: &str| {
+            let name = name
+                .trim_start_matches("core/")
+                .trim_start_matches("freezes/");
+            ["core", "../freezes", ""]
+                .iter()
+                .map(|sub| dir.join(sub).join(name))
+                .find(|path| path.exists())
         };
         for (i, part) in CORE.iter().enumerate() {
             let first = part.lines().next().unwrap_or_default();
@@ -358,18 +367,14 @@ mod tests {
                     if lua == ".lua" || lua.starts_with('/') {
                         continue;
                     }
-                    assert!(exists(lua), "{path:?} names {lua}");
+                    let Some(home) = home(lua) else {
+                        panic!("{path:?} names {lua}");
+                    };
                     // "serve_line(), admission.lua" or "pack_lease() (formats.lua"
                     let before = line[..begin].trim_end_matches(['(', ' ', ',']);
                     if let Some(call) = before.strip_suffix("()") {
                         let from = call.rfind(|c: char| !word(c)).map_or(0, |b| b + 1);
                         let function = &call[from..];
-                        let lua = lua.trim_start_matches("core/");
-                        let home = if dir.join("core").join(lua).exists() {
-                            dir.join("core").join(lua)
-                        } else {
-                            dir.join(lua)
-                        };
                         assert!(
                             read(&home).contains(&format!("function {function}(")),
                             "{path:?}: {function}() is not in {lua}"

@@ -1,12 +1,14 @@
 //! baton's Redis Functions library, one function a pair of files: its Lua
 //! (`NAME.lua`, whose header lists its `ARGV` and replies) and its typed Rust
 //! side (`NAME.rs`: a request that owns its arguments, a reply decoded by a
-//! [`cursor::Cursor`] that rejects what is left over). `core/` is the lease
+//! [`cursor::Cursor`] that rejects what is left over); the freezes' pair
+//! (`freezes.lua`, `function.rs`) lives in their own room, `freezes/`, and
+//! is joined here like the others. `core/` is the lease
 //! core every function shares, in parts by concern that [`library`] joins
 //! (`core/state.lua` lists them); [`invoker`] makes every call, with what
 //! every call passes; [`tail`] decodes what every serving function's reply
-//! ends with, [`message`] the messages about a waiter, and [`waiter`] is how
-//! the line keeps a waiter. Nothing outside `engine/` sees the wire format.
+//! ends with (its messages about waiters by `channel/message.rs`), and
+//! [`waiter`] is how the line keeps a waiter. Nothing outside `engine/` sees the wire format.
 
 pub(super) mod acquire;
 pub(super) mod ask_yield;
@@ -14,12 +16,10 @@ pub(super) mod check;
 pub(super) mod cursor;
 pub(super) mod follow;
 pub(super) mod force_release;
-pub(super) mod freezes;
 pub(super) mod history;
 pub(super) mod invoker;
 pub(super) mod keep_alive;
 pub(super) mod library;
-pub(super) mod message;
 pub(super) mod notice;
 pub(super) mod place;
 pub(super) mod refresh;

@@ -4,8 +4,8 @@
 //! messages for the caller's own waiters.
 
 use super::cursor::Cursor;
-use super::message::LineMessage;
 use crate::domain::{Kind, Name, Owner};
+use crate::engine::channel::{LineMessage, NameMessage};
 use crate::engine::error::Error;
 use crate::telemetry::{audit, record_expired};
 
@@ -54,8 +54,9 @@ impl Tail {
         let mut messages = Vec::with_capacity(m);
         for _ in 0..m {
             let text = reply.text()?;
-            let message = LineMessage::decode(&text)
-                .ok_or_else(|| Error::Protocol(format!("not a line message: {text:?}")))?;
+            let Some(NameMessage::Line(message)) = NameMessage::decode(&text) else {
+                return Err(Error::Protocol(format!("not a line message: {text:?}")));
+            };
             messages.push(message);
         }
         Ok(Self { expired, messages })

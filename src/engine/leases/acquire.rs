@@ -24,7 +24,7 @@ use super::operations::Leases;
 use super::waiting::Waiting;
 use crate::domain::{AcquireRequest, Demand, Name, Owner};
 use crate::engine::error::Error;
-use crate::engine::freeze_book::FRESH_WAIT;
+use crate::engine::freezes::FRESH_WAIT;
 use crate::engine::functions::acquire::{Acquire, Attempt, Join};
 use crate::engine::functions::waiter::LineEntry;
 use crate::engine::model::{Lease, Refusal};
@@ -69,15 +69,7 @@ impl Leases {
         if acquisition.request.wait.as_duration().is_zero()
             && acquisition.request.keep_place.is_none()
             && acquisition.request.override_reason.is_none()
-            && !Box::pin(
-                acquisition
-                    .leases
-                    .engine
-                    .invoker()
-                    .book()
-                    .fresh_within(FRESH_WAIT),
-            )
-            .await
+            && !Box::pin(acquisition.leases.engine.book().fresh_within(FRESH_WAIT)).await
         {
             acquisition.armed = false;
             return Err(Error::Unavailable(
@@ -209,7 +201,7 @@ impl Leases {
         if !matches!(attempt, Ok(Attempt::Frozen)) || acquisition.frozen_by().is_some() {
             return attempt;
         }
-        if !self.engine.invoker().book().fresh_within(FRESH_WAIT).await {
+        if !self.engine.book().fresh_within(FRESH_WAIT).await {
             return attempt;
         }
         *attempts += 1;

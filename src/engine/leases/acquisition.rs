@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::operations::Leases;
 use crate::domain::{AcquireRequest, Demand, LeaseId, Name, TokenName};
 use crate::engine::error::Error;
-use crate::engine::freeze_book::wall_clock_ms;
+use crate::engine::freezes::wall_clock_ms;
 use crate::engine::functions::acquire::Attempt;
 use crate::engine::functions::release::{End, Ended};
 use crate::engine::functions::ticket::{TicketCall, TicketReply};
@@ -218,7 +218,7 @@ impl Acquisition {
         if self.request.override_reason.is_some() {
             return None;
         }
-        let book = self.leases.engine.invoker().book();
+        let book = self.leases.engine.book();
         let now = wall_clock_ms();
         let freeze = book
             .for_name(self.leases.kind, self.name.as_str(), now)

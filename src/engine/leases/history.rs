@@ -27,7 +27,6 @@ impl Leases {
         };
         let reply = self.run(name, &read).await?;
         Ok(History {
-            name: name.clone(),
             entries: reply.entries,
             next_cursor: reply
                 .next

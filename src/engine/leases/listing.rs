@@ -27,7 +27,7 @@ use super::operations::Leases;
 use crate::domain::{Invalid, Name, NamePrefix};
 use crate::engine::error::Error;
 use crate::engine::handle::Engine;
-use crate::engine::model::Status;
+use crate::engine::model::{Page, PageSize, Status};
 
 /// Status scripts run at once for one page.
 const STATUS_CALLS_IN_FLIGHT: usize = 64;
@@ -42,33 +42,9 @@ const FILL_ROUNDS: usize = 4;
 /// The COUNT of each SCAN: buckets of the keyspace visited per call.
 const SCAN_COUNT: usize = 1000;
 
-/// How many entries one page may hold: 1 to 1000, 100 by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PageLimit(usize);
-
-impl PageLimit {
-    pub const MAX: usize = 1000;
-    pub const DEFAULT: usize = 100;
-
-    /// # Errors
-    /// When `n` is 0 or over 1000.
-    pub fn new(n: u64) -> Result<Self, Invalid> {
-        match usize::try_from(n) {
-            Ok(n) if (1..=Self::MAX).contains(&n) => Ok(Self(n)),
-            _ => Err(Invalid(format!("must be between 1 and {}", Self::MAX))),
-        }
-    }
-
-    pub fn get(self) -> usize {
-        self.0
-    }
-}
-
-impl Default for PageLimit {
-    fn default() -> Self {
-        Self(Self::DEFAULT)
-    }
-}
+/// How many entries one page of a listing may hold: 1 to 1000, 100 by
+/// default.
+pub type PageLimit = PageSize<1000, 100>;
 
 /// Where the next page starts: opaque to clients, `NODE-SCAN_CURSOR` or
 /// `NODE-SCAN_CURSOR.HEX_OF_LAST_NAME`.
@@ -134,14 +110,6 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// One page of a listing, sorted by name.
-#[derive(Debug)]
-pub struct Page<T> {
-    pub entries: Vec<T>,
-    /// Where the next page starts; `None` when this was the last.
-    pub next_cursor: Option<PageCursor>,
-}
-
 impl Leases {
     /// One page of those in use (with holders) whose names start with
     /// `prefix` and are `shown` (those the caller may read), sorted by name.
@@ -154,7 +122,7 @@ impl Leases {
         limit: PageLimit,
         cursor: PageCursor,
         shown: Shown<'_>,
-    ) -> Result<Page<Status>, Error> {
+    ) -> Result<Page<Status, PageCursor>, Error> {
         page(self, prefix, limit, cursor, shown).await
     }
 }
@@ -177,7 +145,7 @@ async fn page(
     limit: PageLimit,
     cursor: PageCursor,
     shown: Shown<'_>,
-) -> Result<Page<Status>, Error> {
+) -> Result<Page<Status, PageCursor>, Error> {
     let (engine, kind) = (leases.engine(), leases.kind());
     // One turn for the whole page: its status calls run together, as one read.
     let _turn = engine.read_turn().await;
@@ -192,7 +160,7 @@ async fn page(
         let Some(from) = next_cursor.take() else {
             break;
         };
-        let want = PageLimit((limit.get() - entries.len()).max(1));
+        let want = (limit.get() - entries.len()).max(1);
         let (names, next) = find_names(
             engine,
             &pattern,
@@ -237,10 +205,9 @@ async fn find_names(
     kind: &str,
     name_of: impl Fn(&str) -> Option<&str>,
     shown: Shown<'_>,
-    limit: PageLimit,
+    limit: usize,
     cursor: PageCursor,
 ) -> Result<(Vec<Name>, Option<PageCursor>), Error> {
-    let limit = limit.get();
     let PageCursor {
         mut node,
         mut scan,

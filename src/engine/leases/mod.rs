@@ -20,7 +20,7 @@ mod tickets;
 mod waiting;
 
 pub use acquire::Acquiring;
-pub use listing::{Page, PageCursor, PageLimit, Shown};
+pub use listing::{PageCursor, PageLimit, Shown};
 pub use operations::Leases;
 pub use progress::InLine;
 pub use tickets::TicketWait;

@@ -7,7 +7,7 @@
 use super::run_to_end::RunToEnd;
 use crate::domain::{Kind, LeaseId, Name, TokenName, Ttl};
 use crate::engine::error::Error;
-use crate::engine::freeze_book::FRESH_WAIT;
+use crate::engine::freezes::FRESH_WAIT;
 use crate::engine::functions::check::{Check, Stored};
 use crate::engine::functions::force_release::ForceRelease;
 use crate::engine::functions::library::{Function, Serving};
@@ -76,7 +76,7 @@ impl Leases {
         // freezes this instance found to be Redis's moments ago (else it
         // would hold the line back, `FreezeBook::context_field`). Nothing
         // is sent while it waits: cancelled here, it changes nothing.
-        self.engine.invoker().book().ready(FRESH_WAIT).await;
+        self.engine.book().ready(FRESH_WAIT).await;
         let call = self.engine.invoker().call(self.kind, name, function);
         let (engine, kind, name) = (self.engine.clone(), self.kind, name.clone());
         RunToEnd::new(async move {

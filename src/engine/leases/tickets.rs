@@ -14,7 +14,7 @@ use super::operations::Leases;
 use super::waiting::Waiting;
 use crate::domain::{AcquireRequest, Demand, Forsaken, KeepPlace, LeaseId, Name, Ttl, WaitTime};
 use crate::engine::error::Error;
-use crate::engine::freeze_book::wall_clock_ms;
+use crate::engine::freezes::wall_clock_ms;
 use crate::engine::functions::acquire::{Attempt, Join};
 use crate::engine::functions::ticket::{TicketCall, TicketReply};
 use crate::engine::functions::waiter::StoredWaiter;
@@ -258,7 +258,6 @@ impl Leases {
         let now = wall_clock_ms();
         let freeze = self
             .engine
-            .invoker()
             .book()
             .for_name(self.kind, name.as_str(), now)
             .filter(|f| f.holds(now))?;

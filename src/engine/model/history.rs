@@ -1,7 +1,8 @@
 //! A name's history as the core answers it: how each lease ended, one entry
 //! per lease (never its id), and a page of them with its cursor and limit.
 
-use crate::domain::{Invalid, Name, Owner, Priority, TokenName};
+use super::page::{Page, PageSize};
+use crate::domain::{Invalid, Owner, Priority, TokenName};
 
 /// How a lease in a name's history ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,13 +47,7 @@ pub struct HistoryEntry {
 }
 
 /// One page of a name's history, newest first.
-#[derive(Debug, Clone)]
-pub struct History {
-    pub name: Name,
-    pub entries: Vec<HistoryEntry>,
-    /// Where the next page starts, while more remain.
-    pub next_cursor: Option<HistoryCursor>,
-}
+pub type History = Page<HistoryEntry, HistoryCursor>;
 
 /// Where a page of history starts: opaque to clients (a stream id,
 /// `MS-SEQ`).
@@ -81,29 +76,4 @@ impl HistoryCursor {
 }
 
 /// How many entries a page of history holds: 1 to 100, 20 by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HistoryLimit(usize);
-
-impl HistoryLimit {
-    pub const MAX: usize = 100;
-    pub const DEFAULT: usize = 20;
-
-    /// # Errors
-    /// When `n` is 0 or over 100.
-    pub fn new(n: u64) -> Result<Self, Invalid> {
-        match usize::try_from(n) {
-            Ok(n) if (1..=Self::MAX).contains(&n) => Ok(Self(n)),
-            _ => Err(Invalid(format!("must be between 1 and {}", Self::MAX))),
-        }
-    }
-
-    pub fn get(self) -> usize {
-        self.0
-    }
-}
-
-impl Default for HistoryLimit {
-    fn default() -> Self {
-        Self(Self::DEFAULT)
-    }
-}
+pub type HistoryLimit = PageSize<100, 20>;

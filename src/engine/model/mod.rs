@@ -1,14 +1,17 @@
 //! The values the core answers with: a lease as its holder sees it, a lock
 //! or semaphore as anyone may see it (never a lease id), and why an
-//! acquisition got no lease; a name's history in `history.rs`.
+//! acquisition got no lease; a name's history in `history.rs`, and one
+//! page of anything answered a page at a time in `page.rs`.
 
 use std::time::Duration;
 
 use crate::domain::{Demand, FreezeId, LeaseId, Limit, Name, Owner, Priority, Reason, Ttl};
 
 mod history;
+mod page;
 
 pub use history::{History, HistoryCursor, HistoryEntry, HistoryLimit, LeaseEnd};
+pub use page::{Page, PageSize};
 
 /// A live lease, as its holder sees it.
 #[derive(Debug, Clone)]

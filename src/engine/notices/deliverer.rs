@@ -25,7 +25,7 @@ use super::body::{signature, NoticeBody};
 use super::post::{client, post, ANSWER_TIMEOUT};
 use crate::domain::{Kind, LeaseId, Name};
 use crate::engine::error::Error;
-use crate::engine::freeze_book::wall_clock_ms;
+use crate::engine::freezes::wall_clock_ms;
 use crate::engine::functions::invoker::Invoker;
 use crate::engine::functions::notice::{Claimed, NoticeCall, NoticeReply};
 

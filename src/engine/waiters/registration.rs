@@ -7,11 +7,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 
 use super::mailbox::{Mailbox, WaiterNotice};
 use super::registry::{NameWaiters, Registry, WaiterSlot};
 use crate::domain::{Kind, Name};
+use crate::engine::channel::Subscription;
 use crate::engine::error::Error;
 
 impl Registry {
@@ -53,7 +54,7 @@ impl Registry {
                 unsure: false,
                 wake_at: None,
                 nudge: Arc::new(Notify::new()),
-                subscribed: watch::Sender::new(0),
+                subscribed: self.channels.join(&channel),
             };
             self.tasks.spawn(
                 self.clone()
@@ -96,9 +97,12 @@ impl Registration {
             .registry
             .names()
             .get(&self.channel)
-            .map(|entry| entry.subscribed.subscribe());
+            .map(|entry| entry.subscribed.clone());
         if let Some(mut subscribed) = subscribed {
-            let _ = tokio::time::timeout(at_most, subscribed.wait_for(|g| *g > 0)).await;
+            // Answered, either way: a subscription that failed is made again
+            // with the connection, and every waiter asks Redis then.
+            let wait = subscribed.wait_for(|s| *s != Subscription::Asked);
+            let _ = tokio::time::timeout(at_most, wait).await;
         }
     }
 

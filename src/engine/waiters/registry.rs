@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::mailbox::{Mailbox, WaiterNotice};
 use crate::domain::{Kind, Name};
-use crate::engine::connection::PubSub;
+use crate::engine::channel::{LineMessage, NameChannels, Subscription};
+use crate::engine::freezes::FreezeBook;
 use crate::engine::functions::invoker::Invoker;
-use crate::engine::functions::message::LineMessage;
 use crate::engine::functions::tail::Tail;
 
 /// One waiter, as the dispatcher needs it.
@@ -40,22 +40,26 @@ pub(super) struct NameWaiters {
     pub(super) wake_at: Option<Instant>,
     /// Wakes the name's task (earlier expiry, the last waiter gone).
     pub(super) nudge: Arc<Notify>,
-    /// The subscription generation this name is subscribed under (0: not yet).
-    pub(super) subscribed: watch::Sender<u64>,
+    /// Where the subscription of the name's channel stands.
+    pub(super) subscribed: watch::Receiver<Subscription>,
 }
 
 /// The registry of this instance's waiters, by name channel.
 pub(crate) struct Registry {
     /// How this instance calls the library (and its id in Redis's lines).
     pub(super) invoker: Arc<Invoker>,
+    /// The freezes, as this instance holds them: a freeze's end serves the
+    /// line.
+    pub(super) book: Arc<FreezeBook>,
     names: Mutex<HashMap<Arc<str>, NameWaiters>>,
     pub(super) count: AtomicUsize,
     pub(super) max: usize,
     /// Set once the service shuts down (under the `names` lock): no waiter
     /// registers after it, and every one registered before is told.
     pub(super) closed: std::sync::atomic::AtomicBool,
-    /// The instance's subscription connection (the names' channels only).
-    pub(super) pubsub: PubSub,
+    /// The names' channels, which this registry joins while it has waiters
+    /// on a name.
+    pub(super) channels: Arc<NameChannels>,
     /// Bumped each time the pub/sub connection is (re)established.
     pub(super) generation: watch::Sender<u64>,
     pub(super) shutdown: CancellationToken,
@@ -66,30 +70,30 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    /// Starts the registry and its pub/sub connection; both stop on `shutdown`.
+    /// Starts the registry; it stops on `shutdown`. It hears the names'
+    /// channels as one of their listeners.
     pub(crate) fn start(
         invoker: Arc<Invoker>,
+        book: Arc<FreezeBook>,
+        channels: Arc<NameChannels>,
         max: usize,
         shutdown: CancellationToken,
         tasks: tokio_util::task::TaskTracker,
         notices_due: Option<UnboundedSender<(Kind, Name)>>,
     ) -> Arc<Self> {
-        let (pubsub, notices) = invoker.store().pubsub(shutdown.clone());
         let registry = Arc::new(Self {
             invoker,
+            book,
             names: Mutex::default(),
             closed: std::sync::atomic::AtomicBool::new(false),
             count: AtomicUsize::new(0),
             max,
-            pubsub,
+            channels,
             generation: watch::Sender::new(0),
             shutdown,
             tasks,
             notices_due,
         });
-        registry
-            .tasks
-            .spawn(registry.clone().hear_channels(notices));
         registry.tasks.spawn({
             let registry = registry.clone();
             async move {

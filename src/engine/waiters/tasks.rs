@@ -1,9 +1,9 @@
-//! The two tasks that serve this instance's waiters: one per name while it
-//! has waiters there, which keeps them alive in the line with one call
+//! What serves this instance's waiters: a task per name while it has
+//! waiters there, which keeps them alive in the line with one call
 //! about every second (however many wait), has them ask again when the
 //! line lost them (pruned while this instance looked dead, or its keys
-//! lost) and serves the line when a lease of the name expires; and one that
-//! hears the names' channels.
+//! lost) and serves the line when a lease of the name expires; and what the
+//! registry does as a listener of the names' channels.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,10 +12,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::registry::Registry;
-use crate::engine::connection::{PubSubNotice, PubSubNotices};
-use crate::engine::freeze_book::{wall_clock_ms, FRESH_WAIT};
+use crate::engine::channel::{Listener, NameMessage};
+use crate::engine::freezes::{wall_clock_ms, FRESH_WAIT};
 use crate::engine::functions::keep_alive::KeepAlive;
-use crate::engine::functions::message::LineMessage;
 
 /// How often an instance tells Redis that its waiters on a name are alive.
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(1);
@@ -39,12 +38,6 @@ impl Registry {
         // Whether the last keep-alive was a second one, made at once because
         // the first was held back by a list of freezes gone stale.
         let mut again = false;
-        // Subscribed before the first waiter joins the line (it waits for this);
-        // a subscription made later is followed by a re-check of every waiter.
-        self.pubsub.subscribe_shard(&channel).await;
-        if let Some(entry) = self.names().get(&channel) {
-            entry.subscribed.send_replace(1);
-        }
         loop {
             generation.borrow_and_update();
             let wake_at = {
@@ -52,21 +45,16 @@ impl Registry {
                 match names.get_mut(&channel) {
                     None => return,
                     Some(entry) if entry.waiters.is_empty() => {
+                        // A waiter that comes after this has a new task, and
+                        // joins the channel again.
                         names.remove(&channel);
+                        self.channels.leave(&channel);
                         None
                     }
                     Some(entry) => Some(entry.wake_at),
                 }
             };
             let Some(wake_at) = wake_at else {
-                self.pubsub.unsubscribe_shard(&channel).await;
-                // A waiter that came meanwhile has a new task, whose subscription
-                // this may have undone: subscribe again, and have its waiters ask
-                // Redis in case a message was missed.
-                if self.names().contains_key(&channel) {
-                    self.pubsub.subscribe_shard(&channel).await;
-                    self.recheck(&channel);
-                }
                 return;
             };
             let due = wake_at.map_or(next_tick, |w| w.min(next_tick));
@@ -119,7 +107,7 @@ impl Registry {
                     let stale = beat.held_back && !again && self.thaw_in(kind, &name).is_none();
                     again = stale;
                     if stale {
-                        self.invoker.book().ready(FRESH_WAIT).await;
+                        self.book.ready(FRESH_WAIT).await;
                         next_tick = Instant::now();
                     }
                     if let Some(expires_in) = beat.next_expiry_in {
@@ -148,8 +136,7 @@ impl Registry {
     fn thaw_in(&self, kind: crate::domain::Kind, name: &crate::domain::Name) -> Option<Duration> {
         let now = wall_clock_ms();
         let freeze = self
-            .invoker
-            .book()
+            .book
             .for_name(kind, name.as_str(), now)
             .filter(|f| f.holds(now))?;
         // A little after, for the clocks of this instance and Redis.
@@ -157,35 +144,19 @@ impl Registry {
             .ok()
             .map(Duration::from_millis)
     }
+}
 
-    /// Hands the messages of the names' channels to the registry; when messages
-    /// may have been missed (a new connection), every waiter asks Redis again.
-    pub(super) async fn hear_channels(self: Arc<Self>, mut notices: PubSubNotices) {
-        let mut generation = 0u64;
-        loop {
-            let notice = tokio::select! {
-                () = self.shutdown.cancelled() => return,
-                notice = notices.recv() => notice,
-            };
-            match notice {
-                Some(PubSubNotice::Message { channel, payload }) => {
-                    match std::str::from_utf8(&payload)
-                        .ok()
-                        .and_then(LineMessage::decode)
-                    {
-                        Some(message) => self.dispatch(&channel, message),
-                        None => tracing::debug!("unknown message on a name's channel"),
-                    }
-                }
-                // Waiters keep their place; they ask again once resubscribed.
-                Some(PubSubNotice::Lost) => {}
-                Some(PubSubNotice::Subscribed) => {
-                    generation += 1;
-                    self.generation.send_replace(generation);
-                    self.recheck_all();
-                }
-                None => return,
-            }
+impl Listener for Registry {
+    /// A message about a name's line goes to its waiters here.
+    fn heard(&self, channel: &str, message: &NameMessage) {
+        if let NameMessage::Line(message) = message {
+            self.dispatch(channel, message.clone());
         }
+    }
+
+    /// Messages may have been missed: every waiter asks Redis again.
+    fn resubscribed(&self) {
+        self.generation.send_modify(|generation| *generation += 1);
+        self.recheck_all();
     }
 }

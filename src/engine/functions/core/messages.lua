@@ -17,7 +17,7 @@
 --   x EXPIRES_IN_MS                           a lease now ends sooner: wake the line then
 --   d 1                                       (the caller's only) a ticket's turn notice
 --                                             is due on the name (core/tickets.lua)
--- (message.rs decodes them.) Messages for the holders' streams, on the same
+-- (engine/channel/message.rs decodes them.) Messages for the holders' streams, on the same
 -- channel and only while someone follows a lease of the name (FOLLOWED,
 -- state.lua), each naming a lease by its fencing token, never by its id:
 --   r TOKEN EXPIRES_AT_MS TTL_MS              lease TOKEN was refreshed
@@ -27,7 +27,7 @@
 --                                             force-released
 --   y WAITING\nBY\nREASON                     someone (BY, "" none) asks the
 --                                             holders to finish early (REASON)
--- (engine/following/notice.rs decodes them.)
+-- (engine/channel/message.rs decodes them too.)
 --
 -- Every serving operation ends its reply with finish(): the expired leases it
 -- noticed (n, then n pairs owner ("" none), fencing_token, for the audit log),

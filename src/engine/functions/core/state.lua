@@ -86,7 +86,7 @@
 --           last found to be Redis's, plus 1 s: from then on the call holds
 --           the line as a freeze would, since a freeze made after that read
 --           may be missing from it; "||0" while the instance itself finds
---           its list stale, freeze_book.rs; a context without this field
+--           its list stale, freezes/book.rs; a context without this field
 --           holds nothing: tools that call a function by hand), the
 --           kind ("lock" or "semaphore", for events), the
 --           command that publishes on the name's channel ("SPUBLISH" on a
@@ -253,7 +253,7 @@ local function begin(keys, args)
   -- This check is here, on Redis's clock and in the call itself, because a
   -- name's function cannot read the freezes' version on Redis Cluster (it
   -- lives in another slot); the instance's own check by age
-  -- (freeze_book.rs) covers the time before a call is built.
+  -- (freezes/book.rs) covers the time before a call is built.
   local from, till, fresh = string.match(CONTEXT, '^(%d*)|(%d*)|(%d+)\n')
   FROZEN = fresh ~= nil and (now_ms >= tonumber(fresh)
     or (from ~= '' and now_ms >= tonumber(from) and now_ms < tonumber(till)))

@@ -5,12 +5,12 @@
 use redis::Cmd;
 use serde::{Deserialize, Serialize};
 
-use super::cursor::Cursor;
-use super::library::{Function, Op};
 use crate::domain::{
     Freeze, FreezeId, Kind, NamePattern, Reason, Recurring, Schedule, TokenName, Window,
 };
 use crate::engine::error::Error;
+use crate::engine::functions::cursor::Cursor;
+use crate::engine::functions::library::{Function, Op};
 
 /// The list call: every freeze in Redis, and the list's version.
 pub(in crate::engine) struct ListFreezes;

@@ -8,7 +8,7 @@
 --          -> when that key expires (ms; "+inf" for a recurring freeze, which
 --          lives until it is deleted). Each freeze is a string key beside it
 --          ("prefix{freezes}:ID", one hash tag: one cluster slot, apart from
---          every name's), its JSON as functions/freezes.rs writes it.
+--          every name's), its JSON as freezes/function.rs writes it.
 --          The index expires with its last one-off freeze, or lives while it
 --          names a recurring one (written only by an administrator).
 --          Beside it, "prefix{freezes}:version": the list's version, a
@@ -18,7 +18,7 @@
 --          is empty). Missing reads as "0" (then the list is empty, or only
 --          one-off freezes whose windows are over are left in it).
 --          Each instance checks it when a call that may grant needs a fresh
---          list (freeze_book.rs): its list counts as fresh only while the
+--          list (freezes/book.rs): its list counts as fresh only while the
 --          version it was read at is still Redis's.
 --          Beside it too, "prefix{freezes}:by:TOKEN" for each token name that
 --          made freezes: a zset of the keys of its freezes -> when each
