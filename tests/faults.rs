@@ -651,6 +651,43 @@ async fn a_stream_paused_across_a_refresh_says_lost_not_refreshed_for_a_lease_go
     );
 }
 
+/// A holder's stream paused across a refresh that shortened the lease, and
+/// resumed after the lease expired but before its old `expiring` point
+/// passed far: `expiring` is due at once, with the refresh's word still on
+/// its way. It says only what Redis confirms (`lost`), never `expiring` for a
+/// lease gone (the chaos run's `[Stream]`, seed 1796533589279354759).
+#[tokio::test]
+async fn a_stream_resumed_after_a_shortening_refresh_never_says_expiring_for_a_lease_gone() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let (status, lease) = pair
+        .post(&a, "/locks/hs-shortened", r#"{"ttl_ms": 3000}"#)
+        .await;
+    assert_eq!(status, 201, "{lease}");
+    let mut stream = held_stream(&pair, &b, &lease).await;
+
+    pair.b.pause();
+    let (status, body) = pair
+        .call(
+            reqwest::Method::PATCH,
+            format!("{a}{}", lease_path("locks", &lease)),
+            r#"{"ttl_ms": 1000}"#,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // Past the new expiry and the old `expiring` point (2 s after the
+    // grant), short of the old expiry (3 s).
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    pair.b.resume();
+
+    let events = stream_events(&mut stream, "lost", Duration::from_secs(15)).await;
+    assert_eq!(
+        events,
+        ["lost:expired"],
+        "the lease was gone at the resume; nothing but its loss is true"
+    );
+}
+
 /// A holder's stream whose lease Redis lost with its data (a restart without
 /// persistence) ends `lost`, `expired`: nobody force-released it.
 #[tokio::test]

@@ -136,25 +136,39 @@ impl HolderStream {
             let event = match due {
                 Due::Heard(Heard::Message(message)) => self.heard(message),
                 Due::Heard(Heard::Resync) | Due::Check => self.confirm().await,
-                Due::Expiring if wall_clock_ms() >= self.expires_at_ms => {
-                    // Due long ago (this instance was paused): the expiry has
-                    // passed, so Redis is asked instead of saying `expiring`.
-                    self.expiring_at = None;
-                    self.confirm().await
-                }
-                Due::Expiring => {
-                    self.expiring_at = None;
-                    Some(HolderEvent::Expiring {
-                        fencing_token: self.token,
-                        expires_at_ms: self.expires_at_ms,
-                    })
-                }
+                Due::Expiring => self.expiring().await,
             };
             if event.is_some() {
                 return event;
             }
         }
         None
+    }
+
+    /// `expiring` is due: said only of a lease Redis holds with the expiry
+    /// this stream knows. The word of a refresh that moved it may not have
+    /// been heard yet (this instance was paused, the word is still on its
+    /// way), and a lease already gone is told as Redis tells it (`lost`).
+    /// One call per `expiring`, which a holder that refreshes in time never
+    /// hears.
+    async fn expiring(&mut self) -> Option<HolderEvent> {
+        self.expiring_at = None;
+        let known = self.expires_at_ms;
+        let told = self.confirm().await;
+        if told.is_some() || self.ended {
+            return told;
+        }
+        if self.expiring_at.is_none() {
+            // Redis did not answer: asked again soon, nothing told yet.
+            self.expiring_at = Some(Instant::now() + RETRY);
+            return None;
+        }
+        // Redis holds it, expiring when this stream thought.
+        self.expiring_at = None;
+        (self.expires_at_ms == known).then_some(HolderEvent::Expiring {
+            fencing_token: self.token,
+            expires_at_ms: self.expires_at_ms,
+        })
     }
 
     /// What a word of the name's channel means for this lease.
