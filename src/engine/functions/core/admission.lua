@@ -194,13 +194,7 @@ local function ahead_from(priority)
   if priority == 0 then
     return AHEAD
   end
-  local weight = 0
-  if AHEAD_RANKED then
-    for p = priority, 9 do
-      weight = weight + (AHEAD_RANKED[p] and AHEAD_RANKED[p][2] or 0)
-    end
-  end
-  return weight
+  return ranked_from(AHEAD_RANKED, priority)
 end
 
 -- Whether a request of `priority` that has not queued may take `weight` of

@@ -70,8 +70,6 @@ local function ranked_field()
   return table.concat(parts, ',')
 end
 
--- The line gained (or lost, negative) `count` waiters of `weight` in all,
--- of `priority` (a number).
 -- Adds `count` waiters of `weight` at `priority` to `ranked` (priority ->
 -- {count, weight}; nil: none yet), never below 0: the one way the sums of
 -- each priority are counted (the line's, a scan's). Returns `ranked`.
@@ -83,6 +81,20 @@ local function add_ranked(ranked, priority, count, weight)
   return ranked
 end
 
+-- The weight in `ranked` (as add_ranked() counts it) at `priority` and
+-- above: the one way the sums of each priority are read.
+local function ranked_from(ranked, priority)
+  local weight = 0
+  if ranked then
+    for p = priority, 9 do
+      weight = weight + (ranked[p] and ranked[p][2] or 0)
+    end
+  end
+  return weight
+end
+
+-- The line gained (or lost, negative) `count` waiters of `weight` in all,
+-- of `priority` (a number).
 local function count_queued(count, weight, priority, limit)
   if limit and (QUEUED_N == 0 or limit > QUEUED_L) then
     -- (Only when a line holds waiters of more than one limit does it matter:
@@ -116,13 +128,7 @@ local function queued_from(priority)
   if priority == 0 then
     return QUEUED_W
   end
-  local weight = 0
-  if RANKED then
-    for p = priority, 9 do
-      weight = weight + (RANKED[p] and RANKED[p][2] or 0)
-    end
-  end
-  return weight
+  return ranked_from(RANKED, priority)
 end
 
 -- Takes `waiter` (its fields unpacked; `weight` and `priority` numbers) out
