@@ -19,7 +19,7 @@ use crate::engine::{History, HistoryCursor, HistoryEntry, HistoryLimit, LeaseEnd
 use crate::wire::rfc3339_ms;
 use crate::wire::{HistoryBody, HistoryEntryBody, LeaseEndBody, ProblemType};
 
-/// The history of `kind`, documented ([`document`]).
+/// The history of `kind`, with its OpenAPI operation.
 pub fn router(kind: Kind) -> OpenApiRouter<AppState> {
     let mut router = OpenApiRouter::new().route(
         &format!("/{}/{{name}}/history", kind.plural()),

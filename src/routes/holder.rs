@@ -33,8 +33,8 @@ use crate::wire::{
     YieldRequest,
 };
 
-/// The holder's stream and the yield request of `kind`, documented
-/// ([`document`]).
+/// The holder's stream and the yield request of `kind`, with their OpenAPI
+/// operations.
 pub fn router(kind: Kind) -> OpenApiRouter<AppState> {
     let plural = kind.plural();
     let mut router = OpenApiRouter::new()
