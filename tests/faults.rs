@@ -175,6 +175,40 @@ async fn a_redis_stall_across_a_hand_off_never_leaves_two_holders_told_201() {
     assert_eq!(other, 409, "a second holder was told 201: {body}");
 }
 
+/// A grant to another instance's waiter made just before Redis stalls keeps
+/// its time to be confirmed: the first call after the stall, a newcomer's on
+/// the other instance, finds the lock held and is not served ahead of the
+/// waiter (the chaos run's `[Overtaken]`, seed 1796546708264554968: a
+/// newcomer granted 3 ms after the stall, ahead of a waiter queued 3.5 s
+/// before it). B is kept paused until the newcomer is answered, so that the
+/// newcomer's call, not B's confirm, is the first after the stall.
+#[tokio::test]
+async fn a_grant_made_just_before_a_redis_stall_is_not_lost_to_a_newcomer_after_it() {
+    let pair = Pair::start();
+    let (a, b) = (pair.a.base(), pair.b.base());
+    let (status, holder) = pair.post(&a, "/locks/stall-grant", HOLD).await;
+    assert_eq!(status, 201);
+    let waiter = pair.waiter(&b, "/locks/stall-grant", WAIT);
+    pair.until_waiting("/locks/stall-grant", 1).await;
+
+    pair.b.pause();
+    assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
+    // Longer than a grant to another instance stays unconfirmed (3 s).
+    stall(&pair.redis, 3.5).join().expect("stall");
+    let (newcomer, body) = pair.post(&a, "/locks/stall-grant", HOLD).await;
+    pair.b.resume();
+    assert_eq!(
+        newcomer, 409,
+        "a newcomer after the stall was served ahead of the waiter granted before it: {body}"
+    );
+
+    let waited = waiter.await.expect("waiter").expect("an answer");
+    assert_eq!(waited.status, 201, "{}", waited.body);
+    assert!(expires_at(&waited.body) > SystemTime::now() + Duration::from_secs(50));
+    let (held, _) = pair.get(&a, &lease_path("locks", &waited.body)).await;
+    assert_eq!(held, 200, "the lease told 201 is not held");
+}
+
 #[tokio::test]
 async fn a_paused_waiter_instance_does_not_answer_a_grant_that_lapsed_while_it_slept() {
     let pair = Pair::start();

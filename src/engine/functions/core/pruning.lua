@@ -112,7 +112,35 @@ local function forget_lease(id, lease, ending)
   end
 end
 
--- Leases past their expiry end; at most PRUNE_BATCH per call. Each lease is
+-- A grant to another instance's waiter made just before Redis stopped
+-- serving (a stall: stalled_ms(), state.lua) keeps the time it had to be
+-- confirmed: its waiter's instance could not confirm it while Redis did
+-- not serve, so the time Redis did not serve since the grant is added to
+-- its hold and to its full expiry, as if it had been granted when Redis
+-- served again (`acquired` moves there too, so the same stall never adds
+-- twice). Else the first call after the stall, a newcomer's, would prune it
+-- and be served ahead of a waiter whose instance stayed alive (its confirm
+-- was waiting behind the stall). Nobody was told of the grant (confirm()
+-- tells, with the full expiry written in the same call): no promise moves.
+-- Returns whether the grant is kept; only for a grant whose hold ran out.
+local function kept_through_stall(id, lease)
+  if not lease.provisional then
+    return false
+  end
+  local stalled = stalled_ms(lease.acquired)
+  if stalled == 0 or lease.score + stalled <= now_ms then
+    return false
+  end
+  local score, full = lease.score + stalled, lease.expires_at + stalled
+  lease.acquired = now_ms
+  redis.call('ZADD', K_LEASES, 'XX', num(score), id)
+  redis.call('HSET', K_OWNERS, id, pack_lease(lease, lease.ttl, score, full))
+  keep_leases(full, false)
+  return true
+end
+
+-- Leases past their expiry end (a grant held up by a stall of Redis stays:
+-- kept_through_stall()); at most PRUNE_BATCH per call. Each lease is
 -- pruned once after being granted once, so the work is amortised over the
 -- grants, and the batch bounds one call; used_now() counts what is left
 -- unpruned as in use, so a lease left for a later call is never mistaken
@@ -122,7 +150,10 @@ local function end_expired()
   for i = 1, #gone do
     local packed = redis.call('HGET', K_OWNERS, gone[i])
     if packed then
-      forget_lease(gone[i], parse_lease(packed))
+      local lease = parse_lease(packed)
+      if not kept_through_stall(gone[i], lease) then
+        forget_lease(gone[i], lease)
+      end
     else
       redis.call('ZREM', K_LEASES, gone[i])
       redis.call('HDEL', K_OWNERS, gone[i])
