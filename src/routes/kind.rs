@@ -195,6 +195,7 @@ async fn acquire(
         .keep_place
         .as_ref()
         .map(|keep| keep.forsaken.clone());
+    let revocable = caller.can_change();
     let revoked = caller.revoked(still).map(move |err| {
         if let Some(forsaken) = forsaken {
             forsaken.set();
@@ -243,13 +244,7 @@ async fn acquire(
     // A token removed, narrowed or expired while it waits: the request
     // leaves the line (giving back a lease granted meanwhile) and is
     // answered 401 or 403, never 201.
-    let outcome = async move {
-        tokio::select! {
-            biased;
-            err = revoked => Err(err),
-            outcome = outcome => outcome.map_err(AppError::from),
-        }
-    };
+    let outcome = Caller::parked_unless(revocable, revoked, outcome.map_err(AppError::from));
     let answer = outcome.map(move |outcome| {
         drop(slot);
         outcome

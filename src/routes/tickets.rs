@@ -181,17 +181,12 @@ pub async fn wait(
             .require(Scope::Write, &watched)
             .map_err(AppError::from)
     };
+    let revocable = caller.can_change();
     let revoked = caller.revoked(still).map(move |err| {
         forsaken.set();
         err
     });
-    let outcome = async move {
-        tokio::select! {
-            biased;
-            err = revoked => Err(err),
-            answer = outcome => answer,
-        }
-    };
+    let outcome = Caller::parked_unless(revocable, revoked, outcome);
     let answer = outcome.map(move |answer| {
         drop(slot);
         answer.unwrap_or_else(IntoResponse::into_response)
