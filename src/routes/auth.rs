@@ -99,31 +99,16 @@ impl Caller {
         }
     }
 
-    /// `answer`, unless the token stops allowing what `still` asks of it
-    /// first: then the refusal, and `answer` is dropped (a waiting request
-    /// leaves the line, giving back a lease granted meanwhile, as when its
-    /// client hangs up; no lease is answered after the change).
-    pub async fn unless_revoked<T>(
-        self,
-        still: impl Fn(&Principal) -> Result<(), AppError>,
-        answer: impl Future<Output = Result<T, AppError>>,
-    ) -> Result<T, AppError> {
-        let revoked = self.revoked(still);
-        tokio::select! {
-            biased;
-            err = revoked => Err(err),
-            answer = answer => answer,
-        }
-    }
-
-    /// `answer` for a request parked while it waits, unless `revoked`
-    /// (built from [`Caller::revoked`]) resolves first: then its refusal, and
-    /// `answer` is dropped, as [`Caller::unless_revoked`] does. Watched only
-    /// when `revocable` ([`Caller::can_change`]; a service without tokens has
-    /// nothing to watch), through a combinator with both futures boxed: an
-    /// async block would hold the waiting future twice (about 1.3 KiB more
-    /// per waiting request, measured by `scripts/bench.sh`'s idle waiters).
-    pub fn parked_unless<T>(
+    /// `answer`, unless `revoked` ([`Caller::revoked`], with whatever the
+    /// caller must note first) resolves first: then its refusal, and
+    /// `answer` is dropped (a waiting request leaves the line, giving back a
+    /// lease granted meanwhile, as when its client hangs up; no lease is
+    /// answered after the change). Watched only when `revocable`
+    /// ([`Caller::can_change`]: a service without tokens has nothing to
+    /// watch), through a combinator with both futures boxed: an async block
+    /// would hold the waiting future twice (about 1.3 KiB more per waiting
+    /// request, measured by `scripts/bench.sh`'s idle waiters).
+    pub fn unless_revoked<T>(
         revocable: bool,
         revoked: impl Future<Output = AppError> + Send + 'static,
         answer: impl Future<Output = Result<T, AppError>> + Send + 'static,

@@ -244,7 +244,7 @@ async fn acquire(
     // A token removed, narrowed or expired while it waits: the request
     // leaves the line (giving back a lease granted meanwhile) and is
     // answered 401 or 403, never 201.
-    let outcome = Caller::parked_unless(revocable, revoked, outcome.map_err(AppError::from));
+    let outcome = Caller::unless_revoked(revocable, revoked, outcome.map_err(AppError::from));
     let answer = outcome.map(move |outcome| {
         drop(slot);
         outcome

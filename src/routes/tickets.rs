@@ -186,7 +186,7 @@ pub async fn wait(
         forsaken.set();
         err
     });
-    let outcome = Caller::parked_unless(revocable, revoked, outcome);
+    let outcome = Caller::unless_revoked(revocable, revoked, outcome);
     let answer = outcome.map(move |answer| {
         drop(slot);
         answer.unwrap_or_else(IntoResponse::into_response)

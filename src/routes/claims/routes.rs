@@ -102,11 +102,10 @@ async fn claim(State(state): State<AppState>, call: ClaimCall) -> Result<Respons
     // A token removed, narrowed or expired while it waits: the claim is
     // dropped (it leaves the line and gives back what it took) and is
     // answered 401 or 403.
-    let acquisition =
-        caller.unless_revoked(
-            still,
-            async move { acquisition.await.map_err(AppError::from) },
-        );
+    let revocable = caller.can_change();
+    let acquisition = Caller::unless_revoked(revocable, caller.revoked(still), async move {
+        acquisition.await.map_err(AppError::from)
+    });
     let answer = async move {
         let answer = match acquisition.await {
             Ok(outcome) => created_or_refused(outcome).unwrap_or_else(IntoResponse::into_response),
