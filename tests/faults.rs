@@ -109,6 +109,28 @@ impl Pair {
         }
     }
 
+    /// The lock `path` held through A ([`HOLD`]), and a waiter for it on B
+    /// ([`WAIT`]) in line: the holder's lease and the waiter.
+    async fn held_on_a_awaited_on_b(&self, path: &str) -> (Value, JoinHandle<Option<Waited>>) {
+        let (status, holder) = self.post(&self.a.base(), path, HOLD).await;
+        assert_eq!(status, 201);
+        let waiter = self.waiter(&self.b.base(), path, WAIT);
+        self.until_waiting(path, 1).await;
+        (holder, waiter)
+    }
+
+    /// The waiter was told 201 with its whole ttl ahead, and Redis holds the
+    /// lease it was told of: its lease.
+    async fn told_201_and_held(&self, waiter: JoinHandle<Option<Waited>>) -> Value {
+        let waited = waiter.await.expect("waiter").expect("an answer");
+        assert_eq!(waited.status, 201, "{}", waited.body);
+        let lease = waited.body;
+        assert!(expires_at(&lease) > SystemTime::now() + Duration::from_secs(50));
+        let (held, _) = self.get(&self.a.base(), &lease_path("locks", &lease)).await;
+        assert_eq!(held, 200, "the lease told 201 is not held");
+        lease
+    }
+
     fn key(&self, tag: &str, suffix: &str) -> String {
         format!("{}{{{tag}}}:{suffix}", self.prefix)
     }
@@ -153,24 +175,16 @@ const WAIT: &str = r#"{"ttl_ms": 60000, "wait_ms": 30000}"#;
 #[tokio::test]
 async fn a_redis_stall_across_a_hand_off_never_leaves_two_holders_told_201() {
     let pair = Pair::start();
-    let (a, b) = (pair.a.base(), pair.b.base());
-    let (status, holder) = pair.post(&a, "/locks/stalled", HOLD).await;
-    assert_eq!(status, 201);
-    let waiter = pair.waiter(&b, "/locks/stalled", WAIT);
-    pair.until_waiting("/locks/stalled", 1).await;
+    let a = pair.a.base();
+    let (holder, waiter) = pair.held_on_a_awaited_on_b("/locks/stalled").await;
 
     // The release grants the waiter on B; Redis stalls right after, for
     // longer than a grant to another instance stays unconfirmed.
     assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
     stall(&pair.redis, 3.5).join().expect("stall");
 
-    let waited = waiter.await.expect("waiter").expect("an answer");
-    assert_eq!(waited.status, 201, "{}", waited.body);
-    let lease = waited.body;
-    assert!(expires_at(&lease) > SystemTime::now() + Duration::from_secs(50));
     // Told 201, it holds the lock: Redis has its lease, nobody else gets it.
-    let (held, _) = pair.get(&a, &lease_path("locks", &lease)).await;
-    assert_eq!(held, 200, "the lease told 201 is gone after the stall");
+    pair.told_201_and_held(waiter).await;
     let (other, body) = pair.post(&a, "/locks/stalled", r#"{"ttl_ms": 1000}"#).await;
     assert_eq!(other, 409, "a second holder was told 201: {body}");
 }
@@ -185,11 +199,8 @@ async fn a_redis_stall_across_a_hand_off_never_leaves_two_holders_told_201() {
 #[tokio::test]
 async fn a_grant_made_just_before_a_redis_stall_is_not_lost_to_a_newcomer_after_it() {
     let pair = Pair::start();
-    let (a, b) = (pair.a.base(), pair.b.base());
-    let (status, holder) = pair.post(&a, "/locks/stall-grant", HOLD).await;
-    assert_eq!(status, 201);
-    let waiter = pair.waiter(&b, "/locks/stall-grant", WAIT);
-    pair.until_waiting("/locks/stall-grant", 1).await;
+    let a = pair.a.base();
+    let (holder, waiter) = pair.held_on_a_awaited_on_b("/locks/stall-grant").await;
 
     pair.b.pause();
     assert_eq!(pair.delete(&a, &lease_path("locks", &holder)).await, 204);
@@ -202,11 +213,7 @@ async fn a_grant_made_just_before_a_redis_stall_is_not_lost_to_a_newcomer_after_
         "a newcomer after the stall was served ahead of the waiter granted before it: {body}"
     );
 
-    let waited = waiter.await.expect("waiter").expect("an answer");
-    assert_eq!(waited.status, 201, "{}", waited.body);
-    assert!(expires_at(&waited.body) > SystemTime::now() + Duration::from_secs(50));
-    let (held, _) = pair.get(&a, &lease_path("locks", &waited.body)).await;
-    assert_eq!(held, 200, "the lease told 201 is not held");
+    pair.told_201_and_held(waiter).await;
 }
 
 #[tokio::test]
